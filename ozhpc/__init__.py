@@ -1,0 +1,5 @@
+"""ozhpc: bitwise-reproducible FP64 matrix products by the Ozaki scheme, from one CPU to many GPUs."""
+from .ozaki import GemmInfo, gemm
+
+__version__ = "0.1.0"
+__all__ = ["gemm", "GemmInfo", "__version__"]

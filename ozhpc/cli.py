@@ -1,0 +1,268 @@
+"""``ozhpc`` command line: gen, gemm, check, info, demo.
+
+Arguments are parsed before any MPI or GPU start-up. User errors (a missing
+file or dataset, a wrong shape, a bad option) print one line naming the culprit
+and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+import numpy as np
+
+from . import __version__
+from .config import RunConfig, parse_groups, parse_pair, parse_slices
+from .errors import InputError
+from .io import h5io
+
+EXIT_USAGE = 2
+
+EPILOG = """examples:
+  ozhpc gen --phi 0.5 --shape 2048x2048 --seed 1 in.h5:/A
+  ozhpc gen --phi 0.5 --shape 2048x2048 --seed 2 in.h5:/B
+  ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --report run.json
+  ozhpc check out.h5:/C --a in.h5:/A --b in.h5:/B
+  mpiexec -n 4 ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --grid 2x2 --block 256
+"""
+
+
+def _dataset(what):
+    def parse(text):
+        try:
+            return h5io.DatasetRef.parse(text, what)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = "FILE.h5:/dataset"
+    return parse
+
+
+def _option(parser_fn, option):
+    def parse(text):
+        try:
+            return parser_fn(text) if option is None else parser_fn(text, option)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = option or parser_fn.__name__
+    return parse
+
+
+def add_product_options(p: argparse.ArgumentParser) -> None:
+    """Options that describe op(A), op(B), alpha and beta (gemm and check share them)."""
+    p.add_argument("--transa", action="store_true", help="use A transposed")
+    p.add_argument("--transb", action="store_true", help="use B transposed")
+    p.add_argument("--alpha", type=float, default=1.0, help="scale of op(A) op(B) (default 1)")
+    p.add_argument("--beta", type=float, default=0.0, help="scale of the input C (default 0: C is not read)")
+    p.add_argument("--c", type=_dataset("input C"), metavar="FILE.h5:/C0", help="input C, needed when beta != 0")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ozhpc", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Bitwise-reproducible FP64 matrix products C = alpha*op(A)@op(B) + beta*C by the "
+                    "Ozaki scheme (int8 slices, exact integer products), on CPUs or GPUs, one process or MPI.")
+    parser.add_argument("--version", action="version", version=f"ozhpc {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what is chosen (engine, slices)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    g = sub.add_parser("gen", help="write a standard test matrix (rand-0.5)*exp(phi*randn)",
+                       description="Write the standard test matrix a_ij = (rand - 0.5) * exp(phi * randn) of "
+                                   "design.md. Larger phi widens the exponent range (0.5 is about what HPL makes). "
+                                   "The same seed and shape give the same matrix on any machine.")
+    g.add_argument("output", type=_dataset("output"), metavar="FILE.h5:/dataset")
+    g.add_argument("--shape", type=_option(parse_pair, "--shape"), required=True, metavar="MxN")
+    g.add_argument("--phi", type=float, default=0.5, help="exponent spread (default 0.5)")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--force", action="store_true", help="replace an existing dataset")
+
+    m = sub.add_parser("gemm", help="C = alpha*op(A)@op(B) + beta*C from HDF5 to HDF5",
+                       description="Multiply two HDF5 datasets with the Ozaki scheme. C is written atomically "
+                                   "(temporary file, then rename) and is bitwise identical for any engine, grid, "
+                                   "block size and rank count. Run under mpiexec/srun to distribute.")
+    m.add_argument("a", type=_dataset("input A"), metavar="A.h5:/A")
+    m.add_argument("b", type=_dataset("input B"), metavar="B.h5:/B")
+    m.add_argument("-o", "--output", type=_dataset("output"), required=True, metavar="OUT.h5:/C")
+    add_product_options(m)
+    m.add_argument("--slices", type=_option(parse_slices, None), default="auto",
+                   help="int8 slices per operand, or 'auto' (default): the fewest that keep the error at "
+                        "or below native FP64 GEMM for this data")
+    m.add_argument("--groups", type=_option(parse_groups, None), default="auto",
+                   help="keep slice pairs with p+q < GROUPS: 'auto' = slices (default), 'all', or fewer "
+                        "for a faster, less accurate product")
+    m.add_argument("--engine", choices=("auto", "numpy", "cutile"), default="auto",
+                   help="numpy (CPU) or cutile (NVIDIA GPU); auto picks cutile when it can run")
+    m.add_argument("--grid", type=_option(parse_pair, "--grid"), metavar="PxQ",
+                   help="process grid under MPI (default: near-square from the rank count)")
+    m.add_argument("--block", type=_option(parse_pair, "--block"), default=(256, 256), metavar="NB|MBxNB",
+                   help="block-cyclic block size (default 256)")
+    m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
+    m.add_argument("--force", action="store_true", help="replace an existing output dataset")
+    m.add_argument("--progress", choices=("auto", "bar", "log", "off"), default="auto",
+                   help="progress on rank 0: bar on a terminal, log lines otherwise (default auto)")
+
+    c = sub.add_parser("check", help="error statistics of a computed C against an exact reference",
+                       description="Compare C with the exact product on sampled entries (exact rational "
+                                   "arithmetic) and print max/median |C - exact| / (|A||B|), next to the same "
+                                   "figures for NumPy's native FP64 product.")
+    c.add_argument("result", type=_dataset("result C"), metavar="OUT.h5:/C")
+    c.add_argument("--a", type=_dataset("input A"), required=True, metavar="A.h5:/A")
+    c.add_argument("--b", type=_dataset("input B"), required=True, metavar="B.h5:/B")
+    add_product_options(c)
+    c.add_argument("--samples", type=int, default=64, help="entries checked exactly (default 64)")
+    c.add_argument("--seed", type=int, default=0, help="which entries are sampled (default 0)")
+    c.add_argument("--json", action="store_true", help="print the statistics as JSON")
+
+    sub.add_parser("info", help="versions, engines, MPI and HDF5 features available here",
+                   description="Print versions and which engines, MPI library and HDF5 features are usable.")
+
+    d = sub.add_parser("demo", help="generate, multiply, check and report in a directory",
+                       description="End-to-end demo on one process: writes A and B (phi = 0.5) to DIR/in.h5, "
+                                   "multiplies them into DIR/out.h5:/C with a report DIR/run.json, and checks C "
+                                   "against the exact product.")
+    d.add_argument("--dir", default="ozhpc-demo", help="working directory (default ./ozhpc-demo)")
+    d.add_argument("--n", type=int, default=512, help="matrix size (default 512)")
+    d.add_argument("--phi", type=float, default=0.5, help="exponent spread (default 0.5)")
+    return parser
+
+
+def config_from_args(args) -> RunConfig:
+    return RunConfig(a=args.a, b=args.b, out=args.output, c=args.c, report=args.report,
+                     transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
+                     grid=args.grid, block=args.block, slices=args.slices, groups=args.groups,
+                     engine=args.engine, force=args.force, progress=args.progress)
+
+
+def cmd_gen(args) -> int:
+    from .matrices import standard_matrix
+
+    m, n = args.shape
+    h5io.write_matrix(args.output, standard_matrix(m, n, args.phi, args.seed), force=args.force,
+                      attrs={"phi": args.phi, "seed": args.seed})
+    print(f"wrote {m}x{n} test matrix (phi={args.phi}, seed={args.seed}) to {args.output}")
+    return 0
+
+
+def cmd_gemm(args) -> int:
+    from .runner import execute
+
+    report = execute(config_from_args(args))
+    print_summary(report)
+    return 0
+
+
+def print_summary(report: dict) -> None:
+    s = report["seconds"]
+    print(f"C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}")
+    print(f"  engine {report['engine']}, {report['slices']} slices, {report['groups']} groups, "
+          f"{report['pair_gemms']} pair GEMMs, {report['ranks']} rank(s)")
+    print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
+    print(f"  {report['gflops']:.2f} GFLOP/s (FP64-equivalent), sha256 {report['sha256']}")
+
+
+def check_statistics(args) -> dict:
+    from .reference import relative_errors, sample_indices
+
+    shape, _ = h5io.dataset_info(args.result, "result C")
+    a = h5io.read_matrix(args.a, "input A")
+    b = h5io.read_matrix(args.b, "input B")
+    a_op = a.T if args.transa else a
+    b_op = b.T if args.transb else b
+    if a_op.shape[1] != b_op.shape[0] or (a_op.shape[0], b_op.shape[1]) != shape:
+        raise InputError(f"result C {args.result} has shape {shape}, but op(A) is {a_op.shape[0]}x{a_op.shape[1]} "
+                         f"and op(B) is {b_op.shape[0]}x{b_op.shape[1]}")
+    if args.alpha != 1.0 or args.beta != 0.0:
+        raise InputError("check compares against op(A) @ op(B): use it on results with alpha = 1, beta = 0")
+    c = h5io.read_matrix(args.result, "result C")
+    idx = sample_indices(shape[0], shape[1], args.samples, args.seed)
+    ours = relative_errors(c, a_op, b_op, idx)
+    native = relative_errors(a_op @ b_op, a_op, b_op, idx)
+    worst_native = float(native.max()) if len(idx) else 0.0
+    return {
+        "samples": len(idx),
+        "max_rel_error": float(ours.max()) if len(idx) else 0.0,
+        "median_rel_error": float(np.median(ours)) if len(idx) else 0.0,
+        "native_max_rel_error": worst_native,
+        "native_median_rel_error": float(np.median(native)) if len(idx) else 0.0,
+        "ratio_to_native": float(ours.max()) / worst_native if worst_native else (0.0 if not ours.any() else float("inf")),
+    }
+
+
+def cmd_check(args) -> int:
+    stats = check_statistics(args)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    print(f"{stats['samples']} entries checked exactly; error = |C - exact| / (|A||B|)")
+    print(f"  ozhpc : max {stats['max_rel_error']:.3e}  median {stats['median_rel_error']:.3e}")
+    print(f"  native: max {stats['native_max_rel_error']:.3e}  median {stats['native_median_rel_error']:.3e}")
+    print(f"  ozhpc max / native max = {stats['ratio_to_native']:.3g}")
+    return 0
+
+
+def info_lines() -> list[str]:
+    import platform
+
+    import h5py
+
+    from .engines import available_engines
+
+    lines = [f"ozhpc {__version__}", f"python {platform.python_version()}", f"numpy {np.__version__}",
+             f"h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}, parallel: {h5io.PARALLEL_HDF5})"]
+    try:
+        import mpi4py
+        from mpi4py import MPI
+
+        lines.append(f"mpi4py {mpi4py.__version__}: {MPI.Get_library_version().splitlines()[0].strip()}")
+        lines.append(f"MPI ranks: {MPI.COMM_WORLD.Get_size()}")
+    except ImportError as exc:
+        lines.append(f"mpi4py: not available ({exc})")
+    for name, status in available_engines().items():
+        lines.append(f"engine {name}: {status}")
+    return lines
+
+
+def cmd_info(args) -> int:
+    print("\n".join(info_lines()))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    os.makedirs(args.dir, exist_ok=True)
+    src, out = os.path.join(args.dir, "in.h5"), os.path.join(args.dir, "out.h5")
+    report_path = os.path.join(args.dir, "run.json")
+    n = args.n
+    steps = [
+        ["gen", "--phi", str(args.phi), "--shape", f"{n}x{n}", "--seed", "1", "--force", f"{src}:/A"],
+        ["gen", "--phi", str(args.phi), "--shape", f"{n}x{n}", "--seed", "2", "--force", f"{src}:/B"],
+        ["gemm", f"{src}:/A", f"{src}:/B", "-o", f"{out}:/C", "--force", "--report", report_path],
+        ["check", f"{out}:/C", "--a", f"{src}:/A", "--b", f"{src}:/B"],
+    ]
+    for step in steps:
+        print("$ ozhpc " + " ".join(step))
+        code = main(step)
+        if code:
+            return code
+    print(f"report: {report_path}")
+    return 0
+
+
+COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "check": cmd_check, "info": cmd_info, "demo": cmd_demo}
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="ozhpc: %(message)s")
+    try:
+        return COMMANDS[args.command](args)
+    except InputError as exc:
+        print(f"ozhpc {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def entry_point() -> None:
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""One frozen description of a run, built from CLI flags or a job file; defaults live here only."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .errors import InputError
+from .io.h5io import DatasetRef
+
+
+def parse_slices(text) -> int | str:
+    if text == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise InputError(f"--slices must be 'auto' or an integer, got {text!r}") from None
+    if not 1 <= value <= 24:
+        raise InputError(f"--slices must be between 1 and 24, got {value}")
+    return value
+
+
+def parse_groups(text) -> int | str:
+    if text in ("auto", "all"):
+        return text
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise InputError(f"--groups must be 'auto', 'all' or an integer, got {text!r}") from None
+
+
+def parse_pair(text, option: str) -> tuple[int, int]:
+    """``"N"`` -> (N, N); ``"MxN"`` -> (M, N); positive integers only."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+)\s*)?", str(text))
+    if not match:
+        raise InputError(f"{option} must be N or MxN with positive integers, got {text!r}")
+    first = int(match.group(1))
+    second = int(match.group(2)) if match.group(2) else first
+    if first < 1 or second < 1:
+        raise InputError(f"{option} must be positive, got {text!r}")
+    return first, second
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything ``ozhpc gemm`` / ``ozhpc run`` needs; built once, passed down."""
+
+    a: DatasetRef
+    b: DatasetRef
+    out: DatasetRef
+    c: DatasetRef | None = None
+    report: str | None = None
+    transa: bool = False
+    transb: bool = False
+    alpha: float = 1.0
+    beta: float = 0.0
+    grid: tuple[int, int] | None = None  # None: near-square from the rank count
+    block: tuple[int, int] = (256, 256)
+    slices: int | str = "auto"
+    groups: int | str = "auto"
+    engine: str = "auto"
+    force: bool = False
+    progress: str = "auto"  # "auto" (bar on a terminal, log lines otherwise), "bar", "log", "off"
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        if self.beta != 0.0 and self.c is None:
+            raise InputError("beta != 0 needs an input C (--c FILE.h5:/C)")
+        if self.engine not in ("auto", "numpy", "cutile"):
+            raise InputError(f"engine must be auto, numpy or cutile, got {self.engine!r}")
+        if self.progress not in ("auto", "bar", "log", "off"):
+            raise InputError(f"progress must be auto, bar, log or off, got {self.progress!r}")
+
+    def describe(self) -> dict:
+        """The configuration as plain JSON-able values (for the report)."""
+        return {
+            "a": str(self.a), "b": str(self.b), "c": str(self.c) if self.c else None,
+            "out": str(self.out), "transa": self.transa, "transb": self.transb,
+            "alpha": self.alpha, "beta": self.beta,
+            "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
+            "slices": self.slices, "groups": self.groups, "engine": self.engine,
+        }

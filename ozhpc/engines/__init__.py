@@ -1,0 +1,61 @@
+"""Engines by name. An explicit table: nothing registers itself on import."""
+from __future__ import annotations
+
+import importlib
+import logging
+
+from .base import Engine
+
+log = logging.getLogger(__name__)
+
+ENGINES = {
+    "numpy": ("ozhpc.engines.numpy_engine", "NumpyEngine"),
+    "cutile": ("ozhpc.engines.cutile_engine", "CutileEngine"),
+}
+INSTALL_HINT = {
+    "cutile": "the cutile engine needs an NVIDIA GPU, CuPy and cuda-tile "
+              "(pip install 'ozhpc[gpu]'; see README, 'GPU engine')",
+}
+
+
+class EngineUnavailable(RuntimeError):
+    """A requested engine cannot run here (missing package or device)."""
+
+
+def _load(name: str) -> Engine:
+    module, cls = ENGINES[name]
+    try:
+        engine_cls = getattr(importlib.import_module(module), cls)
+        return engine_cls()
+    except (ImportError, RuntimeError, OSError) as exc:
+        raise EngineUnavailable(f"engine {name!r} is not available: {exc}. "
+                                f"{INSTALL_HINT.get(name, '')}".strip()) from exc
+
+
+def get_engine(name="auto") -> Engine:
+    """``"numpy"``, ``"cutile"``, an :class:`Engine` instance, or ``"auto"`` (cutile if it runs, else numpy)."""
+    if isinstance(name, Engine):
+        return name
+    if name == "auto":
+        try:
+            engine = _load("cutile")
+        except EngineUnavailable as exc:
+            log.info("engine auto: using numpy (%s)", exc)
+            return _load("numpy")
+        log.info("engine auto: using cutile")
+        return engine
+    if name not in ENGINES:
+        raise ValueError(f"unknown engine {name!r}; choose one of: auto, {', '.join(ENGINES)}")
+    return _load(name)
+
+
+def available_engines() -> dict[str, str]:
+    """Engine name -> 'available' or the reason it is not (for ``ozhpc info``)."""
+    status = {}
+    for name in ENGINES:
+        try:
+            _load(name)
+            status[name] = "available"
+        except EngineUnavailable as exc:
+            status[name] = str(exc)
+    return status

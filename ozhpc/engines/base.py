@@ -1,0 +1,88 @@
+"""The engine interface: the three heavy steps of the Ozaki scheme.
+
+An engine owns an array module (``xp``: numpy or cupy) and implements
+
+* ``split``: FP64 rows -> int8 digit slices (given the per-row exponents),
+* ``accumulate``: exact slice-pair products summed into group accumulators,
+* ``combine``: the one fixed-order FP64 rounding of the group accumulators.
+
+Everything else (scales, slice-count choice, special values, alpha/beta, the
+distributed panel loop) is written once in :mod:`ozhpc.ozaki` and
+:mod:`ozhpc.dist` against ``xp`` and this interface, so engines stay small and
+every engine produces the same bits.
+
+Digit definition (shared by all engines; :class:`NumpyEngine` is the
+reference): for row ``i`` with exponent ``e_i`` and ``r_0 = a_ij``::
+
+    D_p = rint(r_p * 2**(BITS*(p+1) - e_i))      (round half to even)
+    r_{p+1} = r_p - D_p * 2**(e_i - BITS*(p+1))
+
+Every step is exact in FP64 (the subtraction removes the rounded top bits of
+``r_p`` and needs no more bits than ``r_p`` had). With ``e_i`` from
+:func:`ozhpc.ozaki.scales.exponents`, ``|D_0| <= 127`` and ``|D_p| <= 64`` for
+``p >= 1``.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+BITS = 7
+"""Bits per slice: digits of slice p weigh 2**(-BITS*(p+1)) relative to the row scale."""
+
+DIGIT_MAX = 127
+"""Largest |digit| of any slice (the first one; later slices stay within 64)."""
+
+
+def group_weight_exponent(g: int) -> int:
+    """Exponent of the scale shared by all pairs with p + q == g."""
+    return -BITS * (g + 2)
+
+
+class Engine(ABC):
+    """Heavy kernels of the Ozaki scheme on one device (see module docstring)."""
+
+    name: str = "abstract"
+    xp = None  # array module
+
+    @abstractmethod
+    def split(self, x, exps, nslices: int):
+        """Digits of the rows of 2-D FP64 ``x`` (finite, any strides).
+
+        ``exps`` holds one int exponent per row. Returns int8 ``(nslices, rows, cols)``.
+        """
+
+    @abstractmethod
+    def accumulate(self, acc, da, eb) -> None:
+        """``acc[g] += sum_{p+q=g} da[p] @ eb[q].T`` exactly, for ``g < len(acc)``.
+
+        ``da`` is int8 ``(s, m, kb)``, ``eb`` int8 ``(s, n, kb)`` (B's slices stored
+        k-contiguous, i.e. slices of B transposed), ``acc`` float64 ``(d, m, n)``
+        holding exact integers.
+        """
+
+    @abstractmethod
+    def combine(self, acc, row_exps, col_exps):
+        """FP64 ``ldexp(sum_g acc[g] * 2**group_weight_exponent(g), e_i + f_j)``.
+
+        The sum runs from the last group down to group 0 (smallest terms first),
+        each term exact, so the only roundings are the d-1 additions and the final
+        scaling, in this order on every engine.
+        """
+
+    def zeros_accumulator(self, ngroups: int, m: int, n: int):
+        return self.xp.zeros((ngroups, m, n), dtype=self.xp.float64)
+
+    def asarray(self, x):
+        """Move ``x`` to this engine's device (no copy when already there)."""
+        return self.xp.asarray(x)
+
+    def to_host(self, x):
+        """A NumPy array with the values of ``x``."""
+        return x
+
+    def describe(self) -> dict:
+        """What the report says about this engine."""
+        return {"name": self.name}
+
+    def synchronize(self) -> None:
+        """Wait for queued device work (timing boundaries)."""

@@ -1,0 +1,1 @@
+"""HDF5 datasets in and out."""

@@ -1,0 +1,177 @@
+"""The Ozaki-I product on one process: ``C = alpha * op(A) @ op(B) + beta * C``.
+
+The steps here (scales -> plan -> split -> pair products -> combine -> special
+values -> alpha/beta) are the same ones the distributed driver runs, with the
+reductions and the panel loop spread over ranks; see :mod:`ozhpc.dist.summa`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..engines import Engine, get_engine
+from . import special
+from .plan import SlicePlan, make_plan
+from .scales import exponents, row_abs_max, spread_bits, spread_histogram
+
+
+@dataclass
+class GemmInfo:
+    """What one call did: sizes, plan, engine, error bound and time per phase.
+
+    ``truncation_bound`` (tau*k) and ``rounding_bound`` bound the error of every entry:
+    ``|C_ij - (op(A) op(B))_ij| <= 2**(e_i+f_j) * truncation_bound + rounding_bound * |C_ij|``
+    (for alpha = 1, beta = 0 and finite results).
+    """
+
+    m: int
+    n: int
+    k: int
+    engine: str
+    slices: int
+    groups: int
+    pair_gemms: int
+    spread_bits: int
+    truncation_bound: float
+    rounding_bound: float
+    nonfinite_inputs: bool
+    seconds: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_real_matrix(x, name: str):
+    """Raise a clear error unless ``x`` is a 2-D array of real numbers."""
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        raise TypeError(f"{name} must be an array, got {type(x).__name__}")
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {tuple(shape)}")
+    if dtype.kind not in "fiub":
+        raise TypeError(f"{name} must hold real numbers, got dtype {dtype}")
+
+
+def op_rows(x, trans: bool, is_left: bool):
+    """The operand as rows along k: op(A) for the left side, op(B)^T for the right."""
+    return (x.T if trans else x) if is_left else (x if trans else x.T)
+
+
+def epilogue(xp, ab, alpha: float, beta: float, c):
+    """``alpha * ab + beta * c``, each operation rounded separately; ``c`` unread when beta == 0."""
+    out = ab if alpha == 1.0 else alpha * ab
+    if beta != 0.0:
+        out = out + (c if beta == 1.0 else beta * c)
+    return out
+
+
+class Stopwatch:
+    """Wall time per phase, with the device synchronised at each boundary."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.seconds: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        self.engine.synchronize()
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._t
+        self._t = now
+
+
+def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
+         slices="auto", groups="auto", engine="auto", info=False):
+    """FP64 ``alpha * op(A) @ op(B) + beta * C`` by the Ozaki scheme, exact up to one final rounding.
+
+    Parameters
+    ----------
+    A, B : 2-D real arrays (NumPy, or CuPy with the cutile engine)
+    C : array of shape (m, n), read only when ``beta != 0``
+    alpha, beta : float
+    transa, transb : bool
+        Use the transpose of A / B.
+    slices : "auto" or int
+        int8 digit slices per operand; "auto" picks the fewest that keep the error at or
+        below native DGEMM's, from the exponent spread of the data.
+    groups : "auto", "all" or int
+        Keep slice pairs with ``p + q < groups``: "auto" = slices (the triangle),
+        "all" = every pair (``2*slices - 1``), fewer for a faster, less accurate product.
+    engine : "auto", "numpy", "cutile" or an Engine
+    info : bool
+        Also return a :class:`GemmInfo`.
+
+    Returns
+    -------
+    C : float64 array on the engine's device (NumPy arrays in, NumPy out), or ``(C, GemmInfo)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Not 2-D, not real, shapes that do not match, bad slices/groups.
+    """
+    eng = get_engine(engine)
+    xp = eng.xp
+    host_in = isinstance(A, np.ndarray)
+    for x, name in ((A, "A"), (B, "B")):
+        check_real_matrix(x, name)
+    a_rows = op_rows(eng.asarray(A).astype(xp.float64, copy=False), transa, True)
+    b_rows = op_rows(eng.asarray(B).astype(xp.float64, copy=False), transb, False)
+    (m, k), (n, kb) = a_rows.shape, b_rows.shape
+    if k != kb:
+        raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb}x{n}")
+    c_dev = None
+    if beta != 0.0:
+        if C is None:
+            raise ValueError("beta != 0 needs C")
+        check_real_matrix(C, "C")
+        if tuple(C.shape) != (m, n):
+            raise ValueError(f"C has shape {tuple(C.shape)}, expected {(m, n)}")
+        c_dev = eng.asarray(C).astype(xp.float64, copy=False)
+
+    clock = Stopwatch(eng)
+    e = exponents(xp, row_abs_max(xp, a_rows))
+    f = exponents(xp, row_abs_max(xp, b_rows))
+    spread = 0
+    if slices == "auto":
+        spread = max(spread_bits(eng.to_host(spread_histogram(xp, a_rows, e))),
+                     spread_bits(eng.to_host(spread_histogram(xp, b_rows, f))))
+    plan = make_plan(slices, groups, spread)
+    check_k(plan, k)
+    nonfinite = special.has_nonfinite(xp, a_rows) or special.has_nonfinite(xp, b_rows)
+    da = eng.split(special.finite_part(xp, a_rows), e, plan.slices)
+    eb = eng.split(special.finite_part(xp, b_rows), f, plan.slices)
+    clock.lap("split")
+    acc = eng.zeros_accumulator(plan.groups, m, n)
+    if k:
+        eng.accumulate(acc, da, eb)
+    clock.lap("multiply")
+    ab = eng.combine(acc, e, f)
+    if nonfinite:
+        counts = special.zeros_counts(xp, m, n)
+        special.accumulate_counts(xp, counts, special.classify(xp, a_rows), special.classify(xp, b_rows))
+        ab = special.apply_counts(xp, ab, counts)
+    out = epilogue(xp, ab, alpha, beta, c_dev)
+    clock.lap("combine")
+    if host_in:
+        out = eng.to_host(out)
+    if not info:
+        return out
+    return out, make_info(plan, eng, m, n, k, spread, nonfinite, clock.seconds)
+
+
+def check_k(plan: SlicePlan, k: int) -> None:
+    if k > plan.max_exact_k():
+        raise ValueError(f"k = {k} is too long for exact accumulation with {plan.slices} slices "
+                         f"and {plan.groups} groups (at most {plan.max_exact_k()})")
+
+
+def make_info(plan: SlicePlan, eng: Engine, m, n, k, spread, nonfinite, seconds) -> GemmInfo:
+    return GemmInfo(m=m, n=n, k=k, engine=eng.name, slices=plan.slices, groups=plan.groups,
+                    pair_gemms=plan.pair_gemms, spread_bits=spread,
+                    truncation_bound=float(plan.truncation_bound(k)),
+                    rounding_bound=plan.groups * 2.0**-53, nonfinite_inputs=nonfinite,
+                    seconds=dict(seconds))
