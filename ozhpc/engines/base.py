@@ -14,11 +14,17 @@ every engine produces the same bits.
 Digit definition (shared by all engines; :class:`NumpyEngine` is the
 reference): for row ``i`` with exponent ``e_i`` and ``r_0 = a_ij``::
 
-    D_p = rint(r_p * 2**(BITS*(p+1) - e_i))      (round half to even)
-    r_{p+1} = r_p - D_p * 2**(e_i - BITS*(p+1))
+    y_p = r_p * 2**(BITS*(p+1) - e_i)            (scaling by a power of two)
+    D_p = rint(y_p)                              (round half to even)
+    r_{p+1} = (y_p - D_p) * 2**(e_i - BITS*(p+1))
 
-Every step is exact in FP64 (the subtraction removes the rounded top bits of
-``r_p`` and needs no more bits than ``r_p`` had). With ``e_i`` from
+Every step is exact in FP64 (``y_p - D_p`` removes the rounded top bits of
+``y_p`` and needs no more bits than it had; it is at most 1/2, so scaling it
+back cannot overflow even for rows near DBL_MAX). The only inexact case is an
+entry over ~1000 bits below its row maximum in a row with ``e_i > 0``, whose
+scaled value underflows: its digits are 0 in every slice either way. The
+power-of-two scalings have exponents beyond +-1023 for tiny or huge rows: they
+mean exact ``ldexp``, not a multiplication by an overflowed constant. With ``e_i`` from
 :func:`ozhpc.ozaki.scales.exponents`, ``|D_0| <= 127`` and ``|D_p| <= 64`` for
 ``p >= 1``.
 """

@@ -27,9 +27,10 @@ class NumpyEngine(Engine):
         exps = np.asarray(exps, dtype=np.int64).reshape(-1, 1)
         for p in range(nslices):
             shift = BITS * (p + 1) - exps
-            digit = np.rint(np.ldexp(rest, shift))
+            scaled = np.ldexp(rest, shift)
+            digit = np.rint(scaled)
             out[p] = digit
-            rest -= np.ldexp(digit, -shift)
+            rest = np.ldexp(scaled - digit, -shift)
         return out
 
     def accumulate(self, acc, da, eb) -> None:
@@ -47,4 +48,5 @@ class NumpyEngine(Engine):
             total = total + acc[g] * 2.0 ** group_weight_exponent(g)
         scale = (np.asarray(row_exps, dtype=np.int64)[:, None]
                  + np.asarray(col_exps, dtype=np.int64)[None, :])
-        return np.ldexp(total, scale)
+        with np.errstate(over="ignore"):  # an overflowing product is inf, as in DGEMM
+            return np.ldexp(total, scale)

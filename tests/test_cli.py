@@ -1,0 +1,142 @@
+"""The ozhpc command line on one process: results, atomic outputs, error messages and exit codes."""
+import hashlib
+import json
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import ozhpc
+from ozhpc.report import sha256_of_matrix
+
+from conftest import run_cli
+
+
+def file_digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    src = tmp_path / "in.h5"
+    for name, shape, seed in (("A", "40x30", 1), ("B", "30x20", 2), ("C0", "40x20", 3), ("Bt", "20x30", 4)):
+        r = run_cli(["gen", "--phi", "1", "--shape", shape, "--seed", seed, f"{src}:/{name}"])
+        assert r.returncode == 0, r.stderr
+    with h5py.File(src, "a") as f:
+        f["vec"] = np.ones(5)
+        f["ints"] = np.ones((30, 20), dtype=np.int32)
+        f["cplx"] = np.ones((30, 20), dtype=np.complex128)
+        f.create_group("grp")
+    return src
+
+
+def read(path, name):
+    with h5py.File(path, "r") as f:
+        return f[name][...]
+
+
+def test_gemm_writes_bitwise_result_and_report(inputs, tmp_path):
+    out, report = tmp_path / "out.h5", tmp_path / "run.json"
+    before = file_digest(inputs)
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/Bt", "--transb", "--alpha", "2", "--beta", "-1",
+                 "--c", f"{inputs}:/C0", "-o", f"{out}:/C", "--report", report])
+    assert r.returncode == 0, r.stderr
+    a, bt, c0 = read(inputs, "A"), read(inputs, "Bt"), read(inputs, "C0")
+    want = ozhpc.gemm(a, bt, c0, alpha=2.0, beta=-1.0, transb=True, engine="numpy")
+    got = read(out, "C")
+    assert got.tobytes() == want.tobytes()
+    rep = json.loads(report.read_text())
+    assert rep["sha256"] == sha256_of_matrix(got)
+    assert (rep["m"], rep["n"], rep["k"]) == (40, 20, 30)
+    assert {"read", "split", "multiply", "combine", "write"} <= set(rep["seconds"])
+    assert rep["slices"] >= 1 and rep["pair_gemms"] >= rep["slices"]
+    assert rep["config"]["transb"] is True and rep["config"]["alpha"] == 2.0
+    assert file_digest(inputs) == before, "inputs must never be modified"
+    assert sorted(os.listdir(tmp_path)) == ["in.h5", "out.h5", "run.json"], "no temporary files left"
+
+
+def test_existing_output_needs_force_and_is_kept(inputs, tmp_path):
+    out = tmp_path / "out.h5"
+    args = ["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C", "--slices", "3"]
+    assert run_cli(args).returncode == 0
+    first = file_digest(out)
+    r = run_cli(args[:-1] + ["5"])
+    assert r.returncode == 2
+    assert f"output {out}:/C exists; pass --force to replace it" in r.stderr
+    assert file_digest(out) == first
+    r = run_cli(args[:-1] + ["5", "--force"])
+    assert r.returncode == 0 and file_digest(out) != first
+
+
+def test_output_next_to_other_datasets_keeps_them(inputs, tmp_path):
+    out = tmp_path / "out.h5"
+    with h5py.File(out, "w") as f:
+        f["keep"] = np.arange(4.0)
+    assert run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C"]).returncode == 0
+    assert read(out, "keep").tolist() == [0.0, 1.0, 2.0, 3.0] and read(out, "C").shape == (40, 20)
+
+
+@pytest.mark.parametrize("a,b,extra,message", [
+    ("missing.h5:/A", "IN:/B", [], "input A file 'missing.h5' does not exist"),
+    ("IN:/nope", "IN:/B", [], "input A dataset '/nope' not found in 'IN'"),
+    ("IN:/vec", "IN:/B", [], "input A IN:/vec must be 2-D, has shape (5,)"),
+    ("IN:/A", "IN:/ints", [], "input B IN:/ints must hold real floating-point numbers, has dtype int32"),
+    ("IN:/A", "IN:/cplx", [], "input B IN:/cplx must hold real floating-point numbers, has dtype complex128"),
+    ("IN:/A", "IN:/grp", [], "input B IN:/grp is a group, not a dataset"),
+    ("IN:/A", "IN:/C0", [], "shape mismatch: op(A) from IN:/A is 40x30 but op(B) from IN:/C0 is 40x20"),
+    ("IN:/A", "IN:/B", ["--beta", "1"], "beta != 0 needs an input C (--c FILE.h5:/C)"),
+    ("IN:/A", "IN:/B", ["--beta", "1", "--c", "IN:/A"], "input C IN:/A has shape (40, 30), expected (40, 20)"),
+])
+def test_bad_input_is_one_clear_message_and_exit_2(inputs, tmp_path, a, b, extra, message):
+    out = tmp_path / "out.h5"
+    extra = [x.replace("IN", str(inputs)) for x in extra]
+    r = run_cli(["gemm", a.replace("IN", str(inputs)), b.replace("IN", str(inputs)), "-o", f"{out}:/C", *extra],
+                cwd=tmp_path)
+    assert r.returncode == 2
+    assert message.replace("IN", str(inputs)) in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--slices", "x"], "--slices must be 'auto' or an integer, got 'x'"),
+    (["--slices", "40"], "--slices must be between 1 and 24, got 40"),
+    (["--block", "0"], "--block must be positive, got '0'"),
+    (["--grid", "2by2"], "--grid must be N or MxN with positive integers, got '2by2'"),
+    (["--engine", "gpu"], "invalid choice: 'gpu'"),
+])
+def test_bad_options_exit_2(inputs, tmp_path, extra, message):
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{tmp_path}/o.h5:/C", *extra])
+    assert r.returncode == 2 and message in r.stderr
+
+
+def test_bad_dataset_spec_exit_2(tmp_path):
+    r = run_cli(["gen", "--shape", "3x3", f"{tmp_path}/x.h5"])
+    assert r.returncode == 2 and "must be written FILE.h5:/dataset" in r.stderr
+
+
+def test_gen_is_reproducible_and_check_reports_errors(inputs, tmp_path):
+    out = tmp_path / "out.h5"
+    assert run_cli(["gen", "--phi", "1", "--shape", "40x30", "--seed", "1", f"{out}:/A"]).returncode == 0
+    assert read(out, "A").tobytes() == read(inputs, "A").tobytes()
+    assert run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C"]).returncode == 0
+    r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/B", "--json", "--samples", "30"])
+    assert r.returncode == 0, r.stderr
+    stats = json.loads(r.stdout)
+    assert stats["samples"] == 30 and stats["max_rel_error"] <= stats["native_max_rel_error"]
+
+
+def test_info_and_help():
+    r = run_cli(["info"])
+    assert r.returncode == 0 and "engine numpy: available" in r.stdout and "h5py" in r.stdout
+    for command in ("gen", "gemm", "check", "info", "demo"):
+        h = run_cli([command, "--help"])
+        assert h.returncode == 0 and "usage: ozhpc " + command in h.stdout
+
+
+def test_demo_runs_end_to_end(tmp_path):
+    r = run_cli(["demo", "--dir", tmp_path / "d", "--n", "128"])
+    assert r.returncode == 0, r.stderr
+    assert "ozhpc max / native max" in r.stdout
+    assert json.loads((tmp_path / "d" / "run.json").read_text())["m"] == 128

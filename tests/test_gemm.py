@@ -1,0 +1,125 @@
+"""ozhpc.gemm against exact references and NumPy: accuracy, special values, options."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ozhpc
+from ozhpc.matrices import standard_matrix
+
+from tolerances import NATIVE_RATIO_MAX, error_vs_native
+
+
+@pytest.mark.parametrize("k", [256, 4096])
+@pytest.mark.parametrize("phi", [0.0, 0.5, 1.0, 2.0, 4.0])
+def test_auto_is_at_least_as_accurate_as_native(phi, k):
+    m, n = (64, 256) if k == 4096 else (256, 128)
+    a = standard_matrix(m, k, phi, seed=int(10 * phi) + k)
+    b = standard_matrix(k, n, phi, seed=int(10 * phi) + k + 1)
+    c, info = ozhpc.gemm(a, b, engine="numpy", info=True)
+    ours, native = error_vs_native(c, a, b, samples=24 if k == 4096 else 40)
+    assert ours <= NATIVE_RATIO_MAX * native, (info.slices, ours, native)
+
+
+@pytest.mark.parametrize("transa,transb", [(False, False), (True, False), (False, True), (True, True)])
+def test_transposes_alpha_beta_match_numpy(rng, transa, transb):
+    m, n, k = 37, 23, 91
+    a = rng.standard_normal((k, m) if transa else (m, k))
+    b = rng.standard_normal((n, k) if transb else (k, n))
+    c0 = rng.standard_normal((m, n))
+    a_op, b_op = (a.T if transa else a), (b.T if transb else b)
+    got = ozhpc.gemm(a, b, c0, alpha=-1.5, beta=0.25, transa=transa, transb=transb, engine="numpy")
+    want = -1.5 * (a_op @ b_op) + 0.25 * c0
+    scale = np.abs(a_op) @ np.abs(b_op) + np.abs(c0)
+    assert np.all(np.abs(got - want) <= 8 * k * 2.0**-53 * scale)
+    # a transposed operand gives the same bits as the explicitly transposed array
+    plain = ozhpc.gemm(np.ascontiguousarray(a_op), np.ascontiguousarray(b_op), c0, alpha=-1.5, beta=0.25,
+                       engine="numpy")
+    assert np.array_equal(got.view(np.uint64), plain.view(np.uint64))
+
+
+def test_memory_order_and_repeat_do_not_change_bits(rng):
+    a = standard_matrix(50, 70, 1.0, 3)
+    b = standard_matrix(70, 40, 1.0, 4)
+    c1 = ozhpc.gemm(a, b, engine="numpy")
+    c2 = ozhpc.gemm(np.asfortranarray(a), np.asfortranarray(b), engine="numpy")
+    c3 = ozhpc.gemm(a.astype(np.float64), b, engine="numpy")
+    assert c1.tobytes() == c2.tobytes() == c3.tobytes()
+
+
+def test_beta_zero_ignores_nan_in_c(rng):
+    a, b = rng.standard_normal((4, 5)), rng.standard_normal((5, 3))
+    c0 = np.full((4, 3), np.nan)
+    assert np.isfinite(ozhpc.gemm(a, b, c0, beta=0.0, engine="numpy")).all()
+
+
+special = st.sampled_from([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 5e-324, 1e300])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(1, 6), st.integers(1, 6), st.data())
+def test_nonfinite_pattern_matches_numpy(seed, m, n, k, data):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k))
+    b = rng.standard_normal((k, n))
+    for x in (a, b):
+        count = data.draw(st.integers(0, x.size))
+        for _ in range(count):
+            x.flat[data.draw(st.integers(0, x.size - 1))] = data.draw(special)
+    with np.errstate(all="ignore"):
+        want = a @ b
+    got = ozhpc.gemm(a, b, slices=4, engine="numpy")
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.isposinf(got), np.isposinf(want))
+    assert np.array_equal(np.isneginf(got), np.isneginf(want))
+
+
+def test_zero_rows_subnormals_and_empty_shapes(rng):
+    a = rng.standard_normal((6, 9))
+    b = rng.standard_normal((9, 5))
+    a[2] = 0.0
+    b[:, 3] = 0.0
+    a[4] = rng.standard_normal(9) * 1e-310  # subnormal row
+    c = ozhpc.gemm(a, b, engine="numpy")
+    assert not c[2].any() and not c[:, 3].any()
+    assert np.allclose(c, a @ b, rtol=1e-13, atol=1e-320)
+    assert ozhpc.gemm(np.zeros((3, 0)), np.zeros((0, 4)), engine="numpy").tolist() == np.zeros((3, 4)).tolist()
+    assert ozhpc.gemm(np.zeros((0, 5)), np.ones((5, 4)), engine="numpy").shape == (0, 4)
+    assert ozhpc.gemm(np.ones((2, 5)), np.ones((5, 0)), engine="numpy").shape == (2, 0)
+    c0 = rng.standard_normal((3, 4))
+    assert np.array_equal(ozhpc.gemm(np.zeros((3, 0)), np.zeros((0, 4)), c0, beta=2.0, engine="numpy"), 2.0 * c0)
+
+
+def test_huge_values_near_overflow():
+    a = np.array([[1.7e308, 1.0], [1e-300, 2.0]])
+    b = np.array([[0.5, 1.0], [1.0, 3.0]])
+    got = ozhpc.gemm(a, b, engine="numpy")
+    with np.errstate(over="ignore"):
+        want = a @ b
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("bad,message", [
+    (dict(A=np.ones(3)), "A must be 2-D, got shape (3,)"),
+    (dict(A=np.ones((2, 3), complex)), "A must hold real numbers, got dtype complex128"),
+    (dict(B=np.ones((4, 2))), "inner dimensions differ: op(A) is 2x3, op(B) is 4x2"),
+    (dict(slices=0), "slices must be in [1, 24], got 0"),
+    (dict(beta=1.0), "beta != 0 needs C"),
+    (dict(engine="fortran"), "unknown engine 'fortran'; choose one of: auto, numpy, cutile"),
+])
+def test_bad_arguments_raise_clear_errors(bad, message):
+    args = dict(A=np.ones((2, 3)), B=np.ones((3, 2)))
+    args.update(bad)
+    a, b = args.pop("A"), args.pop("B")
+    with pytest.raises((ValueError, TypeError)) as err:
+        ozhpc.gemm(a, b, **{"engine": "numpy", **args})
+    assert str(err.value) == message
+
+
+def test_info_reports_what_was_done():
+    a = standard_matrix(30, 40, 0.5, 1)
+    b = standard_matrix(40, 20, 0.5, 2)
+    _, info = ozhpc.gemm(a, b, slices=7, groups="all", engine="numpy", info=True)
+    assert (info.m, info.n, info.k, info.slices, info.groups, info.pair_gemms) == (30, 20, 40, 7, 13, 49)
+    assert set(info.seconds) == {"split", "multiply", "combine"}
+    assert info.engine == "numpy" and 0 < info.truncation_bound < 1e-12

@@ -1,0 +1,145 @@
+"""Properties of the Ozaki-I numerics on the NumPy engine (the reference for every engine)."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import ozhpc
+from ozhpc.engines.base import BITS
+from ozhpc.engines.numpy_engine import NumpyEngine
+from ozhpc.matrices import standard_matrix
+from ozhpc.ozaki.plan import SlicePlan, make_plan
+from ozhpc.ozaki.scales import exponents, row_abs_max
+
+ENGINE = NumpyEngine()
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+wide_rows = hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, max_side=12), elements=finite)
+
+
+def reconstruct(digits, exps, upto):
+    """Exact value of the first ``upto`` slices of each entry, as Fractions."""
+    rows, cols = digits.shape[1:]
+    out = [[Fraction(0)] * cols for _ in range(rows)]
+    for p in range(upto):
+        for i in range(rows):
+            w = Fraction(2) ** (int(exps[i]) - BITS * (p + 1))
+            for j in range(cols):
+                out[i][j] += int(digits[p, i, j]) * w
+    return out
+
+
+@SETTINGS
+@given(wide_rows)
+def test_digits_fit_and_remainder_is_below_half_a_unit(x):
+    """|D_0| <= 127, |D_p| <= 64, and after s slices the rest is at most half a unit of the last."""
+    s = 4
+    e = exponents(np, row_abs_max(np, x))
+    d = ENGINE.split(x, e, s)
+    assert np.abs(d[0].astype(int)).max(initial=0) <= 127
+    assert np.abs(d[1:].astype(int)).max(initial=0) <= 64
+    approx = reconstruct(d, e, s)
+    for i in range(x.shape[0]):
+        unit = Fraction(2) ** (int(e[i]) - BITS * s)
+        for j in range(x.shape[1]):
+            assert abs(Fraction(float(x[i, j])) - approx[i][j]) <= unit / 2
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 9), st.integers(1, 9), st.sampled_from([0.0, 1.0, 4.0]))
+def test_enough_slices_reconstruct_exactly(seed, rows, cols, phi):
+    """With digits for every bit of the row's range, the slices are the input, exactly."""
+    rng = np.random.default_rng(seed)
+    x = (rng.random((rows, cols)) - 0.5) * np.exp(phi * rng.standard_normal((rows, cols)))
+    e = exponents(np, row_abs_max(np, x))
+    lowest = np.frexp(x[x != 0])[1].min() if np.any(x) else 0
+    bits_needed = int(e.max() - lowest) + 54
+    s = -(-bits_needed // BITS)
+    d = ENGINE.split(x, e, s)
+    approx = reconstruct(d, e, s)
+    assert all(approx[i][j] == Fraction(float(x[i, j])) for i in range(rows) for j in range(cols))
+
+
+def test_split_of_subnormal_and_huge_rows_is_exact():
+    x = np.array([[5e-324, -3e-320, 2.5e-310], [1.7e308, -1e308, 3.0], [0.0, 0.0, 0.0]])
+    e = exponents(np, row_abs_max(np, x))
+    d = ENGINE.split(x, e, 24)
+    approx = reconstruct(d, e, 24)
+    assert approx[0] == [Fraction(v) for v in x[0]]
+    assert approx[1][:2] == [Fraction(v) for v in x[1, :2]]
+    assert not d[:, 2].any()
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(1, 20), st.integers(1, 20),
+       st.integers(0, 300))
+def test_group_accumulators_are_exact_integer_sums(seed, s, m, n, k):
+    """acc[g] == sum_{p+q=g} D_p E_q^T computed in exact int64 arithmetic."""
+    rng = np.random.default_rng(seed)
+    da = rng.integers(-64, 65, size=(s, m, k)).astype(np.int8)
+    eb = rng.integers(-64, 65, size=(s, n, k)).astype(np.int8)
+    da[0] = rng.integers(-127, 128, size=(m, k))
+    eb[0] = rng.integers(-127, 128, size=(n, k))
+    plan = SlicePlan(s, 2 * s - 1)
+    acc = ENGINE.zeros_accumulator(plan.groups, m, n)
+    ENGINE.accumulate(acc, da, eb)
+    for g in range(plan.groups):
+        want = sum((da[p].astype(np.int64) @ eb[q].astype(np.int64).T for p, q in plan.pairs(g)),
+                   np.zeros((m, n), np.int64))
+        assert np.array_equal(acc[g], want.astype(np.float64))
+        assert np.array_equal(acc[g].astype(np.int64), want)
+
+
+def exact_product(a, b):
+    return [[sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a[i], b[:, j])), Fraction(0))
+             for j in range(b.shape[1])] for i in range(a.shape[0])]
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 7), st.integers(1, 7), st.integers(1, 40),
+       st.sampled_from([0.0, 0.5, 2.0, 4.0]), st.integers(2, 9), st.sampled_from(["auto", "all"]))
+def test_error_within_stated_bound(seed, m, n, k, phi, s, groups):
+    """|C - AB| <= 2^(e_i+f_j) tau k + rounding |C| for the bound GemmInfo reports."""
+    rng = np.random.default_rng(seed)
+    a = (rng.random((m, k)) - 0.5) * np.exp(phi * rng.standard_normal((m, k)))
+    b = (rng.random((k, n)) - 0.5) * np.exp(phi * rng.standard_normal((k, n)))
+    c, info = ozhpc.gemm(a, b, slices=s, groups=groups, engine="numpy", info=True)
+    e = exponents(np, row_abs_max(np, a))
+    f = exponents(np, row_abs_max(np, b.T))
+    tau_k = make_plan(s, groups, 0).truncation_bound(k)
+    assert info.truncation_bound == float(tau_k)
+    exact = exact_product(a, b)
+    for i in range(m):
+        for j in range(n):
+            bound = Fraction(2) ** int(e[i] + f[j]) * tau_k + Fraction(info.rounding_bound) * abs(Fraction(c[i, j]))
+            assert abs(Fraction(c[i, j]) - exact[i][j]) <= bound
+
+
+def test_plan_counts_and_limits():
+    assert SlicePlan(7, 7).pair_gemms == 28
+    assert SlicePlan(8, 8).pair_gemms == 36
+    assert SlicePlan(3, 5).pair_gemms == 9
+    assert SlicePlan(3, 5).pairs(3) == [(1, 2), (2, 1)]
+    with pytest.raises(ValueError, match=r"groups must be in \[1, 5\] for 3 slices, got 6"):
+        SlicePlan(3, 6)
+    with pytest.raises(ValueError, match=r"slices must be in \[1, 24\], got 0"):
+        SlicePlan(0, 1)
+    with pytest.raises(ValueError, match="slices must be 'auto' or an integer"):
+        make_plan("many", "auto", 0)
+    assert SlicePlan(8, 8).max_exact_k() > 10**10
+
+
+def test_auto_is_deterministic_and_grows_with_spread():
+    picks = []
+    for phi in (0.0, 0.5, 1.0, 2.0, 4.0):
+        a = standard_matrix(32, 512, phi, 1)
+        b = standard_matrix(512, 32, phi, 2)
+        _, first = ozhpc.gemm(a, b, engine="numpy", info=True)
+        c2, second = ozhpc.gemm(a, b, engine="numpy", info=True)
+        assert first.slices == second.slices
+        picks.append(first.slices)
+    assert picks == sorted(picks) and picks[0] < picks[-1]
