@@ -143,3 +143,20 @@ def test_auto_is_deterministic_and_grows_with_spread():
         assert first.slices == second.slices
         picks.append(first.slices)
     assert picks == sorted(picks) and picks[0] < picks[-1]
+
+
+def test_accumulators_exact_across_k_chunks_with_extreme_digits():
+    """k beyond one packed chunk, every digit at its bound: the worst case of the packing."""
+    rng = np.random.default_rng(7)
+    s, m, n, k = 4, 3, 5, 9000
+    da = np.full((s, m, k), 64, np.int8)
+    eb = np.full((s, n, k), -64, np.int8)
+    da[0], eb[0] = 127, -127
+    da[:, 1] = rng.integers(-64, 65, size=(s, k))
+    plan = SlicePlan(s, 2 * s - 1)
+    acc = ENGINE.zeros_accumulator(plan.groups, m, n)
+    ENGINE.accumulate(acc, da, eb)
+    for g in range(plan.groups):
+        want = sum((da[p].astype(np.int64) @ eb[q].astype(np.int64).T for p, q in plan.pairs(g)),
+                   np.zeros((m, n), np.int64))
+        assert np.array_equal(acc[g].astype(np.int64), want) and np.array_equal(acc[g], want.astype(np.float64))
