@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -26,6 +27,7 @@ EPILOG = """examples:
   ozhpc gen --phi 0.5 --shape 2048x2048 --seed 2 in.h5:/B
   ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --report run.json
   ozhpc check out.h5:/C --a in.h5:/A --b in.h5:/B
+  ozhpc run jobs/demo.toml
   mpiexec -n 4 ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --grid 2x2 --block 256
 """
 
@@ -103,6 +105,17 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--progress", choices=("auto", "bar", "log", "off"), default="auto",
                    help="progress on rank 0: bar on a terminal, log lines otherwise (default auto)")
 
+    r = sub.add_parser("run", help="run the product a TOML job file describes",
+                       description="Run what a TOML job file describes (inputs, output, report, gemm, layout, "
+                                   "ozaki, run tables; see docs/batch.md). Relative paths in the file are relative "
+                                   "to the file. Same engine and output as 'gemm'; run under mpiexec/srun to distribute.")
+    r.add_argument("job", metavar="JOB.toml", help="the job file")
+    r.add_argument("--force", action="store_true", default=None,
+                   help="replace an existing output dataset (overrides output.force)")
+    r.add_argument("--report", metavar="run.json", help="write the JSON report here (overrides output.report)")
+    r.add_argument("--progress", choices=("auto", "bar", "log", "off"),
+                   help="progress on rank 0 (overrides run.progress)")
+
     c = sub.add_parser("check", help="error statistics of a computed C against an exact reference",
                        description="Compare C with the exact product on sampled entries (exact rational "
                                    "arithmetic) and print max/median |C - exact| / (|A||B|), next to the same "
@@ -148,12 +161,28 @@ def cmd_gen(args) -> int:
 def cmd_gemm(args) -> int:
     from .runner import execute
 
-    report = execute(config_from_args(args))
+    report = execute(config_from_args(args), comm=getattr(args, "comm", None))
+    print_summary(report)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from mpi4py import MPI
+
+    from .jobfile import load_job
+    from .runner import execute
+
+    comm = getattr(args, "comm", None)  # as cmd_gemm: None means COMM_WORLD
+    cfg = load_job(args.job, comm=MPI.COMM_WORLD if comm is None else comm,
+                   force=args.force, report=args.report, progress=args.progress)
+    report = execute(cfg, comm=comm)
     print_summary(report)
     return 0
 
 
 def print_summary(report: dict) -> None:
+    if launcher_rank() != 0:  # under MPI only rank 0 prints
+        return
     s = report["seconds"]
     print(f"C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}")
     print(f"  engine {report['engine']}, {report['slices']} slices, {report['groups']} groups, "
@@ -216,7 +245,7 @@ def info_lines() -> list[str]:
         from mpi4py import MPI
 
         lines.append(f"mpi4py {mpi4py.__version__}: {MPI.Get_library_version().splitlines()[0].strip()}")
-        lines.append(f"MPI ranks: {MPI.COMM_WORLD.Get_size()}")
+        lines.extend(mpi_layout_lines(MPI.COMM_WORLD))
     except ImportError as exc:
         lines.append(f"mpi4py: not available ({exc})")
     for name, status in available_engines().items():
@@ -224,8 +253,32 @@ def info_lines() -> list[str]:
     return lines
 
 
+def mpi_layout_lines(comm) -> list[str]:
+    """Ranks, nodes and ranks per node (collective over ``comm``)."""
+    import socket
+
+    hosts = comm.allgather(socket.gethostname())
+    per_node: dict[str, list[int]] = {}
+    for rank, host in enumerate(hosts):
+        per_node.setdefault(host, []).append(rank)
+    lines = [f"MPI ranks: {comm.Get_size()} on {len(per_node)} node(s)"]
+    lines += [f"  {host}: {len(ranks)} rank(s) {_ranges(ranks)}" for host, ranks in per_node.items()]
+    return lines
+
+
+def _ranges(ranks: list[int]) -> str:
+    parts, start = [], ranks[0]
+    for prev, cur in zip(ranks, ranks[1:] + [None]):
+        if cur != prev + 1:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = cur
+    return "[" + ",".join(parts) + "]"
+
+
 def cmd_info(args) -> int:
-    print("\n".join(info_lines()))
+    lines = info_lines()  # collective under MPI: every rank runs it
+    if launcher_rank() == 0:
+        print("\n".join(lines))
     return 0
 
 
@@ -249,20 +302,80 @@ def cmd_demo(args) -> int:
     return 0
 
 
-COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "check": cmd_check, "info": cmd_info, "demo": cmd_demo}
+COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "info": cmd_info, "demo": cmd_demo}
 
 
-def main(argv=None) -> int:
+# -- MPI behaviour (style.md item 9) ------------------------------------------------------------
+# Arguments are parsed before MPI starts, so a usage error cannot hang anything: every rank
+# parses the same argv and exits 2; only the launcher's rank 0 prints. Commands that use MPI
+# agree on user errors collectively before raising (ozhpc.dist.grid.agree), so every rank
+# raises the same InputError and only rank 0 prints it. Anything else raised on any rank
+# prints a rank-tagged traceback and aborts the whole job (entry_point).
+LAUNCHER_RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
+
+
+def launcher_rank() -> int:
+    """This process's rank, from MPI when it is running, else from the launcher's environment."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return mpi.COMM_WORLD.Get_rank()
+    for name in LAUNCHER_RANK_VARS:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def _parse(parser: argparse.ArgumentParser, argv):
+    """``parser.parse_args`` with usage/help output on rank 0 only (all ranks exit alike)."""
+    if launcher_rank() == 0:
+        return parser.parse_args(argv)
+    with open(os.devnull, "w") as quiet:
+        saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = quiet
+        try:
+            return parser.parse_args(argv)
+        finally:
+            sys.stdout, sys.stderr = saved
+
+
+def main(argv=None, comm=None) -> int:
+    """Run one command; ``comm`` (default COMM_WORLD) is what MPI commands run on."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
+    args.comm = comm
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="ozhpc: %(message)s")
     try:
         return COMMANDS[args.command](args)
     except InputError as exc:
-        print(f"ozhpc {args.command}: error: {exc}", file=sys.stderr)
+        if launcher_rank() == 0:
+            print(f"ozhpc {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 
+ABORT_GRACE_S = 1.0
+"""Pause between printing a failing rank's traceback and MPI_Abort: the launcher forwards output
+asynchronously and drops what it has not forwarded when the job is killed."""
+
+
 def entry_point() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001 -- report, then take the whole MPI job down
+        import traceback
+
+        rank = launcher_rank()
+        text = traceback.format_exc()
+        sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
+        sys.stderr.flush()
+        mpi = sys.modules.get("mpi4py.MPI")
+        if mpi is None and any(name in os.environ for name in LAUNCHER_RANK_VARS):
+            from mpi4py import MPI as mpi  # the other ranks may be in MPI already: join to abort them
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
+            time.sleep(ABORT_GRACE_S)
+            mpi.COMM_WORLD.Abort(1)
+        sys.exit(1)
+    sys.exit(code)

@@ -1,12 +1,18 @@
-"""Run one configured product: read HDF5 inputs, multiply, write C atomically, report."""
+"""Run one configured product: read HDF5 inputs, multiply, write C atomically, report.
+
+One code path for any number of MPI ranks, 1 included: a process grid over the
+communicator, block-cyclic reads of op(A) / op(B)^T, SUMMA with the Ozaki engine,
+block-cyclic write with an atomic rename, and a report written by rank 0.
+"""
 from __future__ import annotations
 
-import time
+import numpy as np
 
 from .config import RunConfig
+from .errors import InputError
 from .io import h5io
-from .ozaki.gemm import gemm
-from .report import base_report, gflops, sha256_of_matrix, write_report
+from .progress import make_progress
+from .report import base_report, gflops, write_report
 
 
 def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
@@ -26,36 +32,106 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
     return m, n, k
 
 
-def execute(cfg: RunConfig) -> dict:
-    """The whole run on one process; returns the report (also written when cfg.report is set)."""
-    m, n, k = validate_inputs(cfg)
-    t0 = time.perf_counter()
-    a = h5io.read_matrix(cfg.a, "input A")
-    b = h5io.read_matrix(cfg.b, "input B")
-    c0 = h5io.read_matrix(cfg.c, "input C") if cfg.beta != 0.0 else None
-    seconds = {"read": time.perf_counter() - t0}
-    c, info = gemm(a, b, c0, alpha=cfg.alpha, beta=cfg.beta, transa=cfg.transa, transb=cfg.transb,
-                   slices=cfg.slices, groups=cfg.groups, engine=cfg.engine, info=True)
-    seconds.update(info.seconds)
-    t1 = time.perf_counter()
-    digest = sha256_of_matrix(c)
-    h5io.write_matrix(cfg.out, c, force=cfg.force,
-                      attrs={"slices": info.slices, "groups": info.groups, "sha256": digest})
-    seconds["write"] = time.perf_counter() - t1
-    seconds["total"] = time.perf_counter() - t0
+def _agreed(comm, fn):
+    """``fn()`` on every rank; an InputError on any rank is raised on every rank (no hang)."""
+    from .dist.grid import agree
+
+    error, result = None, None
+    try:
+        result = fn()
+    except InputError as exc:
+        error = exc
+    agree(comm, error)
+    return result
+
+
+def _engine(name):
+    from .engines import EngineUnavailable, get_engine
+
+    try:
+        return get_engine(name)
+    except (EngineUnavailable, ValueError) as exc:
+        raise InputError(str(exc)) from None
+
+
+PHASES = ("read", "scales", "split", "multiply", "comm_wait", "combine", "write", "total")
+
+
+def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
+    """The whole run over ``comm`` (default ``MPI.COMM_WORLD``; 1 rank works the same way).
+
+    Collective. ``on_panel(done, total)`` is the progress hook (pass it on rank 0 only;
+    by default rank 0 shows ``cfg.progress`` through :mod:`ozhpc.progress`).
+    Returns the report on every rank; only rank 0 writes it to ``cfg.report``.
+
+    Raises
+    ------
+    InputError
+        On every rank alike, when any rank finds a bad input, option or grid.
+    """
+    from mpi4py import MPI
+
+    from .dist import ProcessGrid, Summa
+    from .dist.localrank import bind_device
+    from .io import distio
+
+    comm = MPI.COMM_WORLD if comm is None else comm
+    t_start = MPI.Wtime()
+    with ProcessGrid(comm, cfg.grid) as grid:
+        m, n, k = _agreed(grid.comm, lambda: validate_inputs(cfg))
+        if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
+            bind_device(grid.comm)
+        engine = _agreed(grid.comm, lambda: _engine(cfg.engine))
+        if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
+            on_panel = make_progress(cfg.progress, grid.rank)
+        with Summa(grid, m, n, k, block=cfg.block, engine=engine, slices=cfg.slices, groups=cfg.groups,
+                   on_panel=on_panel) as plan:
+            t0 = MPI.Wtime()
+            a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
+                                             transa=cfg.transa, transb=cfg.transb)
+            read_s = MPI.Wtime() - t0
+            c = plan(a, bt, c0, alpha=cfg.alpha, beta=cfg.beta)
+            del a, bt, c0
+            info = plan.info
+            t1 = MPI.Wtime()
+            digest = distio.write_distributed(cfg.out, c, attrs={"slices": info.slices, "groups": info.groups})
+            write_s = MPI.Wtime() - t1
+        mine = dict(info.seconds, read=read_s, write=write_s, total=MPI.Wtime() - t_start)
+        slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
+        grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
+        moved = np.array(grid.comm.allgather((info.bytes_sent, info.bytes_received)), dtype=np.int64)
+        ranks, dims = grid.size, grid.dims
+        is_root = grid.rank == 0
+    seconds = dict(zip(PHASES, (float(x) for x in slowest)))
+    compute = seconds["scales"] + seconds["split"] + seconds["multiply"] + seconds["combine"]
+    rate = gflops(m, n, k, compute)
+    depth = info.slices + (1 if info.nonfinite_inputs else 0)
     report = base_report()
     report.update({
         "config": cfg.describe(),
         "m": m, "n": n, "k": k,
-        "ranks": 1,
+        "ranks": ranks,
+        "grid": list(dims),
+        "block": [plan.mb, plan.nb],
+        "kb": plan.kb,
+        "panels": info.panels,
         "engine": info.engine,
+        "transport": info.transport,
         "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
         "spread_bits": info.spread_bits,
+        "nonfinite_inputs": info.nonfinite_inputs,
         "error_bound": {"truncation": info.truncation_bound, "rounding": info.rounding_bound},
         "seconds": seconds,
-        "gflops": gflops(m, n, k, seconds["split"] + seconds["multiply"] + seconds["combine"]),
+        "seconds_note": "per phase, the slowest rank's time (MPI MAX)",
+        "bytes_sent": {"per_rank_max": int(moved[:, 0].max()), "total": int(moved[:, 0].sum()),
+                       "per_rank": [int(x) for x in moved[:, 0]]},
+        "bytes_received": {"per_rank_max": int(moved[:, 1].max()), "total": int(moved[:, 1].sum())},
+        # SUMMA model: every k-panel of op(A) reaches Q-1 other ranks per process row, of op(B) P-1.
+        "bytes_model_total": depth * k * (m * (dims[1] - 1) + n * (dims[0] - 1)),
+        "gflops": rate,
+        "tflops": rate / 1e3,
         "sha256": digest,
     })
-    if cfg.report:
+    if cfg.report and is_root:
         write_report(cfg.report, report)
     return report

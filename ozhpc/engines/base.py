@@ -75,6 +75,17 @@ class Engine(ABC):
         scaling, in this order on every engine.
         """
 
+    def multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps):
+        """Pair products over the whole k, then :meth:`combine` (the single-panel case).
+
+        Must give the same bits as the three steps below, which is all this default
+        does; an engine may fuse them (e.g. skip the group accumulators).
+        """
+        acc = self.zeros_accumulator(ngroups, da.shape[1], eb.shape[1])
+        if da.shape[2]:
+            self.accumulate(acc, da, eb)
+        return self.combine(acc, row_exps, col_exps)
+
     def zeros_accumulator(self, ngroups: int, m: int, n: int):
         return self.xp.zeros((ngroups, m, n), dtype=self.xp.float64)
 

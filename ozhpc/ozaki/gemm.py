@@ -145,11 +145,8 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     da = eng.split(special.finite_part(xp, a_rows), e, plan.slices)
     eb = eng.split(special.finite_part(xp, b_rows), f, plan.slices)
     clock.lap("split")
-    acc = eng.zeros_accumulator(plan.groups, m, n)
-    if k:
-        eng.accumulate(acc, da, eb)
+    ab = eng.multiply_combine(da, eb, plan.groups, e, f)
     clock.lap("multiply")
-    ab = eng.combine(acc, e, f)
     if nonfinite:
         counts = special.zeros_counts(xp, m, n)
         special.accumulate_counts(xp, counts, special.classify(xp, a_rows), special.classify(xp, b_rows))

@@ -33,7 +33,7 @@ def classify(xp, x):
 
 
 def _indicators(xp, code, kinds):
-    return xp.concatenate([xp.isin(code, list(k)).astype(xp.float64) for k in kinds], axis=1)
+    return xp.concatenate([xp.isin(code, xp.asarray(k, dtype=code.dtype)).astype(xp.float64) for k in kinds], axis=1)
 
 
 _INF = (PINF, NINF)

@@ -1,0 +1,316 @@
+"""GPU benchmark of the cuTile Ozaki engine against cuBLAS DGEMM (not a test).
+
+    python3 bench/gpu_gemm.py --sizes 4096 8192 16384 --out bench/results/run
+
+For each n (phi = 0.5 inputs, ``(rand - 0.5) * exp(0.5 * randn)``): cuBLAS DGEMM
+TFLOP/s (CuPy), ozhpc TFLOP/s for slices 6, 7, 8 and "auto", the time per phase,
+the int8 rate of the pair kernel, and the error of ozhpc and cuBLAS against an exact
+reference on sampled entries (exact integer sums). Correctness is checked before any
+timing; times are medians. ``--emulation`` adds cuBLAS's own FP64 emulation
+(CUBLAS_EMULATE_DOUBLE_PRECISION=1, eager) as a peer, run in a subprocess.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from fractions import Fraction
+
+
+def make_inputs(cp, n: int, phi: float, seed: int):
+    rs = cp.random.RandomState(seed)
+    a = (rs.random_sample((n, n)) - 0.5) * cp.exp(phi * rs.standard_normal((n, n)))
+    b = (rs.random_sample((n, n)) - 0.5) * cp.exp(phi * rs.standard_normal((n, n)))
+    return a, b
+
+
+def sample_indices(n: int, count: int, seed: int):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    return [(int(i), int(j)) for i, j in zip(rng.integers(0, n, count), rng.integers(0, n, count))]
+
+
+def exact_dot(a, b) -> Fraction:
+    """sum_k a_k b_k exactly (a, b NumPy float64 vectors, finite)."""
+    import numpy as np
+    ma, ea = np.frexp(a)
+    mb, eb = np.frexp(b)
+    ia = (ma * 2.0**53).astype(np.int64)
+    ib = (mb * 2.0**53).astype(np.int64)
+    ex = (ea.astype(np.int64) + eb.astype(np.int64) - 106)
+    emin = int(ex.min())
+    total = 0
+    for x, y, e in zip(ia.tolist(), ib.tolist(), (ex - emin).tolist()):
+        total += (x * y) << e
+    return Fraction(total, 1) * Fraction(2) ** emin
+
+
+def reference(cp, a, b, idx):
+    """Exact values and |A||B| for the sampled entries."""
+    import numpy as np
+    out = []
+    for i, j in idx:
+        row = cp.asnumpy(a[i, :])
+        col = cp.asnumpy(b[:, j])
+        out.append((exact_dot(row, col), float(np.abs(row) @ np.abs(col))))
+    return out
+
+
+def sampled_error(cp, c, idx, ref) -> float:
+    """max |C_ij - exact_ij| / (|A||B|)_ij over the samples."""
+    vals = cp.asnumpy(c[tuple(zip(*idx))]) if idx else []
+    worst = 0.0
+    for v, (ex, absab) in zip(vals, ref):
+        worst = max(worst, float(abs(Fraction(float(v)) - ex)) / absab)
+    return worst
+
+
+def time_events(cp, fn, reps: int) -> float:
+    """Median seconds of ``fn()`` over ``reps`` runs (CUDA events), after one warm-up."""
+    fn()
+    times = []
+    for _ in range(reps):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return statistics.median(times)
+
+
+def emulation_child(n: int, phi: float, seed: int, reps: int, samples: int) -> None:
+    import cupy as cp
+    a, b = make_inputs(cp, n, phi, seed)
+    idx = sample_indices(n, samples, seed)
+    ref = reference(cp, a, b, idx)
+    c = a @ b
+    t = time_events(cp, lambda: cp.matmul(a, b, out=c), reps)
+    print(json.dumps({"n": n, "seconds": t, "tflops": 2 * n**3 / t / 1e12,
+                      "error": sampled_error(cp, c, idx, ref)}))
+
+
+def run_emulation(n, phi, seed, reps, samples):
+    env = dict(os.environ, CUBLAS_EMULATE_DOUBLE_PRECISION="1", CUBLAS_EMULATION_STRATEGY="eager")
+    cmd = [sys.executable, __file__, "--child-emulation", str(n), "--phi", str(phi),
+           "--seed", str(seed), "--reps", str(reps), "--samples", str(samples)]
+    try:
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except Exception as exc:  # report, do not fail the benchmark
+        return {"n": n, "error_message": f"{type(exc).__name__}: {exc}"}
+
+
+def tune(cp, n, reps, configs):
+    """int32 pair-kernel TOP/s per tile config at one size, 7 slices (28 pair GEMMs)."""
+    from dataclasses import replace
+    from ozhpc.engines.cutile_engine import CutileEngine
+    from ozhpc.ozaki.scales import exponents, row_abs_max
+    a, b = make_inputs(cp, n, 0.5, 7)
+    rows = []
+    for cfg in configs:
+        base = CutileEngine()
+        tc = replace(base.config, pair_m=cfg["m"], pair_n=cfg["n"], pair_k=cfg["k"],
+                     group_m=cfg.get("group", base.config.group_m),
+                     pair_latency=cfg.get("latency", base.config.pair_latency))
+        eng = CutileEngine(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"))
+        bt = b.T
+        e, f = exponents(cp, row_abs_max(cp, a)), exponents(cp, row_abs_max(cp, bt))
+        da, eb = eng.split(a, e, 7), eng.split(bt, f, 7)
+        t0 = time.perf_counter()
+        try:
+            pa, pb = eng._as_padded(da), eng._as_padded(eb)
+            sums = cp.empty((7, n, n), dtype=cp.int32)
+            eng._pair_sums(pa, pb, 0, n, sums)
+            eng.synchronize()
+            compile_s = time.perf_counter() - t0
+            t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums), reps)
+            rows.append(dict(cfg, seconds=t, tops=2 * n**3 * 28 / t / 1e12, compile_s=compile_s))
+            rows[-1]["_engine_args"] = dict(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"))
+        except Exception as exc:
+            rows.append(dict(cfg, error_message=f"{type(exc).__name__}: {exc}"[:300]))
+        print("tune", rows[-1], flush=True)
+        del da, eb
+    return rows
+
+
+def bench_size(cp, ozhpc, eng, n, slices_list, reps, samples, phases, seed=7):
+    from ozhpc.ozaki.plan import make_plan
+    from ozhpc.ozaki.scales import exponents, row_abs_max
+    a, b = make_inputs(cp, n, 0.5, seed)
+    idx = sample_indices(n, samples, seed)
+    ref = reference(cp, a, b, idx)
+    flops = 2.0 * n**3
+    c = a @ b
+    row = {"n": n, "dgemm_error": sampled_error(cp, c, idx, ref)}
+    row["dgemm_seconds"] = time_events(cp, lambda: cp.matmul(a, b, out=c), reps)
+    row["dgemm_tflops"] = flops / row["dgemm_seconds"] / 1e12
+    del c
+    row["ozaki"] = []
+    for s in slices_list:
+        out, info = ozhpc.gemm(a, b, slices=s, engine=eng, info=True)   # correctness first
+        err = sampled_error(cp, out, idx, ref)
+        if not err < 1e-10:
+            raise SystemExit(f"n={n} slices={s}: error {err:.3g} -- wrong result, not timing")
+        del out
+        walls, phase_runs = [], []
+        for _ in range(reps):
+            cp.cuda.runtime.deviceSynchronize()
+            t0 = time.perf_counter()
+            out, info = ozhpc.gemm(a, b, slices=s, engine=eng, info=True)
+            cp.cuda.runtime.deviceSynchronize()
+            walls.append(time.perf_counter() - t0)
+            phase_runs.append(info.seconds)
+            del out
+        t = statistics.median(walls)
+        ph = {k: statistics.median(r[k] for r in phase_runs) for k in phase_runs[0]}
+        entry = {"slices": s, "used_slices": info.slices, "pair_gemms": info.pair_gemms,
+                 "seconds": t, "tflops": flops / t / 1e12, "vs_dgemm": row["dgemm_seconds"] / t,
+                 "error": err, "phases": ph, "path": eng.last_path,
+                 "workspace_gb": eng.workspace_bytes / 1e9}
+        if phases:
+            # Kernel-level times with CUDA events: split of A, fused pair+combine, and
+            # (when the accumulators fit) the unfused pair kernel and combine kernel.
+            plan = make_plan(info.slices, "auto", 0)
+            bt = b.T
+            e, f = exponents(cp, row_abs_max(cp, a)), exponents(cp, row_abs_max(cp, bt))
+            ts = time_events(cp, lambda: eng.split(a, e, plan.slices), reps)
+            da, eb = eng.split(a, e, plan.slices), eng.split(bt, f, plan.slices)
+            tf = time_events(cp, lambda: eng.multiply_combine(da, eb, plan.groups, e, f), reps)
+            entry.update(split_a_seconds=ts,
+                         split_gbps=(8 + plan.slices) * n * n / ts / 1e9,
+                         multiply_seconds=tf,
+                         pair_tops=2.0 * n**3 * plan.pair_gemms / tf / 1e12)
+            if eng.last_path == "int32-sums" and eng.last_blocks == (1, 1):
+                # The two kernels of that path alone: int32 pair sums, then combine.
+                pa, pb = eng._as_padded(da), eng._as_padded(eb)
+                sums = cp.empty((plan.groups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
+                tp = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums), reps)
+                tc = time_events(cp, lambda: eng.combine(sums, e, f), reps)
+                entry.update(pair_kernel_seconds=tp,
+                             pair_kernel_tops=2.0 * n**3 * plan.pair_gemms / tp / 1e12,
+                             combine_seconds=tc)
+                del sums, pa, pb
+            del da, eb
+        row["ozaki"].append(entry)
+        print(json.dumps({"n": n, **entry}), flush=True)
+    del a, b
+    cp.get_default_memory_pool().free_all_blocks()
+    return row
+
+
+def markdown(result) -> str:
+    lines = [f"# GPU GEMM benchmark ({result['date']})", "",
+             f"- GPU: {result['device']['device']} (cc {result['device']['compute_capability']}, "
+             f"{result['device']['multiprocessors']} SMs)",
+             f"- command: `{result['command']}`",
+             f"- tile config: {result['device']['tile_config']}",
+             "- inputs: phi = 0.5, `(rand - 0.5) * exp(0.5 * randn)`; errors: max over "
+             f"{result['samples']} sampled entries of |C - exact| / (|A||B|)", "",
+             "| n | method | slices (pairs) | time s | TFLOP/s | x DGEMM | error | split s | multiply s | combine s | pair TOP/s | split GB/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        n = row["n"]
+        lines.append(f"| {n} | cuBLAS DGEMM | - | {row['dgemm_seconds']:.4f} | {row['dgemm_tflops']:.1f} "
+                     f"| 1.00 | {row['dgemm_error']:.2e} | | | | | |")
+        emu = row.get("emulation")
+        if emu and "tflops" in emu:
+            lines.append(f"| {n} | cuBLAS FP64 emulation (eager) | - | {emu['seconds']:.4f} | "
+                         f"{emu['tflops']:.1f} | {row['dgemm_seconds'] / emu['seconds']:.2f} | "
+                         f"{emu['error']:.2e} | | | | | |")
+        for o in row["ozaki"]:
+            ph = o["phases"]
+            lines.append(
+                f"| {n} | ozhpc cutile | {o['slices']}={o['used_slices']} ({o['pair_gemms']}) | "
+                f"{o['seconds']:.4f} | {o['tflops']:.1f} | {o['vs_dgemm']:.2f} | {o['error']:.2e} | "
+                f"{ph.get('split', 0):.4f} | {ph.get('multiply', 0):.4f} | {ph.get('combine', 0):.4f} | "
+                f"{o.get('pair_tops', float('nan')):.0f} | {o.get('split_gbps', float('nan')):.0f} |")
+    lines += ["", "Phases from GemmInfo.seconds (wall, synchronised): split = scales + spread + "
+              "both splits; multiply = fused pair GEMMs + combine kernel; combine = special "
+              "values + alpha/beta. pair TOP/s = 2 n^3 pairs / (multiply_combine: pair kernel + combine "
+              "kernel, CUDA events); "
+              "split GB/s = (8 + s) n^2 bytes / (split of A, CUDA events)."]
+    extra = [(row["n"], o) for row in result["rows"] for o in row["ozaki"] if "pair_kernel_seconds" in o]
+    if extra:
+        lines += ["", "Kernels alone (CUDA events): int32 pair kernel, combine kernel:", "",
+                  "| n | slices | pair kernel s | pair kernel TOP/s | combine kernel s |", "|---|---|---|---|---|"]
+        lines += [f"| {n} | {o['used_slices']} | {o['pair_kernel_seconds']:.4f} | "
+                  f"{o['pair_kernel_tops']:.0f} | {o['combine_seconds']:.4f} |" for n, o in extra]
+    if result.get("tune"):
+        lines += ["", f"Pair-kernel config sweep (int32 pair kernel alone, n = {result.get('tune_size')}, "
+                  "7 slices; the fastest is used for the table above):", "", "| config | TOP/s | compile s |",
+                  "|---|---|---|"]
+        for t in result["tune"]:
+            cfg = {k: v for k, v in t.items() if k not in ("seconds", "tops", "compile_s", "error_message")}
+            lines.append(f"| {cfg} | {t.get('tops', float('nan')):.0f} | "
+                         f"{t.get('compile_s', float('nan')):.1f} |" if "tops" in t
+                         else f"| {cfg} | failed: {t['error_message'][:80]} | |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 16384])
+    p.add_argument("--slices", nargs="+", default=["6", "7", "8", "auto"])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--samples", type=int, default=20)
+    p.add_argument("--phi", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--no-phases", action="store_true")
+    p.add_argument("--emulation", action="store_true", help="add cuBLAS FP64 emulation as a peer")
+    p.add_argument("--tune", action="store_true",
+                   help="sweep pair-kernel configs at --tune-size first and use the fastest")
+    p.add_argument("--tune-size", type=int, default=16384)
+    p.add_argument("--out", help="write OUT.json and OUT.md")
+    p.add_argument("--child-emulation", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child_emulation:
+        emulation_child(args.child_emulation, args.phi, args.seed, args.reps, args.samples)
+        return 0
+
+    import cupy as cp
+    import ozhpc
+    from ozhpc.engines import get_engine
+
+    eng = get_engine("cutile")
+    result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+              "device": eng.describe(), "samples": args.samples, "rows": []}
+    if args.tune:
+        from ozhpc.engines.cutile_engine import CutileEngine
+        rows = tune(cp, args.tune_size, args.reps, [
+            dict(m=128, n=128, k=128),                      # table default (sm_90: occupancy 2)
+            dict(m=128, n=128, k=128, group=16),
+            dict(m=128, n=128, k=128, latency=4),
+            dict(m=128, n=128, k=128, ctas=2),
+        ])
+        best = max((r for r in rows if "tops" in r), key=lambda r: r["tops"])
+        eng = CutileEngine(**best["_engine_args"])       # the rest of the run uses the winner
+        result["tune"] = [{k: v for k, v in r.items() if k != "_engine_args"} for r in rows]
+        result["tune_size"] = args.tune_size
+        print("tuned:", eng.describe(), flush=True)
+    slices = [s if s == "auto" else int(s) for s in args.slices]
+    for n in args.sizes:
+        row = bench_size(cp, ozhpc, eng, n, slices, args.reps, args.samples, not args.no_phases,
+                         args.seed)
+        if args.emulation:
+            row["emulation"] = run_emulation(n, args.phi, args.seed, args.reps, args.samples)
+            print("emulation", row["emulation"], flush=True)
+        result["rows"].append(row)
+    result["device"] = eng.describe()
+    md = markdown(result)
+    print(md)
+    if args.out:
+        with open(args.out + ".json", "w") as fh:
+            json.dump(result, fh, indent=1, default=str)
+        with open(args.out + ".md", "w") as fh:
+            fh.write(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""SUMMA with the Ozaki scheme: ``C = alpha * op(A) @ op(B) + beta * C``, C stationary.
+
+Layouts (``P x Q`` grid, C in ``MB x NB`` blocks, k-panels of width ``KB``):
+
+* op(A), ``m x k``: rows like C's rows (MB over P), k in KB blocks over the process columns;
+* op(B)^T, ``n x k`` (B's rows along k, k-contiguous as the engines want them): rows like
+  C's columns (NB over Q), k in KB blocks over the process *rows* -- a
+  :class:`DistMatrix` with ``transposed_grid=True``;
+* C, ``m x n``: MB x NB over P x Q.
+
+Steps (design.md, "SUMMA with Ozaki"):
+
+1. Row scales of op(A): local row maxima, MAX-allreduce over the process row; column
+   scales of op(B) likewise over the process column. Exact and order-free.
+2. Slice count ("auto"): int64 spread histograms SUM-allreduced along the same
+   communicators, each rank's spread, then a MAX over the grid (with the "any
+   non-finite input" flag in the same call). Every rank derives the same plan.
+3. Each rank splits its own blocks once into int8 slices (and int8 class codes when
+   some input is non-finite anywhere).
+4. For each k-panel t: the owner column broadcasts its A slice panel along the process
+   row, the owner row its B slice panel along the process column (non-blocking: panel
+   t+1 is posted before panel t is multiplied), and every rank adds the slice-pair
+   products into its group accumulators -- exactly, so neither the panel width nor the
+   grid can change a bit of the result.
+5. One fixed-order combine per rank, special values, alpha/beta.
+
+Memory per rank: its pieces of op(A), op(B)^T and C, their slices, the accumulators and
+two panel buffers per operand.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from mpi4py import MPI
+
+from ..engines import get_engine
+from ..ozaki import special
+from ..ozaki.gemm import GemmInfo, Stopwatch, check_k, epilogue, make_info, op_rows
+from ..ozaki.plan import make_plan
+from ..ozaki.scales import exponents, row_abs_max, spread_bits, spread_histogram
+from .distmatrix import DistMatrix
+from .grid import ProcessGrid
+from .layout import BlockCyclic
+from .transport import get_transport
+
+FAIL_ENV = "OZHPC_TEST_FAIL_RANK"
+"""Test hook: the rank named here raises in the middle of the panel loop (failure tests only)."""
+
+
+@dataclass
+class SummaInfo(GemmInfo):
+    """:class:`GemmInfo` plus what the distribution did on this rank."""
+
+    grid: tuple = (1, 1)
+    block: tuple = (1, 1)
+    kb: int = 1
+    panels: int = 0
+    transport: str = ""
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    messages: int = 0
+    mpi_calls: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Summa:
+    """A distributed Ozaki product plan: layouts, engine and transport set up once.
+
+    Parameters
+    ----------
+    grid : ProcessGrid
+    m, n, k : int
+        Global sizes of op(A) (m x k), op(B) (k x n) and C (m x n).
+    block : (MB, NB)
+        Block size of C (and of op(A)'s rows / op(B)'s columns).
+    kb : int, optional
+        Width of a k-panel and k-block size of op(A) and op(B) (default NB).
+    engine : str or Engine
+    transport : str or Transport
+        ``"auto"`` / ``"mpi-host"`` (more with the GPU work).
+    slices, groups : as in :func:`ozhpc.gemm`
+    on_panel : callable(done, total), optional
+        Called on this rank after each panel's products are accumulated (pass it on
+        rank 0 only to show progress; it must be cheap).
+
+    Call it with op(A) and op(B)^T as :class:`DistMatrix` in :attr:`a_layout` /
+    :attr:`bt_layout` (see :meth:`distribute` for global arrays, or
+    :mod:`ozhpc.io.distio` for HDF5); it returns C as a DistMatrix in :attr:`c_layout`
+    and keeps a :class:`SummaInfo` in :attr:`info`.
+    """
+
+    def __init__(self, grid: ProcessGrid, m: int, n: int, k: int, *, block=(256, 256), kb: int | None = None,
+                 engine="numpy", transport="auto", slices="auto", groups="auto", on_panel=None,
+                 transport_options: dict | None = None):
+        mb, nb = (block, block) if isinstance(block, int) else (int(block[0]), int(block[1]))
+        kb = nb if kb is None else int(kb)
+        if min(mb, nb, kb) < 1:
+            raise ValueError(f"block sizes must be positive, got {mb}x{nb} and kb={kb}")
+        if min(m, n, k) < 0:
+            raise ValueError(f"sizes must be >= 0, got m={m} n={n} k={k}")
+        self.grid = grid
+        self.m, self.n, self.k = int(m), int(n), int(k)
+        self.mb, self.nb, self.kb = mb, nb, kb
+        p, q = grid.dims
+        self.a_layout = BlockCyclic(m, k, mb, kb, p, q)
+        self.bt_layout = BlockCyclic(n, k, nb, kb, q, p)
+        self.c_layout = BlockCyclic(m, n, mb, nb, p, q)
+        self.engine = get_engine(engine)
+        self.transport = get_transport(transport, grid, self.engine, **(transport_options or {}))
+        self.slices, self.groups = slices, groups
+        self.on_panel = on_panel
+        self.info: SummaInfo | None = None
+
+    @property
+    def panels(self) -> int:
+        return -(-self.k // self.kb)
+
+    # -- distribution helpers (tests, small problems) --------------------------------------
+    def distribute(self, A, B, C=None, *, transa=False, transb=False):
+        """op(A), op(B)^T (and C) as DistMatrix from global arrays every rank holds."""
+        a = DistMatrix.from_global(self.grid, op_rows(np.asarray(A), transa, True), self.a_layout)
+        bt = DistMatrix.from_global(self.grid, op_rows(np.asarray(B), transb, False), self.bt_layout,
+                                    transposed_grid=True)
+        c = None if C is None else DistMatrix.from_global(self.grid, C, self.c_layout)
+        return a, bt, c
+
+    # -- the product --------------------------------------------------------------------------
+    def __call__(self, a: DistMatrix, bt: DistMatrix, c: DistMatrix | None = None, *,
+                 alpha: float = 1.0, beta: float = 0.0) -> DistMatrix:
+        if a.layout != self.a_layout or bt.layout != self.bt_layout or not bt.transposed_grid:
+            raise ValueError("operands are not in this plan's layouts (Summa.a_layout / bt_layout)")
+        if beta != 0.0 and (c is None or c.layout != self.c_layout):
+            raise ValueError("beta != 0 needs C in Summa.c_layout")
+        eng, xp, g = self.engine, self.engine.xp, self.grid
+        host_out = isinstance(a.local, np.ndarray)
+        clock = Stopwatch(eng)
+        a_loc = eng.asarray(a.local).astype(xp.float64, copy=False)
+        b_loc = eng.asarray(bt.local).astype(xp.float64, copy=False)
+
+        # 1-2. global scales, plan and special-value flag; identical on every rank.
+        e = exponents(xp, eng.asarray(_allreduce(g.row_comm, eng.to_host(row_abs_max(xp, a_loc)), MPI.MAX)))
+        f = exponents(xp, eng.asarray(_allreduce(g.col_comm, eng.to_host(row_abs_max(xp, b_loc)), MPI.MAX)))
+        local = np.zeros(2, dtype=np.int64)
+        if self.slices == "auto":
+            ha = _allreduce(g.row_comm, eng.to_host(spread_histogram(xp, a_loc, e)), MPI.SUM)
+            hb = _allreduce(g.col_comm, eng.to_host(spread_histogram(xp, b_loc, f)), MPI.SUM)
+            local[0] = max(spread_bits(ha), spread_bits(hb))
+        local[1] = special.has_nonfinite(xp, a_loc) or special.has_nonfinite(xp, b_loc)
+        spread, nonfinite = (int(v) for v in _allreduce(g.comm, local, MPI.MAX))
+        nonfinite = bool(nonfinite)
+        plan = make_plan(self.slices, self.groups, spread)
+        check_k(plan, self.k)
+        clock.lap("scales")
+
+        # 3. split own blocks once.
+        s = plan.slices
+        da = eng.split(special.finite_part(xp, a_loc), e, s)
+        eb = eng.split(special.finite_part(xp, b_loc), f, s)
+        ca = special.classify(xp, a_loc) if nonfinite else None
+        cb = special.classify(xp, b_loc) if nonfinite else None
+        del a_loc, b_loc
+        clock.lap("split")
+
+        # 4. panel loop.
+        m_loc, n_loc = self.c_layout.local_shape(*g.coords)
+        acc = eng.zeros_accumulator(plan.groups, m_loc, n_loc)
+        counts = special.zeros_counts(xp, m_loc, n_loc) if nonfinite else None
+        depth = s + (1 if nonfinite else 0)
+        nk = self.panels
+        bufs_a = [xp.empty(depth * m_loc * min(self.kb, self.k), dtype=xp.int8) for _ in range(min(2, nk))]
+        bufs_b = [xp.empty(depth * n_loc * min(self.kb, self.k), dtype=xp.int8) for _ in range(min(2, nk))]
+        p, q = g.dims
+
+        def post(t):
+            lo = t * self.kb
+            w = min(self.kb, self.k - lo)
+            pa = self._post_one(da, ca, bufs_a[t % 2], m_loc, w, (t // q) * self.kb,
+                                self.a_layout.cols.block_owner(t), g.mycol, "row")
+            pb = self._post_one(eb, cb, bufs_b[t % 2], n_loc, w, (t // p) * self.kb,
+                                self.bt_layout.cols.block_owner(t), g.myrow, "col")
+            return pa, pb
+
+        fail_here = os.environ.get(FAIL_ENV, "") == str(MPI.COMM_WORLD.Get_rank())
+        wait_s = 0.0
+        pending = post(0) if nk else None
+        for t in range(nk):
+            t0 = MPI.Wtime()
+            pa, pb = pending[0].wait(), pending[1].wait()
+            wait_s += MPI.Wtime() - t0
+            if t + 1 < nk:
+                pending = post(t + 1)
+            if fail_here and t == nk // 2:
+                raise RuntimeError(f"simulated failure on rank {g.rank} at panel {t} ({FAIL_ENV})")
+            eng.accumulate(acc, pa[:s], pb[:s])
+            if nonfinite:
+                special.accumulate_counts(xp, counts, pa[s], pb[s])
+            self.transport.progress()
+            if self.on_panel is not None:
+                self.on_panel(t + 1, nk)
+        del bufs_a, bufs_b, da, eb, ca, cb
+        clock.lap("multiply")
+
+        # 5. one combine, special values, alpha/beta.
+        ab = eng.combine(acc, e, f)
+        del acc
+        if nonfinite:
+            ab = special.apply_counts(xp, ab, counts)
+        c_loc = None if beta == 0.0 else eng.asarray(c.local).astype(xp.float64, copy=False)
+        out = epilogue(xp, ab, alpha, beta, c_loc)
+        clock.lap("combine")
+        if host_out:
+            out = eng.to_host(out)
+
+        seconds = dict(clock.seconds)
+        seconds["comm_wait"] = wait_s
+        base = make_info(plan, eng, self.m, self.n, self.k, spread, nonfinite, seconds)
+        self.info = SummaInfo(**base.to_dict(), grid=tuple(g.dims), block=(self.mb, self.nb), kb=self.kb,
+                              panels=nk, **{key: v for key, v in self.transport.stats().items()})
+        return DistMatrix(g, self.c_layout, out)
+
+    def _post_one(self, slices, codes, flat, rows, w, offset, owner, me, axis):
+        """Start the broadcast of one operand's panel; returns a Pending whose wait() gives (depth, rows, w)."""
+        s = slices.shape[0]
+        depth = s + (0 if codes is None else 1)
+        buf = flat[:depth * rows * w].reshape(depth, rows, w)
+        if me == owner:  # always true on a 1-rank row/column: the transport then just hands buf back
+            buf[:s] = slices[:, :, offset:offset + w]
+            if codes is not None:
+                buf[s] = codes[:, offset:offset + w]
+        return self.transport.ibcast(buf, owner, axis)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> "Summa":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _allreduce(comm, array, op):
+    """Allreduce of a NumPy array into a new array (the input is left alone)."""
+    buf = np.ascontiguousarray(array).copy()
+    if comm.Get_size() > 1 and buf.size:
+        comm.Allreduce(MPI.IN_PLACE, buf, op=op)
+    return buf
+
+
+def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
+              block=(64, 64), kb=None, slices="auto", groups="auto", engine="numpy", transport="auto",
+              on_panel=None, info=False):
+    """Distributed product of global arrays that EVERY rank holds (tests, small problems).
+
+    Returns C as a :class:`DistMatrix` (``.gather()`` for the whole matrix), or
+    ``(C, SummaInfo)`` with ``info=True``. Large problems read their blocks from HDF5
+    (:func:`ozhpc.io.distio.read_operands`) instead.
+    """
+    m, k = op_rows(np.asarray(A), transa, True).shape
+    n, kb2 = op_rows(np.asarray(B), transb, False).shape
+    if k != kb2:
+        raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb2}x{n}")
+    with Summa(grid, m, n, k, block=block, kb=kb, engine=engine, transport=transport, slices=slices,
+               groups=groups, on_panel=on_panel) as plan:
+        a, bt, c = plan.distribute(A, B, C if beta != 0.0 else None, transa=transa, transb=transb)
+        out = plan(a, bt, c, alpha=alpha, beta=beta)
+        return (out, plan.info) if info else out

@@ -1,0 +1,262 @@
+"""cuTile engine: the Ozaki-I kernels on an NVIDIA GPU, bitwise equal to the NumPy engine.
+
+Importing this module raises ImportError (no CuPy / cuda.tile) or RuntimeError (no
+usable GPU, unknown architecture); :func:`ozhpc.engines.get_engine` turns either into a
+clear "engine not available" message.
+
+Layout: every slice array this engine makes is padded with zeros to a multiple of
+``PAD`` rows and columns (so every row is 16-byte aligned, TMA applies, and the pair
+kernels compile once per device instead of once per shape residue). :meth:`split` returns
+the unpadded view; the engine recognises its own views and reuses the padded buffer.
+"""
+from __future__ import annotations
+
+import weakref
+
+try:
+    import cupy as cp
+except ImportError as exc:  # pragma: no cover - depends on the machine
+    raise ImportError(f"CuPy is not installed ({exc})") from exc
+try:
+    import cuda.tile as ct  # noqa: F401  (the kernels module needs it too)
+except ImportError as exc:  # pragma: no cover
+    raise ImportError(f"cuda.tile is not installed ({exc})") from exc
+
+try:
+    _NDEV = cp.cuda.runtime.getDeviceCount()
+except Exception as exc:  # CUDARuntimeError when there is no driver
+    raise RuntimeError(f"no CUDA device ({exc})") from exc
+if _NDEV < 1:
+    raise RuntimeError("no CUDA device")
+
+from . import cutile_kernels as ck
+from .base import Engine
+
+PAD = 16
+"""Slice rows and k are padded to multiples of this (16 int8 = 16 bytes)."""
+
+
+def _roundup(x: int, m: int = PAD) -> int:
+    return max(m, -(-x // m) * m)
+
+
+class CutileEngine(Engine):
+    """Ozaki-I kernels in cuTile (see :mod:`ozhpc.engines.cutile_kernels`).
+
+    Parameters
+    ----------
+    device : int, optional
+        CUDA device id (default: the current device).
+    fused : bool
+        In :meth:`multiply_combine`, feed the int32 group sums of the pair kernel
+        straight to the combine kernel when k needs no chunking (no float64 accumulators).
+    memory_fraction : float
+        Fraction of free device memory the group accumulators of the unfused path may
+        take; above it the engine blocks over M/N.
+    config, occupancy, num_ctas :
+        Tile config and pair-kernel hints (defaults: :data:`cutile_kernels.CONFIGS` and
+        the kernels' ``ct.ByTarget`` hints).
+    k_limit : int
+        Bound on (k-chunk) x (pairs) per int32 accumulator; only tests lower it, to
+        exercise the chunking.
+    """
+
+    name = "cutile"
+    xp = cp
+
+    def __init__(self, device: int | None = None, *, fused: bool = True,
+                 memory_fraction: float = 0.5, config: ck.TileConfig | None = None,
+                 occupancy: int | None = None,
+                 num_ctas: int | None = None, k_limit: int = ck.K_PAIR_LIMIT):
+        self.device = cp.cuda.Device(device if device is not None else cp.cuda.runtime.getDevice())
+        cc = self.device.compute_capability
+        self.capability = (int(cc[:-1]), int(cc[-1]))
+        self.config = config or ck.config_for(self.capability)   # raises for unknown arch
+        props = cp.cuda.runtime.getDeviceProperties(self.device.id)
+        self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        self.num_sms = int(props["multiProcessorCount"])
+        self.fused = fused
+        self.memory_fraction = memory_fraction
+        if not 0 < k_limit <= ck.K_PAIR_LIMIT:
+            raise ValueError(f"k_limit must be in [1, {ck.K_PAIR_LIMIT}], got {k_limit}")
+        self.k_limit = k_limit
+        self.launcher = ck.Launcher(self.device.id, self.capability, self.num_sms, self.config,
+                                    occupancy=occupancy, num_ctas=num_ctas)
+        self._padded: dict[int, tuple] = {}
+        self.workspace_bytes = 0
+        self.last_path = None
+        self.last_blocks = (1, 1)
+
+    # ---------------------------------------------------------------- helpers
+    @staticmethod
+    def _stream():
+        return cp.cuda.get_current_stream()
+
+    def _remember(self, view, padded) -> None:
+        key = id(view)
+        self._padded[key] = (weakref.ref(view, lambda _r, k=key: self._padded.pop(k, None)), padded)
+
+    def _as_padded(self, x):
+        """The zero-padded (s, roundup(rows), roundup(k)) int8 buffer behind slices ``x``."""
+        entry = self._padded.get(id(x))
+        if entry is not None and entry[0]() is x:
+            return entry[1]
+        if x.dtype != cp.int8 or x.ndim != 3:
+            raise TypeError(f"slices must be int8 (s, rows, k), got {x.dtype} {x.shape}")
+        s, rows, k = x.shape
+        buf = cp.zeros((s, _roundup(rows), _roundup(k)), dtype=cp.int8)
+        buf[:, :rows, :k] = x
+        return buf
+
+    @staticmethod
+    def _padded_exps(e, rows_pad: int):
+        out = cp.zeros(rows_pad, dtype=cp.int32)
+        out[:e.shape[0]] = cp.asarray(e).astype(cp.int32, copy=False).ravel()
+        return out
+
+    # ---------------------------------------------------------------- Engine
+    def split(self, x, exps, nslices: int):
+        x = cp.asarray(x, dtype=cp.float64)
+        if x.ndim != 2:
+            raise ValueError(f"split needs a 2-D array, got shape {x.shape}")
+        rows, cols = x.shape
+        buf = cp.zeros((nslices, _roundup(rows), _roundup(cols)), dtype=cp.int8) \
+            if rows == 0 or cols == 0 or nslices == 0 else \
+            cp.empty((nslices, _roundup(rows), _roundup(cols)), dtype=cp.int8)
+        out = buf[:, :rows, :cols]
+        if rows and cols and nslices:
+            if x.flags.c_contiguous:
+                src, trans = x, False
+            elif x.T.flags.c_contiguous:
+                src, trans = x.T, True
+            else:
+                src, trans = cp.ascontiguousarray(x), False
+            e = self._padded_exps(exps, buf.shape[1])
+            # The kernel writes every element of buf (zero digits where X is padded).
+            self.launcher.launch_split(self._stream(), src, trans, e, buf, nslices)
+        self._remember(out, buf)
+        return out
+
+    def _k_chunks(self, k: int, slices: int, ngroups: int):
+        kc = ck.k_chunk(slices, ngroups, self.k_limit, PAD)
+        return [(k0, min(k, k0 + kc)) for k0 in range(0, k, kc)]
+
+    def _pair_sums(self, pa, pb, k0: int, k1: int, sums) -> None:
+        """int32 group sums of padded slices over k in [k0, k1) (k0 a multiple of PAD)."""
+        self.launcher.launch_pair(self._stream(), pa[:, :, k0:_roundup(k1)], pb[:, :, k0:_roundup(k1)], sums)
+
+    def accumulate(self, acc, da, eb) -> None:
+        d, m, n = acc.shape
+        if da.shape[1] != m or eb.shape[1] != n or da.shape[2] != eb.shape[2] or da.shape[0] != eb.shape[0]:
+            raise ValueError(f"shapes do not match: acc {acc.shape}, da {da.shape}, eb {eb.shape}")
+        if acc.dtype != cp.float64:
+            raise TypeError(f"acc must be float64, got {acc.dtype}")
+        s, _, k = da.shape
+        if d == 0 or m == 0 or n == 0 or k == 0:
+            return
+        pa, pb = self._as_padded(da), self._as_padded(eb)
+        sums = cp.empty((d, pa.shape[1], pb.shape[1]), dtype=cp.int32)
+        for k0, k1 in self._k_chunks(k, s, d):
+            self._pair_sums(pa, pb, k0, k1, sums)
+            acc += sums[:, :m, :n]          # int32 -> float64 exactly; integer sums stay exact
+    def combine(self, acc, row_exps, col_exps):
+        d, m, n = acc.shape
+        out = cp.empty((m, n), dtype=cp.float64)
+        if m == 0 or n == 0:
+            return out
+        if acc.dtype not in (cp.float64, cp.int32):
+            acc = acc.astype(cp.float64)
+        acc = cp.ascontiguousarray(acc)
+        re = cp.ascontiguousarray(cp.asarray(row_exps).astype(cp.int32, copy=False).ravel())
+        ce = cp.ascontiguousarray(cp.asarray(col_exps).astype(cp.int32, copy=False).ravel())
+        self.launcher.launch_combine(self._stream(), acc, re, ce, out)
+        return out
+
+    def multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps):
+        """Pair GEMMs over the whole k, then the combine; the same bits as the three steps.
+
+        When k fits one int32 chunk (``fused``), the pair kernel's int32 group sums go
+        straight to the combine kernel (no float64 accumulators, half the workspace);
+        otherwise float64 accumulators take the chunk sums. Either way the work is
+        blocked over M/N so the workspace stays within ``memory_fraction`` of free memory.
+        """
+        s, m, k = da.shape
+        n = eb.shape[1]
+        if m == 0 or n == 0 or k == 0:
+            self.workspace_bytes = 0
+            return cp.zeros((m, n), dtype=cp.float64)
+        pa, pb = self._as_padded(da), self._as_padded(eb)
+        mp, np_ = pa.shape[1], pb.shape[1]
+        re = self._padded_exps(row_exps, mp)
+        ce = self._padded_exps(col_exps, np_)
+        chunks = self._k_chunks(k, s, ngroups)
+        single = self.fused and len(chunks) == 1
+        self.last_path = "int32-sums" if single else "float64-acc"
+        per_elem = 4 * ngroups if single else 12 * ngroups
+        free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+        budget = max(int(free * self.memory_fraction), per_elem * 128 * 128)
+        bm, bn = mp, np_
+        while per_elem * bm * bn > budget and (bm > 128 or bn > 128):
+            if bm >= bn:
+                bm = _roundup(bm // 2, 128)
+            else:
+                bn = _roundup(bn // 2, 128)
+        self.last_blocks = (-(-mp // bm), -(-np_ // bn))
+        self.workspace_bytes = pa.nbytes + pb.nbytes + per_elem * bm * bn
+        if (bm, bn) == (mp, np_) and (mp, np_) == (m, n):
+            return self._block(pa, pb, re, ce, chunks, single, ngroups)
+        out = cp.empty((m, n), dtype=cp.float64)
+        for i0 in range(0, m, bm):
+            i1 = min(m, i0 + bm)
+            ib = _roundup(i1 - i0)
+            for j0 in range(0, n, bn):
+                j1 = min(n, j0 + bn)
+                jb = _roundup(j1 - j0)
+                c = self._block(pa[:, i0:i0 + ib], pb[:, j0:j0 + jb], re[i0:i0 + ib], ce[j0:j0 + jb],
+                                chunks, single, ngroups)
+                out[i0:i1, j0:j1] = c[:i1 - i0, :j1 - j0]
+                del c
+        return out
+
+    def _block(self, pa, pb, re, ce, chunks, single: bool, ngroups: int):
+        """C of one padded M/N block (shape (pa rows, pb rows))."""
+        sums = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
+        if single:
+            self._pair_sums(pa, pb, *chunks[0], sums)
+            return self.combine(sums, re, ce)
+        acc = cp.zeros(sums.shape, dtype=cp.float64)
+        for k0, k1 in chunks:
+            self._pair_sums(pa, pb, k0, k1, sums)
+            acc += sums
+        del sums
+        return self.combine(acc, re, ce)
+
+    def zeros_accumulator(self, ngroups: int, m: int, n: int):
+        return cp.zeros((ngroups, m, n), dtype=cp.float64)
+
+    def asarray(self, x):
+        with self.device:
+            return cp.asarray(x)
+
+    def to_host(self, x):
+        return cp.asnumpy(x)
+
+    def synchronize(self) -> None:
+        self._stream().synchronize()
+
+    def describe(self) -> dict:
+        from dataclasses import asdict
+        return {
+            "name": self.name,
+            "device": self.device_name,
+            "device_id": self.device.id,
+            "compute_capability": f"{self.capability[0]}.{self.capability[1]}",
+            "multiprocessors": self.num_sms,
+            "tile_config": asdict(self.config),
+            "pair_hints": {"occupancy": self.launcher.occupancy or "sm_90: 2, sm_100: 1",
+                           "num_ctas": self.launcher.num_ctas or "sm_90: 1, sm_100: 2"},
+            "fused": self.fused,
+            "workspace_bytes": self.workspace_bytes,
+            "last_path": self.last_path,
+            "last_blocks": self.last_blocks,
+        }

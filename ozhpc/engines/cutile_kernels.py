@@ -1,0 +1,320 @@
+"""cuTile kernels of the Ozaki-I scheme: fused split, int8 slice-pair GEMM, FP64 combine.
+
+TileGym order: config table per architecture -> kernels -> launchers (cached per
+shape, dtype, device and capability). This module needs only ``cuda.tile``: no
+CuPy, no GPU, so CI type-checks every kernel (tests/test_cutile_typecheck.py).
+The host-side engine that validates and allocates is
+:mod:`ozhpc.engines.cutile_engine`.
+
+Numerics (identical to :class:`ozhpc.engines.numpy_engine.NumpyEngine`, bit for bit):
+
+* split: ``D_p = rint(r_p * 2**(7(p+1)-e))``, ``r_{p+1} = r_p - D_p * 2**(e-7(p+1))``.
+  cuTile has no ``ldexp``/``rint``: powers of two are built by bitcasting
+  ``(x + 1023) << 52``; a shift is applied as two factors ``2**a * 2**b`` with
+  ``a = shift >> 1`` (each in the normal range; the intermediate stays normal
+  whenever the digit is nonzero, so both steps are exact), and ``rint`` is
+  ``(t + 1.5*2**52) - 1.5*2**52`` (exact round-half-even for ``|t| < 2**51``;
+  ``|t| <= 128`` here). An automatic FMA contraction of ``t*2**b + M`` changes
+  nothing because the product is exact (or below 2**-1022, when both give a
+  zero digit).
+* pair GEMM: ``ct.mma(int8, int8, int32)`` only. All pairs ``p + q = g`` of a
+  group are summed in ONE int32 accumulator and stored as int32 ``S_g``; the host
+  cuts k into chunks of at most ``k_limit // pairs`` (``k_limit = (2**31 - 1) //
+  127**2``), so no int32 sum can overflow, and adds chunk sums in FP64, where every
+  value is an exact integer below 2**53 (bounded by :meth:`ozhpc.ozaki.plan.SlicePlan.max_exact_k`).
+* combine: ``total = sum_{g=d-1..0} S_g * 2**(-7(g+2))`` in that order, then
+  ``ldexp(total, e_i + f_j)`` with one rounding (subnormal results rounded once
+  through a magic-constant rint at the 2**-1074 grid). ``S_g * w`` is exact, so
+  the FMA that cuTile makes of ``total + S_g * w`` rounds exactly like NumPy's
+  separate multiply and add.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cuda.tile as ct
+
+from .base import BITS, DIGIT_MAX
+
+ConstInt = ct.Constant[int]
+ConstBool = ct.Constant[bool]
+BigArray = ct.IndexedWithInt64
+ZERO = ct.PaddingMode.ZERO
+
+K_PAIR_LIMIT = (2**31 - 1) // DIGIT_MAX**2
+"""Largest (k-chunk length) x (pairs summed into one int32 accumulator): 133144."""
+
+_RINT_MAGIC = 6755399441055744.0   # 1.5 * 2**52
+_TWO52 = 4503599627370496.0        # 2**52
+
+
+# ----------------------------------------------------------------------------------------
+# 1. Config table (explicit entries; an unknown architecture raises)
+# ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TileConfig:
+    """Tile sizes of the three kernels for one architecture."""
+
+    split_rows: int
+    split_cols: int
+    pair_m: int
+    pair_n: int
+    pair_k: int
+    group_m: int
+    combine_rows: int
+    combine_cols: int
+    pair_latency: int = 0
+    """``latency`` hint (1-10) of the pair kernel's loads; 0 = none (compiler's choice)."""
+
+
+CONFIGS: dict[tuple[int, int], TileConfig] = {
+    # H100/H200: 128x128x128 int8 tiles, GROUP_M 8, occupancy 2: 640-760 TOP/s on the H200,
+    # no spills; larger tiles, 2-CTA clusters, GROUP_M 16 and load-latency hints measured
+    # slower (docs/gpu.md; bench/gpu_gemm.py --tune).
+    (9, 0): TileConfig(split_rows=32, split_cols=128, pair_m=128, pair_n=128, pair_k=128,
+                       group_m=8, combine_rows=32, combine_cols=64),
+    # B200: TileGym's Blackwell GEMM tiles (256x256, 2-CTA clusters) scaled to int8 k.
+    (10, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=256, pair_k=128,
+                        group_m=8, combine_rows=32, combine_cols=64),
+}
+
+# Kernel hints per target (ct.ByTarget keys "sm_90", "sm_100"; no default on purpose).
+PAIR_OCCUPANCY = ct.ByTarget(sm_90=2, sm_100=1)
+PAIR_NUM_CTAS = ct.ByTarget(sm_90=1, sm_100=2)
+
+
+def config_for(capability: tuple[int, int]) -> TileConfig:
+    """The tile config of a compute capability; raises for one not in :data:`CONFIGS`."""
+    try:
+        return CONFIGS[tuple(capability)]
+    except KeyError:
+        raise RuntimeError(
+            f"no cuTile tile config for compute capability {capability[0]}.{capability[1]}; "
+            f"known: {', '.join(f'{a}.{b}' for a, b in CONFIGS)}") from None
+
+
+# ----------------------------------------------------------------------------------------
+# 2. Tile helpers (inlined into the kernels)
+# ----------------------------------------------------------------------------------------
+
+def _pow2(e):
+    """``2.0**e`` for an int64 tile ``e`` in [-1022, 1023], exactly (bitcast of the exponent field)."""
+    return ct.bitcast((e + 1023) << 52, ct.float64)
+
+
+def _ldexp(x, sc):
+    """``np.ldexp(x, sc)`` with one rounding, for float64 ``x`` that is 0 or has
+    ``2**-400 <= |x| < 2**900`` and int64 ``sc``.
+
+    Normal results: ``x * 2**a * 2**b`` (both factors of one sign, the intermediate
+    between x and the result, so exact up to an overflow that the result has too).
+    Subnormal results: ``rint(|x| * 2**(sc+1074))`` on the integer grid, then times
+    2**-1074 (exact). ``sc`` is clamped to [-2044, 2046], which changes no result for
+    such ``x`` (all overflow, or all underflow to a signed zero).
+    """
+    sc = ct.minimum(ct.maximum(sc, -2044), 2046)
+    ex = ((ct.bitcast(x, ct.int64) >> 52) & 0x7FF) - 1023
+    a = sc >> 1
+    normal = x * _pow2(a) * _pow2(sc - a)
+    y = ct.abs(x) * _pow2(ct.minimum(sc + 1074, 1023))
+    r = (y + _TWO52) - _TWO52
+    r = ct.where(x < 0.0, -r, r)
+    sub = r * _pow2(ct.full((1, 1), -52, ct.int64)) * _pow2(ct.full((1, 1), -1022, ct.int64))
+    return ct.where(ex + sc >= -1022, normal, sub)
+
+
+def _swizzle(tile_id, num_m, num_n, GROUP_M: ConstInt):
+    """Grouped tile order (TileGym ``_swizzle_2d``): GROUP_M row tiles share their B tiles in L2."""
+    width = GROUP_M * num_n
+    group = tile_id // width
+    first_m = group * GROUP_M
+    size_m = min(num_m - first_m, GROUP_M)
+    bm = first_m + tile_id % size_m
+    bn = (tile_id % width) // size_m
+    return bm, bn
+
+
+def _group_sum(DA, EB, g, s, bm, bn, ktiles, TM: ConstInt, TN: ConstInt, TK: ConstInt,
+               LATENCY: ConstInt):
+    """int32 ``sum_{p+q=g} D_p[bm] @ E_q[bn]^T`` over all k-tiles (nested loops: a
+    flattened (pair, k) loop measured more register spills)."""
+    acc = ct.zeros((TM, TN), ct.int32)
+    for p in range(max(0, g - s + 1), min(g, s - 1) + 1):
+        for kt in range(ktiles):
+            a = ct.load(DA, (p, bm, kt), (1, TM, TK), padding_mode=ZERO,
+                        latency=LATENCY if LATENCY > 0 else None).reshape((TM, TK))
+            # E_q is stored (n, k), k contiguous: load a transposed (TK, TN) tile.
+            b = ct.load(EB, (g - p, kt, bn), (1, TK, TN), order=(0, 2, 1), padding_mode=ZERO,
+                        latency=LATENCY if LATENCY > 0 else None).reshape((TK, TN))
+            acc = ct.mma(a, b, acc)
+    return acc
+
+
+def _group_weight(g):
+    """``2**(-BITS*(g+2))`` as a float64 scalar tile."""
+    return _pow2(ct.astype(-BITS * (g + 2), ct.int64))
+
+
+def _row_col_scale(RE, CE, bm, bn, TM: ConstInt, TN: ConstInt):
+    re = ct.load(RE, (bm,), (TM,), padding_mode=ZERO).astype(ct.int64).reshape((TM, 1))
+    ce = ct.load(CE, (bn,), (TN,), padding_mode=ZERO).astype(ct.int64).reshape((1, TN))
+    return re + ce
+
+
+# ----------------------------------------------------------------------------------------
+# 3. Kernels
+# ----------------------------------------------------------------------------------------
+
+@ct.kernel
+def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
+                  TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+    """All ``nslices`` int8 digit slices of a (TR, TC) tile of the rows of X.
+
+    TRANS: X holds the transpose of the rows (a C-contiguous (cols, rows) array);
+    the tile is read along its contiguous axis and transposed in registers.
+    """
+    bi = ct.bid(0)
+    bj = ct.bid(1)
+    if TRANS:
+        x = ct.transpose(ct.load(X, (bj, bi), (TC, TR), padding_mode=ZERO))
+    else:
+        x = ct.load(X, (bi, bj), (TR, TC), padding_mode=ZERO)
+    e = ct.load(EXPS, (bi,), (TR,), padding_mode=ZERO).astype(ct.int64).reshape((TR, 1))
+    rest = x
+    for p in range(nslices):
+        shift = (BITS * (p + 1)) - e
+        a = shift >> 1
+        b = shift - a
+        t = rest * _pow2(a) * _pow2(b)
+        digit = (t + _RINT_MAGIC) - _RINT_MAGIC
+        ct.store(OUT, (p, bi, bj), digit.astype(ct.int32).astype(ct.int8).reshape((1, TR, TC)))
+        rest = rest - digit * _pow2(-a) * _pow2(-b)
+
+
+@ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
+def _pair_kernel(DA: BigArray, EB: BigArray, S: BigArray,
+                 TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt, LATENCY: ConstInt):
+    """``S[g] = sum_{p+q=g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0].
+
+    The launcher guarantees ``k * pairs(g) * 127**2 < 2**31`` (it chunks k on the host).
+    The epilogue stores int32: converting the 128x128 accumulator to float64 inside this
+    kernel spilled registers (cuobjdump: 2-4 KB stack) and ran at a quarter of the speed.
+    """
+    s = DA.shape[0]
+    num_m = ct.cdiv(DA.shape[1], TM)
+    num_n = ct.cdiv(EB.shape[1], TN)
+    ktiles = ct.cdiv(DA.shape[2], TK)
+    # One C tile per block, in grouped order. (A persistent grid-stride loop over tiles
+    # cost 96 B of spills on sm_90 and measured slower.)
+    bm, bn = _swizzle(ct.bid(0), num_m, num_n, GROUP_M)
+    for g in range(S.shape[0]):
+        acc = _group_sum(DA, EB, g, s, bm, bn, ktiles, TM, TN, TK, LATENCY)
+        ct.store(S, (g, bm, bn), acc.reshape((1, TM, TN)))
+
+
+@ct.kernel
+def _combine_kernel(ACC: BigArray, RE, CE, C, TM: ConstInt, TN: ConstInt):
+    """``C = ldexp(sum_{g=d-1..0} ACC[g] * 2**(-7(g+2)), e_i + f_j)``, NumPy's order.
+
+    ACC is float64 group accumulators or the int32 group sums of :func:`_pair_kernel`
+    (converted exactly to float64 on load).
+    """
+    bm = ct.bid(0)
+    bn = ct.bid(1)
+    d = ACC.shape[0]
+    total = ct.zeros((TM, TN), ct.float64)
+    for gi in range(d):
+        g = d - 1 - gi
+        part = ct.load(ACC, (g, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN))
+        part = part.astype(ct.float64)
+        total = total + part * _group_weight(g)
+    ct.store(C, (bm, bn), _ldexp(total, _row_col_scale(RE, CE, bm, bn, TM, TN)))
+
+
+KERNELS = {
+    "split": _split_kernel,
+    "pair": _pair_kernel,
+    "combine": _combine_kernel,
+}
+
+
+# ----------------------------------------------------------------------------------------
+# 4. Launchers (grid + kernel cached per (shape, dtype, device, capability))
+# ----------------------------------------------------------------------------------------
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Launcher:
+    """Grids and hint variants for one device; ``stream`` is anything ``ct.launch`` takes.
+
+    ``launch_*`` take device arrays (``__cuda_array_interface__``), already validated
+    and laid out by the engine: slices (s, rows, k) k-contiguous, accumulators and
+    outputs C-contiguous, exponents int32.
+    """
+
+    def __init__(self, device: int, capability: tuple[int, int], num_sms: int,
+                 config: TileConfig | None = None,
+                 occupancy: int | None = None, num_ctas: int | None = None):
+        self.device = device
+        self.capability = tuple(capability)
+        self.config = config or config_for(self.capability)
+        self.num_sms = num_sms
+        self.occupancy = occupancy
+        self.num_ctas = num_ctas
+        self._cache: dict = {}
+        hints = {}
+        if occupancy is not None:
+            hints["occupancy"] = occupancy
+        if num_ctas is not None:
+            hints["num_ctas"] = num_ctas
+        self._pair = _pair_kernel.replace_hints(**hints) if hints else _pair_kernel
+
+    def _key(self, name, *arrays):
+        return (name, tuple(tuple(a.shape) for a in arrays), tuple(str(a.dtype) for a in arrays),
+                self.device, self.capability)
+
+    def _pair_grid(self, m: int, n: int) -> tuple[int]:
+        cfg = self.config
+        return (max(1, _cdiv(m, cfg.pair_m) * _cdiv(n, cfg.pair_n)),)
+
+    def launch_split(self, stream, x, trans: bool, exps, out, nslices: int) -> None:
+        cfg = self.config
+        rows, cols = out.shape[1], out.shape[2]
+        key = self._key("split", x, out) + (trans,)
+        grid = self._cache.get(key)
+        if grid is None:
+            grid = self._cache[key] = (_cdiv(rows, cfg.split_rows), _cdiv(cols, cfg.split_cols), 1)
+        ct.launch(stream, grid, _split_kernel,
+                  (x, exps, out, int(nslices), cfg.split_rows, cfg.split_cols, bool(trans)))
+
+    def launch_pair(self, stream, da, eb, sums) -> None:
+        """``sums[g] = sum_{p+q=g} da[p] @ eb[q].T`` (int32); the caller bounds k."""
+        cfg = self.config
+        key = self._key("pair", da, eb, sums)
+        grid = self._cache.get(key)
+        if grid is None:
+            grid = self._cache[key] = self._pair_grid(da.shape[1], eb.shape[1])
+        ct.launch(stream, grid, self._pair, (da, eb, sums, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m, cfg.pair_latency))
+
+    def launch_combine(self, stream, acc, row_exps, col_exps, c) -> None:
+        cfg = self.config
+        key = self._key("combine", acc, c)
+        grid = self._cache.get(key)
+        if grid is None:
+            grid = self._cache[key] = (_cdiv(c.shape[0], cfg.combine_rows),
+                                       _cdiv(c.shape[1], cfg.combine_cols), 1)
+        ct.launch(stream, grid, _combine_kernel,
+                  (acc, row_exps, col_exps, c, cfg.combine_rows, cfg.combine_cols))
+
+
+def widest_group(slices: int, ngroups: int) -> int:
+    """Most slice pairs in one group g < ngroups."""
+    return max(min(g, slices - 1) - max(0, g - slices + 1) + 1 for g in range(ngroups))
+
+
+def k_chunk(slices: int, ngroups: int, k_limit: int = K_PAIR_LIMIT, align: int = 16) -> int:
+    """Longest k (a multiple of ``align``) whose int32 group sums cannot overflow."""
+    return max(align, (k_limit // widest_group(slices, ngroups)) // align * align)

@@ -1,0 +1,197 @@
+"""Block-cyclic HDF5 I/O: each rank reads and writes only the blocks it owns.
+
+Reads select a rank's blocks with one regular hyperslab per axis
+(``h5py.MultiBlockSlice``: start, stride = P*NB, count, block = NB) plus the trailing
+partial block, so a rank issues at most four reads per operand whatever the block
+size. op(A) and op(B)^T are read straight into SUMMA's layouts: a transposed operand
+is read with the axes swapped and transposed in memory, so ``--transa``/``--transb``
+cost nothing extra.
+
+With parallel HDF5 (``h5py.get_config().mpi``) files are opened with
+``driver="mpio"`` on the grid's communicator, the output dataset is created
+collectively and every rank writes its blocks independently. Otherwise (PyPI h5py is
+serial) every rank opens the inputs read-only on its own, and the output is written in
+turn: rank r waits for a token from rank r-1, writes its blocks, passes the token on.
+
+The output goes to a temporary file beside the target; after every rank has written,
+rank 0 computes the SHA-256 of C (C-ordered little-endian float64, read back in row
+chunks, never the whole matrix at once), stores it as an attribute and renames the
+file into place. Any failure on any rank is agreed on collectively, the temporary file
+is removed, and every rank raises.
+"""
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+
+from ..dist.distmatrix import DistMatrix
+from ..dist.grid import ProcessGrid, agree
+from ..dist.layout import BlockCyclic, Cyclic1D
+from ..report import RowHasher
+from . import h5io
+
+PARALLEL_HDF5 = h5io.PARALLEL_HDF5
+HASH_CHUNK_BYTES = 1 << 24
+TOKEN_TAG = 7301
+
+
+def _selections(axis: Cyclic1D, iproc: int):
+    """``[(h5py selection, local_start, local_stop)]`` covering ``iproc``'s indices on one axis."""
+    regular, tail = axis.regular_part(iproc)
+    out, local = [], 0
+    if regular is not None:
+        start, stride, count, block = regular
+        out.append((h5py.MultiBlockSlice(start=start, stride=stride, count=count, block=block),
+                    0, count * block))
+        local = count * block
+    if tail is not None:
+        out.append((slice(*tail), local, local + tail[1] - tail[0]))
+    return out
+
+
+def read_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int) -> np.ndarray:
+    """This process's blocks of a 2-D dataset, as C-ordered float64 ``(local rows, local cols)``."""
+    out = np.empty((rows.local_size(prow), cols.local_size(pcol)), dtype=np.float64)
+    for rsel, r0, r1 in _selections(rows, prow):
+        for csel, c0, c1 in _selections(cols, pcol):
+            out[r0:r1, c0:c1] = dset[rsel, csel]
+    return out
+
+
+def write_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int, local) -> None:
+    """Write this process's blocks into a 2-D dataset (the inverse of :func:`read_blocks`)."""
+    local = np.asarray(local, dtype="<f8")
+    for rsel, r0, r1 in _selections(rows, prow):
+        for csel, c0, c1 in _selections(cols, pcol):
+            dset[rsel, csel] = np.ascontiguousarray(local[r0:r1, c0:c1])
+
+
+def _open_read(path: str, grid: ProcessGrid):
+    if PARALLEL_HDF5 and grid.size > 1:
+        return h5py.File(path, "r", driver="mpio", comm=grid.comm)
+    return h5py.File(path, "r")
+
+
+def read_distributed(ref: h5io.DatasetRef, grid: ProcessGrid, layout: BlockCyclic, *,
+                     transpose: bool = False, transposed_grid: bool = False, what: str = "input") -> DistMatrix:
+    """Read this rank's blocks of ``X`` (= the dataset, or its transpose) in ``layout``.
+
+    Collective over the grid (errors on any rank are raised on every rank).
+    """
+    local, error = None, None
+    try:
+        with _open_read(ref.file, grid) as f:
+            dset = f[ref.path]
+            pr, pc = (grid.mycol, grid.myrow) if transposed_grid else (grid.myrow, grid.mycol)
+            want = layout.shape[::-1] if transpose else layout.shape
+            if tuple(dset.shape) != want:
+                raise h5io.InputError(f"{what} {ref} has shape {tuple(dset.shape)}, expected {want}")
+            if transpose:
+                local = np.ascontiguousarray(read_blocks(dset, layout.cols, pc, layout.rows, pr).T)
+            else:
+                local = read_blocks(dset, layout.rows, pr, layout.cols, pc)
+    except (OSError, KeyError, h5io.InputError) as exc:
+        error = exc if isinstance(exc, h5io.InputError) else h5io.InputError(f"cannot read {what} {ref}: {exc}")
+    agree(grid.comm, error)
+    return DistMatrix(grid, layout, local, transposed_grid=transposed_grid)
+
+
+def read_operands(plan, a_ref, b_ref, c_ref=None, *, transa=False, transb=False):
+    """op(A), op(B)^T (and C when given) in the layouts of a :class:`~ozhpc.dist.Summa` plan."""
+    g = plan.grid
+    a = read_distributed(a_ref, g, plan.a_layout, transpose=transa, what="input A")
+    bt = read_distributed(b_ref, g, plan.bt_layout, transpose=not transb, transposed_grid=True, what="input B")
+    c = None if c_ref is None else read_distributed(c_ref, g, plan.c_layout, what="input C")
+    return a, bt, c
+
+
+def _collective_step(comm, fn, cleanup=None):
+    """Run ``fn`` on this rank; if it failed on any rank, run ``cleanup`` and raise everywhere."""
+    error, result = None, None
+    try:
+        result = fn()
+    except Exception as exc:  # noqa: BLE001 -- re-raised on every rank by agree()
+        error = exc
+    try:
+        agree(comm, error)
+    except BaseException:
+        if cleanup is not None:
+            cleanup()
+        raise
+    return result
+
+
+def hash_dataset(path: str, dset_path: str) -> str:
+    """SHA-256 of a 2-D dataset as C-ordered little-endian float64, read in row chunks."""
+    hasher = RowHasher()
+    with h5py.File(path, "r") as f:
+        dset = f[dset_path]
+        rows = max(1, HASH_CHUNK_BYTES // max(1, 8 * dset.shape[1]))
+        for lo in range(0, dset.shape[0], rows):
+            hasher.update(dset[lo:lo + rows])
+    return hasher.hexdigest()
+
+
+def write_distributed(ref: h5io.DatasetRef, c: DistMatrix, *, attrs: dict | None = None) -> str:
+    """Write C's blocks to ``ref`` atomically; returns the SHA-256 of C on every rank.
+
+    ``h5io.check_output`` must have been run (with ``force``) before the product.
+    Collective over C's grid.
+    """
+    grid = c.grid
+    comm, rank, size = grid.comm, grid.rank, grid.size
+    tag = comm.bcast(f"{os.getpid()}" if rank == 0 else None, root=0)
+    tmp = h5io.temporary_path(ref, tag)
+    pr, pc = c.coords
+    rows, cols = c.layout.rows, c.layout.cols
+
+    def cleanup():
+        if rank == 0:
+            h5io.abandon_output(tmp)
+
+    def create():
+        if rank == 0:
+            h5io.begin_output(ref, tag)
+            if not (PARALLEL_HDF5 and size > 1):
+                with h5py.File(tmp, "a") as f:
+                    h5io.prepare_dataset(f, ref.path, c.layout.shape, attrs)
+
+    _collective_step(comm, create, cleanup)
+
+    if PARALLEL_HDF5 and size > 1:
+        def write_parallel():
+            with h5py.File(tmp, "r+", driver="mpio", comm=comm) as f:
+                dset = h5io.prepare_dataset(f, ref.path, c.layout.shape, attrs)  # collective
+                write_blocks(dset, rows, pr, cols, pc, c.local)
+        _collective_step(comm, write_parallel, cleanup)
+    else:
+        error = None
+        if rank > 0:
+            comm.recv(source=rank - 1, tag=TOKEN_TAG)
+        try:
+            with h5py.File(tmp, "r+") as f:
+                write_blocks(f[ref.path], rows, pr, cols, pc, c.local)
+        except Exception as exc:  # noqa: BLE001 -- agreed on below
+            error = exc
+        if rank < size - 1:
+            comm.send(None, dest=rank + 1, tag=TOKEN_TAG)
+        _collective_step(comm, lambda: _raise(error), cleanup)
+
+    def finish():
+        if rank != 0:
+            return None
+        digest = hash_dataset(tmp, ref.path)
+        with h5py.File(tmp, "r+") as f:
+            f[ref.path].attrs[h5io.ATTRS_PREFIX + "sha256"] = digest
+        h5io.commit_output(tmp, ref)
+        return digest
+
+    digest = _collective_step(comm, finish, cleanup)
+    return comm.bcast(digest, root=0)
+
+
+def _raise(error):
+    if error is not None:
+        raise error

@@ -1,0 +1,333 @@
+"""TOML job files for ``ozhpc run JOB.toml``: parse, validate, build a :class:`RunConfig`.
+
+A job file describes one product, the same one ``ozhpc gemm`` flags describe::
+
+    [inputs]
+    a = "in.h5:/A"
+    b = "in.h5:/B"          # c = "c0.h5:/C" when beta != 0
+    [output]
+    c = "out.h5:/C"
+    report = "run.json"
+    [gemm]
+    alpha = 1.0
+    [layout]
+    grid = "2x2"            # or "auto"
+    block = 256             # or "MBxNB"
+    [ozaki]
+    slices = "auto"         # or an integer
+
+Every error is an :class:`~ozhpc.errors.InputError` (CLI exit status 2) whose message
+starts with the job file's path and names the table and key at fault, e.g.
+``job.toml: gemm.alpha must be a number, got string "x"``. Relative paths are taken
+relative to the job file's directory, so a job runs the same from any working directory.
+
+Defaults are NOT declared here: a key left out is simply not passed to ``RunConfig``,
+whose field defaults are the only ones (style.md item 6). ``SCHEMA`` below is the single
+list of allowed keys; ``docs/batch.md`` documents it.
+
+Parsing has no side effects and no MPI calls, so every rank of a job can call
+:func:`load_job` and reach the same verdict on the same file.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .config import RunConfig, parse_groups, parse_pair, parse_slices
+from .errors import InputError
+from .io import h5io
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+# ---------------------------------------------------------------- value checkers
+# Each takes (value, "table.key") and returns the RunConfig value or raises InputError
+# (without the file prefix, which load_job adds).
+
+def _toml_type(value) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "table"
+    return type(value).__name__  # dates and times
+
+
+def _toml_repr(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{...}"
+    return str(value)
+
+
+def _got(value) -> str:
+    return f"got {_toml_type(value)} {_toml_repr(value)}"
+
+
+def _boolean(value, key):
+    if not isinstance(value, bool):
+        raise InputError(f"{key} must be true or false, {_got(value)}")
+    return value
+
+
+def _number(value, key):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{key} must be a number, {_got(value)}")
+    return float(value)
+
+
+def _string(value, key):
+    if not isinstance(value, str):
+        raise InputError(f"{key} must be a string, {_got(value)}")
+    return value
+
+
+def _choice(*choices):
+    def check(value, key):
+        if not isinstance(value, str) or value not in choices:
+            allowed = ", ".join(json.dumps(c) for c in choices)
+            raise InputError(f"{key} must be one of {allowed}, {_got(value)}")
+        return value
+    return check
+
+
+def _dataset(value, key):
+    if not isinstance(value, str):
+        raise InputError(f"{key} must be a string \"FILE.h5:/dataset\", {_got(value)}")
+    return h5io.DatasetRef.parse(value, key)
+
+
+def _grid(value, key):
+    if value == "auto":
+        return None
+    if isinstance(value, str):
+        return parse_pair(value, key)
+    raise InputError(f"{key} must be \"auto\" or a string \"PxQ\", {_got(value)}")
+
+
+def _block(value, key):
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise InputError(f"{key} must be positive, got integer {value}")
+        return (value, value)
+    if isinstance(value, str):
+        return parse_pair(value, key)
+    raise InputError(f"{key} must be an integer NB or a string \"MBxNB\", {_got(value)}")
+
+
+def _slices(value, key):
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InputError(f"{key} must be \"auto\" or an integer, {_got(value)}")
+    try:
+        return parse_slices(value)
+    except InputError as exc:
+        raise InputError(str(exc).replace("--slices", key)) from None
+
+
+def _groups(value, key):
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InputError(f"{key} must be \"auto\", \"all\" or an integer, {_got(value)}")
+    try:
+        return parse_groups(value)
+    except InputError as exc:
+        raise InputError(str(exc).replace("--groups", key)) from None
+
+
+@dataclass(frozen=True)
+class Key:
+    field: str                       # RunConfig field it sets
+    check: Callable[[Any, str], Any]
+    required: bool = False
+    path: bool = False               # a file path: made relative to the job file's directory
+    doc: str = ""
+
+
+#: Every table and key a job file may hold. The single source for validation and docs.
+SCHEMA: dict[str, dict[str, Key]] = {
+    "inputs": {
+        "a": Key("a", _dataset, required=True, path=True, doc="left operand A"),
+        "b": Key("b", _dataset, required=True, path=True, doc="right operand B"),
+        "c": Key("c", _dataset, path=True, doc="input C, read (and required) only when gemm.beta != 0"),
+    },
+    "output": {
+        "c": Key("out", _dataset, required=True, path=True, doc="where C is written (atomically)"),
+        "report": Key("report", _string, path=True, doc="JSON run report"),
+        "force": Key("force", _boolean, doc="replace an existing output dataset"),
+    },
+    "gemm": {
+        "transa": Key("transa", _boolean, doc="use A transposed"),
+        "transb": Key("transb", _boolean, doc="use B transposed"),
+        "alpha": Key("alpha", _number, doc="scale of op(A) op(B)"),
+        "beta": Key("beta", _number, doc="scale of the input C"),
+    },
+    "layout": {
+        "grid": Key("grid", _grid, doc="process grid \"PxQ\" or \"auto\""),
+        "block": Key("block", _block, doc="block-cyclic block NB or \"MBxNB\""),
+    },
+    "ozaki": {
+        "slices": Key("slices", _slices, doc="int8 slices per operand, or \"auto\""),
+        "groups": Key("groups", _groups, doc="slice-pair groups kept: \"auto\", \"all\" or an integer"),
+        "engine": Key("engine", _choice("auto", "numpy", "cutile"), doc="local engine"),
+    },
+    "run": {
+        "progress": Key("progress", _choice("auto", "bar", "log", "off"), doc="rank-0 progress display"),
+    },
+}
+
+
+def _suggest(name: str, candidates, spell) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {spell(close[0])}?)" if close else ""
+
+
+def _resolve(value: str, base: str, is_dataset: bool) -> str:
+    """Make the file part of ``value`` relative to ``base`` (``~`` expanded; absolute kept)."""
+    if is_dataset:
+        file, sep, path = value.rpartition(":")
+        if not (sep and file):
+            return value  # malformed: DatasetRef.parse says so
+        return f"{os.path.normpath(os.path.join(base, os.path.expanduser(file)))}:{path}"
+    return os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+
+
+def parse_job(text: str, source: str = "<job>", base_dir: str = ".") -> dict:
+    """Validate a job file's text; returns the RunConfig keyword arguments it sets.
+
+    Raises
+    ------
+    InputError
+        Syntax error (with line and column), unknown table or key (with the close match),
+        wrong type or value, missing required key, beta != 0 without inputs.c.
+    """
+    def fail(message):
+        return InputError(f"{source}: {message}")
+
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise fail(f"TOML syntax error: {exc}") from None
+
+    kwargs: dict[str, Any] = {}
+    for table, content in doc.items():
+        if table not in SCHEMA:
+            raise fail(f"unknown table [{table}]{_suggest(table, SCHEMA, lambda t: f'[{t}]')}; "
+                       f"allowed tables: {', '.join('[' + t + ']' for t in SCHEMA)}")
+        if not isinstance(content, dict):
+            raise fail(f"{table} must be a table [{table}], {_got(content)}")
+        for key, value in content.items():
+            spec = SCHEMA[table].get(key)
+            if spec is None:
+                raise fail(f"unknown key {table}.{key}{_suggest(key, SCHEMA[table], lambda k: f'{table}.{k}')}; "
+                           f"allowed in [{table}]: {', '.join(SCHEMA[table])}")
+            name = f"{table}.{key}"
+            if spec.path and isinstance(value, str):
+                value = _resolve(value, base_dir, spec.check is _dataset)
+            try:
+                kwargs[spec.field] = spec.check(value, name)
+            except InputError as exc:
+                raise fail(str(exc)) from None
+
+    for table, keys in SCHEMA.items():
+        for key, spec in keys.items():
+            if spec.required and spec.field not in kwargs:
+                hint = "" if table in doc else f" (the file has no [{table}] table)"
+                raise fail(f"missing required key {table}.{key}{hint}")
+
+    if kwargs.get("beta", 0.0) != 0.0 and "c" not in kwargs:
+        raise fail(f"gemm.beta = {kwargs['beta']!r} needs an input C: add inputs.c = \"FILE.h5:/C\"")
+    if kwargs.get("beta", 0.0) == 0.0:
+        kwargs.pop("c", None)  # never read when beta == 0
+    return kwargs
+
+
+def check_inputs(kwargs: dict, source: str) -> None:
+    """Every input exists and is a 2-D real dataset (read-only checks, via h5io)."""
+    for table_key, field in (("inputs.a", "a"), ("inputs.b", "b"), ("inputs.c", "c")):
+        ref = kwargs.get(field)
+        if ref is None:
+            continue
+        try:
+            h5io.dataset_info(ref, table_key)
+        except InputError as exc:
+            raise InputError(f"{source}: {exc}") from None
+
+
+def load_job(path, *, comm=None, check_files: bool = True, **overrides) -> RunConfig:
+    """Read, validate and resolve the job file ``path``; returns the run's :class:`RunConfig`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The TOML job file. Relative paths inside it are relative to its directory.
+    comm : mpi4py communicator, optional
+        Under MPI: the ranks agree on the verdict (one allgather), so a file that only some
+        ranks cannot see fails every rank alike instead of leaving the others waiting.
+    check_files : bool
+        Also check that every input file and dataset exists and is a 2-D real matrix.
+    **overrides
+        RunConfig fields that replace the job file's values (e.g. ``force=True`` or
+        ``report="other.json"`` from the command line). ``None`` values are ignored.
+
+    Returns
+    -------
+    RunConfig
+
+    Raises
+    ------
+    InputError
+        With a message that starts with the job file's path and names the table and key.
+    """
+    error, cfg = None, None
+    try:
+        cfg = _load(os.fspath(path), check_files, overrides)
+    except InputError as exc:
+        error = exc
+    if comm is not None:
+        from .dist.grid import agree
+
+        agree(comm, error)
+    elif error is not None:
+        raise error
+    return cfg
+
+
+def _load(source: str, check_files: bool, overrides: dict) -> RunConfig:
+    try:
+        with open(source, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise InputError(f"job file {source!r} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"job file {source!r} is a directory") from None
+    except OSError as exc:
+        raise InputError(f"job file {source!r} cannot be read ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{source}: not UTF-8 text ({exc})") from None
+
+    kwargs = parse_job(text, source, os.path.dirname(os.path.abspath(source)))
+    kwargs.update({k: v for k, v in overrides.items() if v is not None})
+    if check_files:
+        check_inputs(kwargs, source)
+    try:
+        return RunConfig(**kwargs)
+    except InputError as exc:
+        raise InputError(f"{source}: {exc}") from None

@@ -1,0 +1,155 @@
+"""MPI worker for tests/test_mpi.py: many configurations in ONE mpiexec job.
+
+    mpiexec -n R python tests/mpi_worker.py repro        # SUMMA vs ozhpc.gemm, bit for bit
+    mpiexec -n R python tests/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
+
+Every rank runs every configuration its rank count allows (grids with P*Q == R,
+block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit);
+rank 0 compares SHA-256 digests with the single-process product and prints one JSON
+line. Exit status 0 when everything matched, 1 otherwise.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import ozhpc
+from ozhpc.config import RunConfig
+from ozhpc.dist import ProcessGrid, Summa
+from ozhpc.io.h5io import DatasetRef
+from ozhpc.matrices import standard_matrix
+from ozhpc.report import sha256_of_matrix
+
+M, K, N = 157, 301, 96
+BLOCKS = [1, 5, 13, 17, 32, 64, (5, 13)]
+GRIDS = {1: [(1, 1)], 2: [(1, 2), (2, 1)], 3: [(3, 1), (1, 3)], 4: [(2, 2), (1, 4), (4, 1)]}
+TRANS = list(itertools.product((False, True), repeat=2))
+
+
+def operands(transa, transb, nonfinite=False):
+    a = standard_matrix(M, K, 1.0, 11)
+    b = standard_matrix(K, N, 1.0, 12)
+    a[3] = 0.0  # an all-zero row
+    if nonfinite:
+        a[5, 7], a[9, 100], a[20, 0] = np.inf, -np.inf, np.nan
+        b[7, 2], b[100, 50], b[200, 3] = np.inf, 0.0, -np.inf
+        a[30, 200] = np.inf
+    return (a.T.copy() if transa else a), (b.T.copy() if transb else b)
+
+
+def cases(ranks):
+    out = []
+    for gi, grid in enumerate(GRIDS[ranks]):
+        for bi, block in enumerate(BLOCKS):
+            ta, tb = TRANS[(gi + bi) % 4]
+            out.append(dict(grid=grid, block=block, transa=ta, transb=tb))
+        out.append(dict(grid=grid, block=17, transa=True, transb=False, alpha=-1.5, beta=0.75))
+        out.append(dict(grid=grid, block=5, transa=False, transb=True, nonfinite=True))
+        out.append(dict(grid=grid, block=13, transa=False, transb=False, max_count=7))
+        out.append(dict(grid=grid, block=(13, 5), transa=True, transb=True, kb=3, slices=4, groups="all"))
+    return out
+
+
+def repro(comm) -> dict:
+    rank, size = comm.Get_rank(), comm.Get_size()
+    refs, failures, done = {}, [], 0
+    for case in cases(size):
+        ta, tb, nf = case["transa"], case["transb"], case.get("nonfinite", False)
+        alpha, beta = case.get("alpha", 1.0), case.get("beta", 0.0)
+        slices, groups = case.get("slices", "auto"), case.get("groups", "auto")
+        A, B = operands(ta, tb, nf)
+        C0 = standard_matrix(M, N, 0.5, 13) if beta else None
+        key = (ta, tb, nf, alpha, beta, slices, groups)
+        if key not in refs:
+            refs[key] = sha256_of_matrix(ozhpc.gemm(A, B, C0, alpha=alpha, beta=beta, transa=ta, transb=tb,
+                                                    slices=slices, groups=groups, engine="numpy"))
+        options = {"max_count": case["max_count"]} if "max_count" in case else None
+        with ProcessGrid(comm, case["grid"]) as grid:
+            block = case["block"]
+            with Summa(grid, M, N, K, block=block if isinstance(block, tuple) else (block, block),
+                       kb=case.get("kb"), engine="numpy", slices=slices, groups=groups,
+                       transport_options=options) as plan:
+                a, bt, c = plan.distribute(A, B, C0, transa=ta, transb=tb)
+                out = plan(a, bt, c, alpha=alpha, beta=beta)
+                whole = out.gather(0)
+                info = plan.info
+                sent = comm.reduce(info.bytes_sent, op=MPI.SUM, root=0)
+                msgs = comm.reduce(info.messages, op=MPI.SUM, root=0)
+                calls = comm.reduce(info.mpi_calls, op=MPI.SUM, root=0)
+        if rank == 0:
+            done += 1
+            digest = sha256_of_matrix(whole)
+            p, q = case["grid"]
+            depth = info.slices + (1 if nf else 0)
+            model = depth * K * (M * (q - 1) + N * (p - 1))
+            if digest != refs[key]:
+                failures.append(f"bits differ: {case}")
+            if sent != model:
+                failures.append(f"bytes_sent {sent} != model {model}: {case}")
+            if "max_count" in case and size > 1 and not calls > msgs > 0:
+                failures.append(f"max_count did not split messages ({calls} calls, {msgs} messages): {case}")
+            if "max_count" not in case and calls != msgs:
+                failures.append(f"messages split without need ({calls} calls, {msgs} messages): {case}")
+    return {"cases": done, "failures": failures}
+
+
+def io(comm, directory) -> dict:
+    from ozhpc.runner import execute
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    src = os.path.join(directory, "in.h5")
+    failures, done = [], 0
+    runs = [dict(grid=g, block=b, transa=ta, transb=tb)
+            for i, (g, b) in enumerate(itertools.product(GRIDS[size], [(1, 1), (5, 5), (17, 13), (64, 64)]))
+            for ta, tb in [TRANS[i % 4]]]
+    runs.append(dict(grid=None, block=(13, 13), transa=False, transb=True, alpha=2.0, beta=-1.0))
+    for i, run in enumerate(runs):
+        ta, tb = run["transa"], run["transb"]
+        alpha, beta = run.get("alpha", 1.0), run.get("beta", 0.0)
+        out = DatasetRef(os.path.join(directory, f"out{size}.h5"), f"/C{i}")
+        cfg = RunConfig(a=DatasetRef(src, "/AT" if ta else "/A"), b=DatasetRef(src, "/BT" if tb else "/B"),
+                        out=out, c=DatasetRef(src, "/C0") if beta else None, transa=ta, transb=tb,
+                        alpha=alpha, beta=beta, grid=run["grid"], block=run["block"], engine="numpy",
+                        force=True, progress="off",
+                        report=os.path.join(directory, f"run{size}_{i}.json"))
+        report = execute(cfg, comm=comm)
+        if rank == 0:
+            done += 1
+            import h5py
+
+            with h5py.File(src, "r") as f:
+                A, B = f["A"][...], f["B"][...]
+                C0 = f["C0"][...] if beta else None
+            with h5py.File(out.file, "r") as f:
+                written = f[out.path][...]
+                attr = f[out.path].attrs["ozhpc_sha256"]
+            ref = sha256_of_matrix(ozhpc.gemm(A, B, C0, alpha=alpha, beta=beta, engine="numpy"))
+            if not (report["sha256"] == ref == sha256_of_matrix(written) == attr):
+                failures.append(f"sha256 differs: {run}")
+            with open(cfg.report) as f:
+                saved = json.load(f)
+            if saved["sha256"] != ref or saved["ranks"] != size:
+                failures.append(f"report content: {run}")
+    leftovers = [n for n in os.listdir(directory) if n.endswith(".tmp")]
+    if leftovers:
+        failures.append(f"temporary files left: {leftovers}")
+    return {"cases": done, "failures": failures}
+
+
+def main() -> int:
+    comm = MPI.COMM_WORLD
+    mode = sys.argv[1]
+    result = repro(comm) if mode == "repro" else io(comm, sys.argv[2])
+    if comm.Get_rank() == 0:
+        print(json.dumps(result))
+    ok = comm.bcast(not result["failures"] if comm.Get_rank() == 0 else None, root=0)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

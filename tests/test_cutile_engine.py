@@ -1,0 +1,230 @@
+"""GPU tests of the cuTile engine: the same bits as the NumPy engine, everywhere.
+
+Marked ``gpu``; every test skips cleanly when CuPy, cuda.tile or a GPU is missing.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ozhpc
+from ozhpc.engines import EngineUnavailable, get_engine
+from ozhpc.engines.numpy_engine import NumpyEngine
+from ozhpc.ozaki.scales import exponents, row_abs_max
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    try:
+        engine = get_engine("cutile")
+    except EngineUnavailable as exc:
+        pytest.skip(str(exc))
+    import cupy
+    return engine, cupy
+
+
+def phi_matrix(rng, rows, cols, phi):
+    return (rng.random((rows, cols)) - 0.5) * np.exp(phi * rng.standard_normal((rows, cols)))
+
+
+def assert_same_bits(got, want):
+    got = np.asarray(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    nan_g, nan_w = np.isnan(got), np.isnan(want)
+    assert np.array_equal(nan_g, nan_w), "NaN positions differ"
+    g = got[~nan_g].view(np.int64) if got.dtype == np.float64 else got[~nan_g]
+    w = want[~nan_w].view(np.int64) if want.dtype == np.float64 else want[~nan_w]
+    bad = np.flatnonzero(g != w)
+    assert bad.size == 0, (f"{bad.size} of {g.size} entries differ, first: "
+                           f"{got[~nan_g][bad[:3]]!r} vs {want[~nan_w][bad[:3]]!r}")
+
+
+SHAPE = (157, 301, 96)
+
+
+# ------------------------------------------------------------------------- split
+def _split_both(gpu, x, nslices):
+    engine, cp = gpu
+    e = exponents(np, row_abs_max(np, x))
+    want = NumpyEngine().split(x, e, nslices)
+    got = engine.split(cp.asarray(x), cp.asarray(e), nslices)
+    return cp.asnumpy(got), want
+
+
+@pytest.mark.parametrize("phi", [0, 0.5, 1, 2, 4])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_split_bits(gpu, phi, layout):
+    rng = np.random.default_rng(1)
+    x = phi_matrix(rng, 157, 301, phi)
+    engine, cp = gpu
+    e = exponents(np, row_abs_max(np, x))
+    want = NumpyEngine().split(x, e, 8)
+    xd = cp.asarray(x)
+    if layout == "F":
+        xd = cp.asfortranarray(xd)
+    elif layout == "strided":
+        xd = cp.asarray(np.repeat(x, 2, axis=1))[:, ::2]
+    got = engine.split(xd, cp.asarray(e), 8)
+    assert_same_bits(cp.asnumpy(got), want)
+
+
+def test_split_edge_values(gpu):
+    rng = np.random.default_rng(2)
+    rows = [
+        (rng.integers(-2**20, 2**20, 64) + 0.5) * 2.0**-30,      # rint ties
+        np.arange(64) * 2.0**-7 - 0.25,                          # exact digits, ties at 0.5
+        rng.standard_normal(64) * 2.0**-1060,                    # subnormal row
+        np.full(64, 5e-324) * rng.integers(-3, 4, 64),           # tiniest subnormals
+        rng.standard_normal(64) * 2.0**1020,                     # near overflow
+        np.concatenate([[1.7e308], rng.standard_normal(63) * 1e-300]),  # huge spread
+        np.zeros(64),
+        np.concatenate([[2.0**-1022], rng.standard_normal(63) * 2.0**-1070]),
+        (127.5 / 128) * np.ones(64),                             # first digit rounds to 128
+    ]
+    x = np.stack(rows)
+    for nslices in (1, 6, 9, 24):
+        got, want = _split_both(gpu, x, nslices)
+        assert_same_bits(got, want)
+
+
+# ------------------------------------------------------------------------- gemm
+@pytest.mark.parametrize("phi", [0, 0.5, 1, 2, 4])
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("slices", [6, 7, 8, "auto"])
+def test_gemm_bits(gpu, phi, trans, slices):
+    engine, cp = gpu
+    m, n, k = SHAPE
+    rng = np.random.default_rng(10 + int(4 * phi))
+    ta, tb = trans
+    A = phi_matrix(rng, *((k, m) if ta else (m, k)), phi)
+    B = phi_matrix(rng, *((n, k) if tb else (k, n)), phi)
+    want, info_w = ozhpc.gemm(A, B, transa=ta, transb=tb, slices=slices, engine="numpy", info=True)
+    got, info_g = ozhpc.gemm(A, B, transa=ta, transb=tb, slices=slices, engine=engine, info=True)
+    assert info_g.slices == info_w.slices and info_g.groups == info_w.groups
+    assert isinstance(got, np.ndarray)
+    assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 17, 250), (128, 256, 300), (200, 64, 1)])
+@pytest.mark.parametrize("groups", ["auto", "all"])
+def test_gemm_shapes_groups(gpu, shape, groups):
+    engine, cp = gpu
+    m, n, k = shape
+    rng = np.random.default_rng(3)
+    A, B = phi_matrix(rng, m, k, 1.0), phi_matrix(rng, k, n, 1.0)
+    want = ozhpc.gemm(A, B, slices=7, groups=groups, engine="numpy")
+    got = ozhpc.gemm(A, B, slices=7, groups=groups, engine=engine)
+    assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize("variant", ["unfused", "chunked", "blocked", "blocked_unfused"])
+def test_unfused_paths(gpu, variant):
+    """Group accumulators (SUMMA's path), k-chunking of the int32 sums and M/N blocking."""
+    from ozhpc.engines.cutile_engine import CutileEngine
+    _, cp = gpu
+    kwargs = {"unfused": dict(fused=False), "chunked": dict(k_limit=300),
+              "blocked": dict(memory_fraction=1e-9),
+              "blocked_unfused": dict(fused=False, memory_fraction=1e-9)}[variant]
+    engine = CutileEngine(**kwargs)
+    rng = np.random.default_rng(4)
+    m, n, k = 300, 270, 700
+    A, B = phi_matrix(rng, m, k, 2.0), phi_matrix(rng, k, n, 2.0)
+    want = ozhpc.gemm(A, B, slices=8, groups="all", engine="numpy")
+    got = ozhpc.gemm(A, B, slices=8, groups="all", engine=engine)
+    assert_same_bits(got, want)
+    assert engine.last_path == ("int32-sums" if variant == "blocked" else "float64-acc")
+    if variant.startswith("blocked"):
+        assert engine.last_blocks[0] * engine.last_blocks[1] > 1
+
+
+def test_accumulate_combine_match_numpy(gpu):
+    """The engine methods one by one, with a k-panel loop (as SUMMA calls them)."""
+    engine, cp = gpu
+    ref = NumpyEngine()
+    rng = np.random.default_rng(5)
+    m, n, k, s = 70, 90, 400, 6
+    a, bt = phi_matrix(rng, m, k, 1.0), phi_matrix(rng, n, k, 1.0)
+    e, f = exponents(np, row_abs_max(np, a)), exponents(np, row_abs_max(np, bt))
+    da, eb = ref.split(a, e, s), ref.split(bt, f, s)
+    acc_w = ref.zeros_accumulator(s, m, n)
+    acc_g = engine.zeros_accumulator(s, m, n)
+    for k0 in range(0, k, 150):
+        ref.accumulate(acc_w, da[:, :, k0:k0 + 150], eb[:, :, k0:k0 + 150])
+        engine.accumulate(acc_g, cp.asarray(da[:, :, k0:k0 + 150]), cp.asarray(eb[:, :, k0:k0 + 150]))
+    assert_same_bits(cp.asnumpy(acc_g), acc_w)
+    assert_same_bits(cp.asnumpy(engine.combine(acc_g, cp.asarray(e), cp.asarray(f))),
+                     ref.combine(acc_w, e, f))
+
+
+# ------------------------------------------------------------------------- special values
+def _special_case(name, rng):
+    m, n, k = 40, 36, 50
+    A, B = phi_matrix(rng, m, k, 1.0), phi_matrix(rng, k, n, 1.0)
+    if name == "inf_nan":
+        A[3, 7] = np.inf
+        A[5, :] = -np.inf
+        B[2, 4] = np.nan
+        B[9, 11] = np.inf
+        B[:, 20] = 0.0
+    elif name == "zero_rows":
+        A[0, :] = 0.0
+        B[:, 0] = 0.0
+        A[7, :] = -0.0
+    elif name == "subnormal_inputs":
+        A[1, :] *= 2.0**-1060
+        B[:, 3] *= 2.0**-1065
+        A[2, 5] = 5e-324
+    elif name == "subnormal_outputs":
+        A *= 2.0**-540
+        B *= 2.0**-520
+    elif name == "overflow":
+        A *= 2.0**600
+        B *= 2.0**500
+        A[4, :] = 1.0
+    elif name == "huge_range":
+        A[:, ::3] *= 2.0**300
+        B[::5, :] *= 2.0**-300
+    return A, B
+
+
+@pytest.mark.parametrize("name", ["inf_nan", "zero_rows", "subnormal_inputs", "subnormal_outputs",
+                                  "overflow", "huge_range"])
+@pytest.mark.parametrize("slices", [7, "auto"])
+def test_special_values(gpu, name, slices):
+    engine, cp = gpu
+    A, B = _special_case(name, np.random.default_rng(6))
+    want = ozhpc.gemm(A, B, slices=slices, engine="numpy")
+    got = ozhpc.gemm(A, B, slices=slices, engine=engine)
+    assert_same_bits(got, want)
+
+
+def test_subnormal_outputs_are_really_subnormal(gpu):
+    A, B = _special_case("subnormal_outputs", np.random.default_rng(6))
+    got = ozhpc.gemm(A, B, slices=7, engine=gpu[0])
+    tiny = np.abs(got)
+    assert np.any((tiny > 0) & (tiny < 2.0**-1022))
+
+
+def test_k_zero(gpu):
+    engine, cp = gpu
+    A, B = np.zeros((5, 0)), np.zeros((0, 7))
+    got = ozhpc.gemm(A, B, slices=6, engine=engine)
+    assert_same_bits(got, ozhpc.gemm(A, B, slices=6, engine="numpy"))
+
+
+def test_cupy_in_cupy_out(gpu):
+    engine, cp = gpu
+    rng = np.random.default_rng(7)
+    A, B = phi_matrix(rng, 64, 80, 0.5), phi_matrix(rng, 80, 48, 0.5)
+    got = ozhpc.gemm(cp.asarray(A), cp.asarray(B), slices=7, engine=engine)
+    assert isinstance(got, cp.ndarray)
+    assert_same_bits(cp.asnumpy(got), ozhpc.gemm(A, B, slices=7, engine="numpy"))
+
+
+def test_describe(gpu):
+    d = gpu[0].describe()
+    assert d["name"] == "cutile" and d["compute_capability"] and "tile_config" in d
+    assert "workspace_bytes" in d

@@ -1,0 +1,138 @@
+"""Real ``mpiexec`` jobs (1 to 4 ranks, oversubscribed) spawned from pytest with timeouts.
+
+Many configurations run inside one job per rank count (tests/mpi_worker.py), since
+starting a job costs about 0.3 s. Failure cases assert, under 2 and 4 ranks: every
+rank ends (no hang), exit status 2, exactly one error line naming the culprit, and
+no output file (final or temporary).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from ozhpc.matrices import standard_matrix
+
+pytestmark = pytest.mark.mpi
+
+MPIEXEC = shutil.which("mpiexec")
+WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
+M, K, N = 157, 301, 96
+JOB_TIMEOUT = 240
+
+if MPIEXEC is None:
+    pytest.skip("mpiexec not found (pip install mpich)", allow_module_level=True)
+
+
+def mpiexec(n, args, timeout=JOB_TIMEOUT, env=None, cwd=None):
+    cmd = [MPIEXEC, "-n", str(n), sys.executable] + list(args)
+    full_env = dict(os.environ)
+    full_env.pop("OZHPC_TEST_FAIL_RANK", None)
+    full_env.update(env or {})
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
+    return proc, time.monotonic() - t0
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mpi")
+    a = standard_matrix(M, K, 1.0, 1)
+    b = standard_matrix(K, N, 1.0, 2)
+    with h5py.File(d / "in.h5", "w") as f:
+        f["A"], f["AT"] = a, a.T
+        f["B"], f["BT"] = b, b.T
+        f["C0"] = standard_matrix(M, N, 0.5, 3)
+        f["A3"] = np.zeros((4, 5, 6))
+        f["Z"] = np.zeros((K, N), dtype=np.complex128)
+        f["I"] = np.zeros((K, N), dtype=np.int64)
+        f["Bshort"] = np.zeros((K - 1, N))
+        f.create_group("grp")
+    return d
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_bitwise_reproducible_across_grids_and_blocks(ranks):
+    """C bit for bit equal to single-process ozhpc.gemm for every grid/block/transpose case."""
+    proc, _ = mpiexec(ranks, [WORKER, "repro"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["failures"] == [] and result["cases"] > 0
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_hdf5_block_cyclic_io(data, ranks, tmp_path):
+    """runner.execute: block-cyclic reads/writes, transposed datasets, report sha256 = file sha256."""
+    shutil.copy(data / "in.h5", tmp_path / "in.h5")
+    proc, _ = mpiexec(ranks, [WORKER, "io", str(tmp_path)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["failures"] == [] and result["cases"] > 0
+
+
+def _gemm_args(data, out, *extra, a="A", b="B"):
+    a, b = (x if ":" in x else f"{data}/in.h5:/{x}" for x in (a, b))
+    return ["-m", "ozhpc", "gemm", a, b, "-o", f"{out}:/C",
+            "--engine", "numpy", "--progress", "off", *extra]
+
+
+FAILURES = {
+    "missing file": (dict(a="nowhere.h5:/A"), [], "'nowhere.h5' does not exist"),
+    "missing C file": (dict(), ["--c", "nowhere.h5:/C0", "--beta", "1"], "'nowhere.h5' does not exist"),
+    "missing dataset": (dict(a="nope"), [], "'/nope' not found"),
+    "group not dataset": (dict(a="grp"), [], "is a group"),
+    "not 2-D": (dict(a="A3"), [], "must be 2-D"),
+    "complex dtype": (dict(b="Z"), [], "real floating-point"),
+    "int dtype": (dict(b="I"), [], "real floating-point"),
+    "shape mismatch": (dict(b="Bshort"), [], "shape mismatch"),
+    "grid mismatch": (dict(), ["--grid", "3x1"], "--grid 3x1 needs 3 MPI ranks"),
+    "bad option": (dict(), ["--block", "0"], "--block"),
+    "unknown option": (dict(), ["--blok", "3"], "--blok"),
+}
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("case", list(FAILURES))
+def test_user_errors_end_every_rank(data, tmp_path, ranks, case):
+    names, extra, needle = FAILURES[case]
+    out = tmp_path / "out.h5"
+    proc, seconds = mpiexec(ranks, _gemm_args(data, out, *extra, **names), timeout=60, cwd=tmp_path)
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert proc.returncode == 2, proc.stderr
+    assert len(errors) == 1, proc.stderr
+    assert needle in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert seconds < 30
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_existing_output_needs_force(data, tmp_path, ranks):
+    out = tmp_path / "out.h5"
+    proc, _ = mpiexec(ranks, _gemm_args(data, out, "--block", "32"))
+    assert proc.returncode == 0, proc.stderr
+    before = out.read_bytes()
+    proc, _ = mpiexec(ranks, _gemm_args(data, out, "--block", "32"))
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert proc.returncode == 2 and len(errors) == 1 and "--force" in errors[0]
+    assert out.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["out.h5"]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_exception_on_one_rank_aborts_the_job(data, tmp_path, ranks):
+    """OZHPC_TEST_FAIL_RANK=1 raises in the middle of rank 1's panel loop: the job must abort."""
+    out = tmp_path / "out.h5"
+    proc, seconds = mpiexec(ranks, _gemm_args(data, out, "--block", "16"), timeout=60,
+                            env={"OZHPC_TEST_FAIL_RANK": "1"})
+    assert proc.returncode != 0
+    assert "[rank 1]" in proc.stderr and "simulated failure" in proc.stderr
+    assert seconds < 30
+    assert os.listdir(tmp_path) == []
