@@ -160,3 +160,26 @@ def test_accumulators_exact_across_k_chunks_with_extreme_digits():
         want = sum((da[p].astype(np.int64) @ eb[q].astype(np.int64).T for p, q in plan.pairs(g)),
                    np.zeros((m, n), np.int64))
         assert np.array_equal(acc[g].astype(np.int64), want) and np.array_equal(acc[g], want.astype(np.float64))
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(0, 8), st.integers(0, 40), st.sampled_from([0.0, 1.0, 4.0, 30.0]),
+       st.floats(0, 0.9))
+def test_spread_is_the_largest_median_gap(seed, rows, cols, phi, zeros):
+    """spread_bits (binary search on counts) == 1 + max over rows of the sorted-median exponent gap."""
+    from ozhpc.ozaki.scales import MAX_GAP, entry_gaps, spread_bits
+
+    rng = np.random.default_rng(seed)
+    x = (rng.random((rows, cols)) - 0.5) * np.exp(phi * rng.standard_normal((rows, cols)))
+    x[rng.random((rows, cols)) < zeros] = 0.0
+    if x.size:
+        x.flat[0] = np.inf
+    e = exponents(np, row_abs_max(np, x))
+    medians = []
+    for i in range(rows):
+        vals = np.abs(x[i][np.isfinite(x[i]) & (x[i] != 0)])
+        if vals.size:
+            gaps = np.sort(np.clip(e[i] - np.frexp(vals)[1], 0, MAX_GAP))
+            medians.append(gaps[(vals.size + 1) // 2 - 1])
+    want = int(max(medians)) + 1 if medians else 0
+    assert spread_bits(np, entry_gaps(np, x, e)) == want

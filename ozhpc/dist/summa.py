@@ -12,8 +12,8 @@ Steps (design.md, "SUMMA with Ozaki"):
 
 1. Row scales of op(A): local row maxima, MAX-allreduce over the process row; column
    scales of op(B) likewise over the process column. Exact and order-free.
-2. Slice count ("auto"): int64 spread histograms SUM-allreduced along the same
-   communicators, each rank's spread, then a MAX over the grid (with the "any
+2. Slice count ("auto"): per-row counts of exponent gaps SUM-allreduced along the same
+   communicators (a binary search for each row's median gap), then a MAX over the grid (with the "any
    non-finite input" flag in the same call). Every rank derives the same plan.
 3. Each rank splits its own blocks once into int8 slices (and int8 class codes when
    some input is non-finite anywhere).
@@ -39,7 +39,7 @@ from ..engines import get_engine
 from ..ozaki import special
 from ..ozaki.gemm import GemmInfo, Stopwatch, check_k, epilogue, make_info, op_rows
 from ..ozaki.plan import make_plan
-from ..ozaki.scales import exponents, row_abs_max, spread_bits, spread_histogram
+from ..ozaki.scales import entry_gaps, exponents, row_abs_max, spread_bits
 from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
@@ -144,9 +144,10 @@ class Summa:
         f = exponents(xp, eng.asarray(_allreduce(g.col_comm, eng.to_host(row_abs_max(xp, b_loc)), MPI.MAX)))
         local = np.zeros(2, dtype=np.int64)
         if self.slices == "auto":
-            ha = _allreduce(g.row_comm, eng.to_host(spread_histogram(xp, a_loc, e)), MPI.SUM)
-            hb = _allreduce(g.col_comm, eng.to_host(spread_histogram(xp, b_loc, f)), MPI.SUM)
-            local[0] = max(spread_bits(ha), spread_bits(hb))
+            def summed_over(comm):
+                return lambda counts: eng.asarray(_allreduce(comm, eng.to_host(counts), MPI.SUM))
+            local[0] = max(spread_bits(xp, entry_gaps(xp, a_loc, e), summed_over(g.row_comm)),
+                           spread_bits(xp, entry_gaps(xp, b_loc, f), summed_over(g.col_comm)))
         local[1] = special.has_nonfinite(xp, a_loc) or special.has_nonfinite(xp, b_loc)
         spread, nonfinite = (int(v) for v in _allreduce(g.comm, local, MPI.MAX))
         nonfinite = bool(nonfinite)

@@ -14,7 +14,7 @@ import numpy as np
 from ..engines import Engine, get_engine
 from . import special
 from .plan import SlicePlan, make_plan
-from .scales import exponents, row_abs_max, spread_bits, spread_histogram
+from .scales import entry_gaps, exponents, row_abs_max, spread_bits
 
 
 @dataclass
@@ -137,8 +137,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     f = exponents(xp, row_abs_max(xp, b_rows))
     spread = 0
     if slices == "auto":
-        spread = max(spread_bits(eng.to_host(spread_histogram(xp, a_rows, e))),
-                     spread_bits(eng.to_host(spread_histogram(xp, b_rows, f))))
+        spread = max(spread_bits(xp, entry_gaps(xp, a_rows, e)), spread_bits(xp, entry_gaps(xp, b_rows, f)))
     plan = make_plan(slices, groups, spread)
     check_k(plan, k)
     nonfinite = special.has_nonfinite(xp, a_rows) or special.has_nonfinite(xp, b_rows)

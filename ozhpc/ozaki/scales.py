@@ -1,15 +1,17 @@
 """Per-row scales and the exponent-spread statistic, written against ``xp``.
 
 Both are computed from quantities that reduce exactly and order-free across
-ranks (a MAX of row maxima, a SUM of integer histogram counts), so every rank
-of a distributed run derives the same exponents and picks the same slice count.
+ranks (a MAX of row maxima, SUMs of integer counts), so every rank of a
+distributed run derives the same exponents and picks the same slice count.
 """
 from __future__ import annotations
 
 from ..engines.base import BITS, DIGIT_MAX
 
-SPREAD_BINS = 64
-"""Histogram bins of the exponent gap ``e_i - exponent(|a_ij|)``; the last one collects the rest."""
+MAX_GAP = 63
+"""Exponent gaps are clipped here: a median entry 63 bits down already asks for the most slices."""
+NO_GAP = 127
+"""Gap code of zero and non-finite entries: never counted."""
 
 
 def row_abs_max(xp, x):
@@ -33,40 +35,39 @@ def exponents(xp, rowmax):
     return e + (first > DIGIT_MAX).astype(xp.int32)
 
 
-def spread_histogram(xp, x, exps):
-    """Integer counts, per row, of the gap between the row exponent and each nonzero entry.
+def entry_gaps(xp, x, exps):
+    """int8 gap ``e_i - exponent(|a_ij|)`` per entry, clipped to [0, MAX_GAP]; NO_GAP for 0, inf, NaN.
 
-    Bin ``g`` counts finite nonzero entries with ``2**(e_i-g-1) <= |a_ij| < 2**(e_i-g)``
-    (the last bin also takes everything smaller). Counts are exact integers, so
-    partial histograms of a row's pieces add up exactly in any order.
+    An entry with gap ``g`` satisfies ``2**(e_i-g-1) <= |a_ij| < 2**(e_i-g)`` (unclipped).
     """
-    rows = x.shape[0]
-    hist = xp.zeros((rows, SPREAD_BINS), dtype=xp.int64)
-    if x.size == 0:
-        return hist
     mag = xp.abs(x)
     keep = xp.isfinite(mag) & (mag > 0)
     _, ex = xp.frexp(xp.where(keep, mag, 1.0))
-    gap = xp.clip(exps.reshape(-1, 1).astype(xp.int64) - ex, 0, SPREAD_BINS - 1)
-    idx = (xp.arange(rows, dtype=xp.int64).reshape(-1, 1) * SPREAD_BINS + gap)[keep]
-    counts = xp.bincount(idx, minlength=rows * SPREAD_BINS)
-    return counts.reshape(rows, SPREAD_BINS).astype(xp.int64)
+    gap = xp.clip(exps.reshape(-1, 1).astype(xp.int32) - ex, 0, MAX_GAP).astype(xp.int8)
+    return xp.where(keep, gap, xp.int8(NO_GAP))
 
 
-def spread_bits(hist) -> int:
-    """Bits between the largest and the median nonzero magnitude, over all rows.
+def spread_bits(xp, gaps, sum_rows=None) -> int:
+    """Bits between the scale and the median nonzero entry, maximised over rows (0 if all are zero).
 
-    For row i the median nonzero entry lies in gap bin ``g``, i.e. is at least
-    ``2**(e_i-g-1)``; the row's spread is ``g + 1``. Returns the max over rows
-    (0 when every row is zero). ``hist`` is a NumPy array.
+    The median gap of row i is the smallest ``g`` with ``2 * #{gap <= g} >= #{nonzero}``; the
+    row's spread is ``g + 1`` (the median entry is at least ``2**(e_i-g-1)``). Found by a
+    per-row binary search over ``g`` in [0, MAX_GAP]: seven counting passes over the int8 gaps.
+    ``sum_rows(counts)`` adds the per-row counts of the other pieces of each row (an exact
+    integer SUM-allreduce in a distributed run), so every piece agrees on the median.
     """
-    import numpy as np
-
-    hist = np.asarray(hist)
-    total = hist.sum(axis=1)
+    sum_rows = sum_rows or (lambda counts: counts)
+    rows = gaps.shape[0]
+    total = sum_rows((gaps <= MAX_GAP).sum(axis=1, dtype=xp.int64))
+    lo = xp.zeros(rows, dtype=xp.int32)
+    hi = xp.full(rows, MAX_GAP, dtype=xp.int32)
+    for _ in range(MAX_GAP.bit_length()):
+        mid = (lo + hi) // 2
+        below = sum_rows((gaps <= mid.reshape(-1, 1).astype(xp.int8)).sum(axis=1, dtype=xp.int64))
+        enough = 2 * below >= total
+        hi = xp.where(enough, mid, hi)
+        lo = xp.where(enough, lo, mid + 1)
     nonzero = total > 0
-    if not nonzero.any():
+    if rows == 0 or not bool(nonzero.any()):
         return 0
-    cum = np.cumsum(hist[nonzero], axis=1)
-    median_bin = (cum * 2 < total[nonzero, None]).sum(axis=1)
-    return int(median_bin.max()) + 1
+    return int(xp.where(nonzero, lo, -1).max()) + 1
