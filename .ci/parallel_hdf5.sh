@@ -20,6 +20,9 @@ if ! dpkg -s $pkgs >/dev/null 2>&1; then
     apt-get install -y -q --no-install-recommends $pkgs
 fi
 MPICC=$(command -v mpicc.mpich)
+# Versions seen to build and pass here against bookworm's MPICH 4.0.2 / HDF5 1.10.8.
+MPI4PY_SPEC=${MPI4PY_SPEC:-mpi4py>=4.0,<4.2}
+H5PY_SPEC=${H5PY_SPEC:-h5py>=3.12,<3.17}
 pkg-config --exists hdf5-mpich || { echo "parallel_hdf5.sh: pkg-config cannot find hdf5-mpich" >&2; exit 1; }
 
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import h5py, sys; sys.exit(not h5py.get_config().mpi)' 2>/dev/null; then
@@ -27,10 +30,10 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import h5py, sys; sys
     python3 -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q -U numpy cython "setuptools>=77" wheel pkgconfig
     # mpi4py against Debian's MPICH (never the pip 'mpich' wheel in this venv).
-    MPICC="$MPICC" CC="$MPICC" "$VENV/bin/python" -m pip install -q --no-binary mpi4py --no-build-isolation --no-cache-dir mpi4py
+    MPICC="$MPICC" CC="$MPICC" "$VENV/bin/python" -m pip install -q --no-binary mpi4py --no-build-isolation --no-cache-dir "$MPI4PY_SPEC"
     # h5py against Debian's hdf5-mpich, with MPI support.
     HDF5_MPI=ON HDF5_PKGCONFIG_NAME=hdf5-mpich CC="$MPICC" \
-        "$VENV/bin/python" -m pip install -q --no-binary h5py --no-build-isolation --no-cache-dir h5py
+        "$VENV/bin/python" -m pip install -q --no-binary h5py --no-build-isolation --no-cache-dir "$H5PY_SPEC"
 fi
 # ozhpc itself without its pip dependencies (they would pull the serial h5py wheel back in).
 "$VENV/bin/python" -m pip install -q --no-deps .

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from . import __version__
-from .config import RunConfig, parse_groups, parse_pair, parse_slices
+from .config import RunConfig, parse_groups, parse_pair, parse_panel, parse_slices
 from .errors import InputError
 from .io import h5io
 
@@ -100,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="process grid under MPI (default: near-square from the rank count)")
     m.add_argument("--block", type=_option(parse_pair, "--block"), default=(256, 256), metavar="NB|MBxNB",
                    help="block-cyclic block size (default 256)")
+    m.add_argument("--transport", choices=("auto", "nccl", "cuda-mpi", "mpi-host"), default="auto",
+                   help="how SUMMA moves slice panels: nccl (GPU), cuda-mpi (CUDA-aware MPI), mpi-host "
+                        "(host-staged); auto picks nccl > cuda-mpi > mpi-host for the GPU engine (default)")
+    m.add_argument("--panel", type=_option(parse_panel, None), default=None, metavar="KB",
+                   help="SUMMA k-panel width (default: NB with numpy, min(4096, k/max(P,Q)) with cutile); "
+                        "never changes the result")
     m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
     m.add_argument("--force", action="store_true", help="replace an existing output dataset")
     m.add_argument("--progress", choices=("auto", "bar", "log", "off"), default="auto",
@@ -145,7 +151,8 @@ def config_from_args(args) -> RunConfig:
     return RunConfig(a=args.a, b=args.b, out=args.output, c=args.c, report=args.report,
                      transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
                      grid=args.grid, block=args.block, slices=args.slices, groups=args.groups,
-                     engine=args.engine, force=args.force, progress=args.progress)
+                     engine=args.engine, transport=args.transport, kb=args.panel, force=args.force,
+                     progress=args.progress)
 
 
 def cmd_gen(args) -> int:
@@ -185,6 +192,9 @@ def print_summary(report: dict) -> None:
         return
     s = report["seconds"]
     print(f"C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}")
+    overlap = report.get("overlap")
+    print(f"  transport {report.get('transport', '?')}, panel width {report.get('kb')}, "
+          f"overlap {'n/a' if overlap is None else f'{100 * overlap:.0f}%'}")
     print(f"  engine {report['engine']}, {report['slices']} slices, {report['groups']} groups, "
           f"{report['pair_gemms']} pair GEMMs, {report['ranks']} rank(s)")
     print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
@@ -246,6 +256,7 @@ def info_lines() -> list[str]:
 
         lines.append(f"mpi4py {mpi4py.__version__}: {MPI.Get_library_version().splitlines()[0].strip()}")
         lines.extend(mpi_layout_lines(MPI.COMM_WORLD))
+        lines.extend(gpu_layout_lines(MPI.COMM_WORLD))
     except ImportError as exc:
         lines.append(f"mpi4py: not available ({exc})")
     for name, status in available_engines().items():
@@ -263,6 +274,28 @@ def mpi_layout_lines(comm) -> list[str]:
         per_node.setdefault(host, []).append(rank)
     lines = [f"MPI ranks: {comm.Get_size()} on {len(per_node)} node(s)"]
     lines += [f"  {host}: {len(ranks)} rank(s) {_ranges(ranks)}" for host, ranks in per_node.items()]
+    return lines
+
+
+def gpu_layout_lines(comm) -> list[str]:
+    """Rank -> host / local rank / GPU, and the transports usable here (collective over ``comm``)."""
+    from .dist.localrank import format_layout, rank_layout
+    from .dist.transport import mpi_cuda_support, nccl_available
+
+    count = 0
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 -- no CuPy / driver / device
+        count = 0
+    layout = rank_layout(comm, device_count=count)
+    nccl = nccl_available()
+    lines = [f"transports: nccl {'available' if nccl is None else 'unavailable (' + nccl + ')'}, "
+             f"cuda-mpi {'available' if mpi_cuda_support() else 'unavailable (MPI reports no CUDA support)'}, "
+             "mpi-host available"]
+    if layout is not None:
+        lines += ["rank -> GPU:"] + ["  " + line for line in format_layout(layout)]
     return lines
 
 

@@ -29,6 +29,19 @@ def parse_groups(text) -> int | str:
         raise InputError(f"--groups must be 'auto', 'all' or an integer, got {text!r}") from None
 
 
+def parse_panel(text) -> int | None:
+    """``--panel``: SUMMA's k-panel width, a positive integer, or 'auto' (None)."""
+    if text in (None, "auto"):
+        return None
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise InputError(f"--panel must be 'auto' or a positive integer, got {text!r}") from None
+    if value < 1:
+        raise InputError(f"--panel must be positive, got {value}")
+    return value
+
+
 def parse_pair(text, option: str) -> tuple[int, int]:
     """``"N"`` -> (N, N); ``"MxN"`` -> (M, N); positive integers only."""
     match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+)\s*)?", str(text))
@@ -59,6 +72,8 @@ class RunConfig:
     slices: int | str = "auto"
     groups: int | str = "auto"
     engine: str = "auto"
+    transport: str = "auto"  # "auto", "nccl", "cuda-mpi", "mpi-host" (ozhpc.dist.transport)
+    kb: int | None = None    # SUMMA k-panel width; None: NB on CPUs, min(4096, k / max(P, Q)) on GPUs
     force: bool = False
     progress: str = "auto"  # "auto" (bar on a terminal, log lines otherwise), "bar", "log", "off"
     extra: dict = field(default_factory=dict, compare=False)
@@ -68,6 +83,10 @@ class RunConfig:
             raise InputError("beta != 0 needs an input C (--c FILE.h5:/C)")
         if self.engine not in ("auto", "numpy", "cutile"):
             raise InputError(f"engine must be auto, numpy or cutile, got {self.engine!r}")
+        if self.transport not in ("auto", "nccl", "cuda-mpi", "mpi-host"):
+            raise InputError(f"transport must be auto, nccl, cuda-mpi or mpi-host, got {self.transport!r}")
+        if self.kb is not None and (not isinstance(self.kb, int) or self.kb < 1):
+            raise InputError(f"--panel must be a positive integer, got {self.kb!r}")
         if self.progress not in ("auto", "bar", "log", "off"):
             raise InputError(f"progress must be auto, bar, log or off, got {self.progress!r}")
 
@@ -79,4 +98,5 @@ class RunConfig:
             "alpha": self.alpha, "beta": self.beta,
             "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
             "slices": self.slices, "groups": self.groups, "engine": self.engine,
+            "transport": self.transport, "kb": self.kb if self.kb is not None else "auto",
         }

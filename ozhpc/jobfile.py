@@ -132,6 +132,16 @@ def _block(value, key):
     raise InputError(f"{key} must be an integer NB or a string \"MBxNB\", {_got(value)}")
 
 
+def _panel(value, key):
+    if value == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{key} must be \"auto\" or a positive integer, {_got(value)}")
+    if value < 1:
+        raise InputError(f"{key} must be positive, got integer {value}")
+    return value
+
+
 def _slices(value, key):
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise InputError(f"{key} must be \"auto\" or an integer, {_got(value)}")
@@ -180,6 +190,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "layout": {
         "grid": Key("grid", _grid, doc="process grid \"PxQ\" or \"auto\""),
         "block": Key("block", _block, doc="block-cyclic block NB or \"MBxNB\""),
+        "panel": Key("kb", _panel, doc="SUMMA k-panel width, or \"auto\"; never changes C"),
     },
     "ozaki": {
         "slices": Key("slices", _slices, doc="int8 slices per operand, or \"auto\""),
@@ -188,6 +199,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "run": {
         "progress": Key("progress", _choice("auto", "bar", "log", "off"), doc="rank-0 progress display"),
+        "transport": Key("transport", _choice("auto", "nccl", "cuda-mpi", "mpi-host"),
+                         doc="how SUMMA moves slice panels"),
     },
 }
 

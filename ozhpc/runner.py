@@ -45,6 +45,16 @@ def _agreed(comm, fn):
     return result
 
 
+def _transport_check(cfg: RunConfig, engine) -> None:
+    """Raise InputError now (agreed on every rank) when the requested transport cannot run."""
+    from .dist.transport import TransportUnavailable, choose_transport
+
+    try:
+        choose_transport(cfg.transport, None, engine)
+    except (TransportUnavailable, ValueError) as exc:
+        raise InputError(str(exc)) from None
+
+
 def _engine(name):
     from .engines import EngineUnavailable, get_engine
 
@@ -54,7 +64,8 @@ def _engine(name):
         raise InputError(str(exc)) from None
 
 
-PHASES = ("read", "scales", "split", "multiply", "comm_wait", "combine", "write", "total")
+PHASES = ("read", "scales", "split", "multiply", "comm_wait", "combine", "write", "total",
+          "compute", "comm", "comm_exposed")
 
 
 def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
@@ -82,10 +93,11 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
             bind_device(grid.comm)
         engine = _agreed(grid.comm, lambda: _engine(cfg.engine))
+        _agreed(grid.comm, lambda: _transport_check(cfg, engine))
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
-        with Summa(grid, m, n, k, block=cfg.block, engine=engine, slices=cfg.slices, groups=cfg.groups,
-                   on_panel=on_panel) as plan:
+        with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
+                   slices=cfg.slices, groups=cfg.groups, on_panel=on_panel) as plan:
             t0 = MPI.Wtime()
             a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
                                              transa=cfg.transa, transb=cfg.transb)
@@ -103,6 +115,8 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         ranks, dims = grid.size, grid.dims
         is_root = grid.rank == 0
     seconds = dict(zip(PHASES, (float(x) for x in slowest)))
+    from .dist.summa import overlap_fraction
+    overlap = overlap_fraction(seconds)
     compute = seconds["scales"] + seconds["split"] + seconds["multiply"] + seconds["combine"]
     rate = gflops(m, n, k, compute)
     depth = info.slices + (1 if info.nonfinite_inputs else 0)
@@ -117,6 +131,10 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         "panels": info.panels,
         "engine": info.engine,
         "transport": info.transport,
+        "transport_reason": info.transport_reason,
+        # compute = the panel products alone (GPU events); comm = transport time (NCCL: GPU time
+        # of the broadcasts); comm_exposed = multiply - compute, the part not hidden by overlap.
+        "overlap": overlap,
         "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
         "spread_bits": info.spread_bits,
         "nonfinite_inputs": info.nonfinite_inputs,

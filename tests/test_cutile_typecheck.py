@@ -14,6 +14,7 @@ ct = pytest.importorskip("cuda.tile")
 compilation = pytest.importorskip("cuda.tile.compilation")
 
 from ozhpc.engines import cutile_kernels as ck  # noqa: E402
+from ozhpc.engines.base import group_product_bound  # noqa: E402
 
 GPU_CODES = ("sm_90", "sm_100")
 BYTECODE = "13.4"
@@ -89,5 +90,15 @@ def test_k_chunk_keeps_int32_exact():
         for d in (1, s, 2 * s - 1):
             kc = ck.k_chunk(s, d)
             assert kc % 16 == 0
-            assert kc * ck.widest_group(s, d) * ck.DIGIT_MAX**2 < 2**31
-    assert ck.k_chunk(8, 8) >= 16384      # one chunk at n = 16384 with the triangle
+            assert kc * group_product_bound(s, d) < 2**31
+            assert ck.k_chunk(s, d, k_limit=300) == max(16, 300 // ck.widest_group(s, d) // 16 * 16)
+    assert ck.k_chunk(8, 8) >= 32768      # one chunk at n = 32768 with the triangle
+    assert ck.k_chunk(7, 7) >= 32768
+
+
+def test_group_product_bound_is_the_largest_group_of_digit_products():
+    for s in range(1, 13):
+        for d in range(1, 2 * s):
+            want = max(sum((127 if p == 0 else 64) * (127 if q == 0 else 64)
+                           for p in range(s) for q in range(s) if p + q == g) for g in range(d))
+            assert group_product_bound(s, d) == want

@@ -66,8 +66,14 @@ def error_of(path, **kw):
     ("[ozaki]\nslices = \"many\"\n", "ozaki.slices must be 'auto' or an integer, got 'many'"),
     ("[ozaki]\nengine = \"cuda\"\n", 'ozaki.engine must be one of "auto", "numpy", "cutile", got string "cuda"'),
     ("[run]\nprogress = \"yes\"\n", 'run.progress must be one of "auto", "bar", "log", "off", got string "yes"'),
+    ("[run]\ntransport = \"tcp\"\n",
+     'run.transport must be one of "auto", "nccl", "cuda-mpi", "mpi-host", got string "tcp"'),
+    ("[layout]\npanel = \"wide\"\n", 'layout.panel must be "auto" or a positive integer, got string "wide"'),
+    ("[layout]\npanel = -4\n", "layout.panel must be positive, got integer -4"),
     ("[gemm]\nalpah = 2.0\n",
      "unknown key gemm.alpah (did you mean gemm.alpha?); allowed in [gemm]: transa, transb, alpha, beta"),
+    ("[layout]\nblocks = 4\n",
+     "unknown key layout.blocks (did you mean layout.block?); allowed in [layout]: grid, block, panel"),
     ("[layuot]\ngrid = \"auto\"\n",
      "unknown table [layuot] (did you mean [layout]?); allowed tables: "
      "[inputs], [output], [gemm], [layout], [ozaki], [run]"),
@@ -137,12 +143,14 @@ beta = -1.5
 [layout]
 grid = "1x3"
 block = "8x4"
+panel = 3
 [ozaki]
 slices = 9
 groups = "all"
 engine = "numpy"
 [run]
 progress = "off"
+transport = "mpi-host"
 """
     path = write_job(jobdir, text)
     cfg = load_job(path)
@@ -151,7 +159,7 @@ progress = "off"
                             c=DatasetRef(f"{d}/in.h5", "/C0"), out=DatasetRef(f"{d}/out.h5", "/C"),
                             report=f"{d}/run.json", force=True, transa=False, transb=False,
                             alpha=2.0, beta=-1.5, grid=(1, 3), block=(8, 4), slices=9, groups="all",
-                            engine="numpy", progress="off")
+                            engine="numpy", progress="off", transport="mpi-host", kb=3)
     assert isinstance(cfg.alpha, float)
 
 

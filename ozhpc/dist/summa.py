@@ -43,7 +43,20 @@ from ..ozaki.scales import entry_gaps, exponents, row_abs_max, spread_bits
 from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
-from .transport import get_transport
+from .transport import get_transport, is_gpu_engine
+
+GPU_PANEL = 4096
+"""Default k-panel width with a GPU engine: the pair kernel needs long k to run near its peak,
+and any width gives the same bits. Smaller when k / max(P, Q) is smaller (see :func:`default_kb`)."""
+
+
+def default_kb(k: int, nb: int, dims: tuple[int, int], gpu: bool) -> int:
+    """SUMMA's k-panel width when none is given: NB on CPUs; on GPUs ``min(4096, k / max(P, Q))``
+    rounded up to a multiple of 16 (the cuTile engine's padding, so panels need no re-padding)."""
+    if not gpu:
+        return nb
+    share = -(-max(k, 1) // max(dims))
+    return max(16, min(GPU_PANEL, -(-share // 16) * 16))
 
 FAIL_ENV = "OZHPC_TEST_FAIL_RANK"
 """Test hook: the rank named here raises in the middle of the panel loop (failure tests only)."""
@@ -58,6 +71,9 @@ class SummaInfo(GemmInfo):
     kb: int = 1
     panels: int = 0
     transport: str = ""
+    transport_reason: str = ""
+    comm_seconds: float = 0.0
+    post_seconds: float = 0.0
     bytes_sent: int = 0
     bytes_received: int = 0
     messages: int = 0
@@ -76,10 +92,13 @@ class Summa:
     block : (MB, NB)
         Block size of C (and of op(A)'s rows / op(B)'s columns).
     kb : int, optional
-        Width of a k-panel and k-block size of op(A) and op(B) (default NB).
+        Width of a k-panel and k-block size of op(A) and op(B) (default: NB with the NumPy
+        engine, :func:`default_kb` with a GPU engine). Never changes the bits of C.
     engine : str or Engine
+        By name, a GPU engine is created after this rank selected its own GPU
+        (:func:`ozhpc.dist.localrank.bind_device`: node-local rank % visible devices).
     transport : str or Transport
-        ``"auto"`` / ``"mpi-host"`` (more with the GPU work).
+        ``"auto"``, ``"nccl"``, ``"cuda-mpi"`` or ``"mpi-host"`` (:func:`get_transport`).
     slices, groups : as in :func:`ozhpc.gemm`
     on_panel : callable(done, total), optional
         Called on this rank after each panel's products are accumulated (pass it on
@@ -95,7 +114,11 @@ class Summa:
                  engine="numpy", transport="auto", slices="auto", groups="auto", on_panel=None,
                  transport_options: dict | None = None):
         mb, nb = (block, block) if isinstance(block, int) else (int(block[0]), int(block[1]))
-        kb = nb if kb is None else int(kb)
+        if isinstance(engine, str) and engine != "numpy":
+            from .localrank import bind_device
+            bind_device(grid.comm)  # this rank's GPU, before the engine picks the current device
+        self.engine = get_engine(engine)
+        kb = default_kb(k, nb, grid.dims, is_gpu_engine(self.engine)) if kb is None else int(kb)
         if min(mb, nb, kb) < 1:
             raise ValueError(f"block sizes must be positive, got {mb}x{nb} and kb={kb}")
         if min(m, n, k) < 0:
@@ -107,7 +130,6 @@ class Summa:
         self.a_layout = BlockCyclic(m, k, mb, kb, p, q)
         self.bt_layout = BlockCyclic(n, k, nb, kb, q, p)
         self.c_layout = BlockCyclic(m, n, mb, nb, p, q)
-        self.engine = get_engine(engine)
         self.transport = get_transport(transport, grid, self.engine, **(transport_options or {}))
         self.slices, self.groups = slices, groups
         self.on_panel = on_panel
@@ -166,7 +188,7 @@ class Summa:
 
         # 4. panel loop.
         m_loc, n_loc = self.c_layout.local_shape(*g.coords)
-        acc = eng.zeros_accumulator(plan.groups, m_loc, n_loc)
+        acc = eng.zeros_accumulator(plan.groups, m_loc, n_loc, slices=s, k=self.k)
         counts = special.zeros_counts(xp, m_loc, n_loc) if nonfinite else None
         depth = s + (1 if nonfinite else 0)
         nk = self.panels
@@ -185,6 +207,7 @@ class Summa:
 
         fail_here = os.environ.get(FAIL_ENV, "") == str(MPI.COMM_WORLD.Get_rank())
         wait_s = 0.0
+        timer = _ComputeTimer(eng)  # time of the panel products alone (GPU events on a GPU)
         pending = post(0) if nk else None
         for t in range(nk):
             t0 = MPI.Wtime()
@@ -194,9 +217,11 @@ class Summa:
                 pending = post(t + 1)
             if fail_here and t == nk // 2:
                 raise RuntimeError(f"simulated failure on rank {g.rank} at panel {t} ({FAIL_ENV})")
+            timer.start()
             eng.accumulate(acc, pa[:s], pb[:s])
             if nonfinite:
                 special.accumulate_counts(xp, counts, pa[s], pb[s])
+            timer.stop()
             self.transport.progress()
             if self.on_panel is not None:
                 self.on_panel(t + 1, nk)
@@ -216,9 +241,14 @@ class Summa:
 
         seconds = dict(clock.seconds)
         seconds["comm_wait"] = wait_s
+        seconds["compute"] = timer.seconds()
+        stats = self.transport.stats()
+        seconds["comm"] = stats["comm_seconds"]
+        # Communication the panel loop could not hide: loop time beyond the products' own time.
+        seconds["comm_exposed"] = max(0.0, seconds["multiply"] - seconds["compute"])
         base = make_info(plan, eng, self.m, self.n, self.k, spread, nonfinite, seconds)
         self.info = SummaInfo(**base.to_dict(), grid=tuple(g.dims), block=(self.mb, self.nb), kb=self.kb,
-                              panels=nk, **{key: v for key, v in self.transport.stats().items()})
+                              panels=nk, transport_reason=getattr(self.transport, "reason", ""), **stats)
         return DistMatrix(g, self.c_layout, out)
 
     def _post_one(self, slices, codes, flat, rows, w, offset, owner, me, axis):
@@ -240,6 +270,44 @@ class Summa:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def overlap_fraction(seconds: dict) -> float | None:
+    """Share of the communication time hidden behind the products: ``1 - exposed / comm``
+    (None when nothing was communicated). ``exposed`` = panel-loop time minus product time."""
+    comm = seconds.get("comm", 0.0)
+    if comm <= 0.0:
+        return None
+    return max(0.0, min(1.0, 1.0 - seconds.get("comm_exposed", 0.0) / comm))
+
+
+class _ComputeTimer:
+    """Summed time of the panel products: CUDA events on the engine's stream for a GPU
+    engine (read once at the end, no synchronisation in the loop), host time otherwise."""
+
+    def __init__(self, engine):
+        self.gpu = is_gpu_engine(engine)
+        self.xp = engine.xp
+        self.pairs, self.total, self._t = [], 0.0, 0.0
+
+    def start(self):
+        if self.gpu:
+            self.pairs.append([self.xp.cuda.get_current_stream().record(), None])
+        else:
+            self._t = MPI.Wtime()
+
+    def stop(self):
+        if self.gpu:
+            self.pairs[-1][1] = self.xp.cuda.get_current_stream().record()
+        else:
+            self.total += MPI.Wtime() - self._t
+
+    def seconds(self) -> float:
+        if self.gpu and self.pairs:
+            self.pairs[-1][1].synchronize()
+            self.total += sum(self.xp.cuda.get_elapsed_time(a, b) for a, b in self.pairs) / 1e3
+            self.pairs = []
+        return self.total
 
 
 def _allreduce(comm, array, op):

@@ -38,6 +38,24 @@ BITS = 7
 DIGIT_MAX = 127
 """Largest |digit| of any slice (the first one; later slices stay within 64)."""
 
+LATER_DIGIT_MAX = 2 ** (BITS - 1)
+"""Largest |digit| of slices p >= 1: the remainder after a rounded digit is at most half a unit."""
+
+
+def digit_bound(p: int) -> int:
+    return DIGIT_MAX if p == 0 else LATER_DIGIT_MAX
+
+
+def group_product_bound(slices: int, ngroups: int) -> int:
+    """Largest ``sum_{p+q=g} max|D_p| max|E_q|`` over groups g < ngroups.
+
+    ``k`` times this bounds every partial sum of a group accumulator over k terms: the
+    int32 accumulation of a k-chunk is exact while ``k_chunk * bound < 2**31``.
+    """
+    return max(sum(digit_bound(p) * digit_bound(g - p)
+                   for p in range(max(0, g - slices + 1), min(g, slices - 1) + 1))
+               for g in range(ngroups))
+
 
 def group_weight_exponent(g: int) -> int:
     """Exponent of the scale shared by all pairs with p + q == g."""
@@ -86,7 +104,13 @@ class Engine(ABC):
             self.accumulate(acc, da, eb)
         return self.combine(acc, row_exps, col_exps)
 
-    def zeros_accumulator(self, ngroups: int, m: int, n: int):
+    def zeros_accumulator(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
+                          k: int | None = None):
+        """Group accumulators for :meth:`accumulate` (float64 exact integers by default).
+
+        ``slices`` and ``k`` (the total k that will be accumulated) are hints: an engine may
+        return a narrower exact type when the sums provably fit (the cuTile engine: int32).
+        """
         return self.xp.zeros((ngroups, m, n), dtype=self.xp.float64)
 
     def asarray(self, x):

@@ -35,6 +35,9 @@ from .base import Engine
 PAD = 16
 """Slice rows and k are padded to multiples of this (16 int8 = 16 bytes)."""
 
+ACC_BLOCK_BYTES = 4 << 30
+"""Largest int32 group-sum workspace of one :meth:`CutileEngine.accumulate` call (column blocks)."""
+
 
 def _roundup(x: int, m: int = PAD) -> int:
     return max(m, -(-x // m) * m)
@@ -56,9 +59,9 @@ class CutileEngine(Engine):
     config, occupancy, num_ctas :
         Tile config and pair-kernel hints (defaults: :data:`cutile_kernels.CONFIGS` and
         the kernels' ``ct.ByTarget`` hints).
-    k_limit : int
-        Bound on (k-chunk) x (pairs) per int32 accumulator; only tests lower it, to
-        exercise the chunking.
+    k_limit : int, optional
+        Extra cap on (k-chunk) x (pairs) per int32 accumulator; only tests set it, to
+        exercise the chunking (the digit bounds decide otherwise, see ``k_chunk``).
     """
 
     name = "cutile"
@@ -67,7 +70,7 @@ class CutileEngine(Engine):
     def __init__(self, device: int | None = None, *, fused: bool = True,
                  memory_fraction: float = 0.5, config: ck.TileConfig | None = None,
                  occupancy: int | None = None,
-                 num_ctas: int | None = None, k_limit: int = ck.K_PAIR_LIMIT):
+                 num_ctas: int | None = None, k_limit: int | None = None):
         self.device = cp.cuda.Device(device if device is not None else cp.cuda.runtime.getDevice())
         cc = self.device.compute_capability
         self.capability = (int(cc[:-1]), int(cc[-1]))
@@ -77,7 +80,7 @@ class CutileEngine(Engine):
         self.num_sms = int(props["multiProcessorCount"])
         self.fused = fused
         self.memory_fraction = memory_fraction
-        if not 0 < k_limit <= ck.K_PAIR_LIMIT:
+        if k_limit is not None and not 0 < k_limit <= ck.K_PAIR_LIMIT:
             raise ValueError(f"k_limit must be in [1, {ck.K_PAIR_LIMIT}], got {k_limit}")
         self.k_limit = k_limit
         self.launcher = ck.Launcher(self.device.id, self.capability, self.num_sms, self.config,
@@ -104,6 +107,8 @@ class CutileEngine(Engine):
         if x.dtype != cp.int8 or x.ndim != 3:
             raise TypeError(f"slices must be int8 (s, rows, k), got {x.dtype} {x.shape}")
         s, rows, k = x.shape
+        if rows and k and rows % PAD == 0 and k % PAD == 0 and x.flags.c_contiguous:
+            return x  # already the padded layout (SUMMA's panel buffers with aligned widths)
         buf = cp.zeros((s, _roundup(rows), _roundup(k)), dtype=cp.int8)
         buf[:, :rows, :k] = x
         return buf
@@ -149,16 +154,30 @@ class CutileEngine(Engine):
         d, m, n = acc.shape
         if da.shape[1] != m or eb.shape[1] != n or da.shape[2] != eb.shape[2] or da.shape[0] != eb.shape[0]:
             raise ValueError(f"shapes do not match: acc {acc.shape}, da {da.shape}, eb {eb.shape}")
-        if acc.dtype != cp.float64:
-            raise TypeError(f"acc must be float64, got {acc.dtype}")
+        if acc.dtype not in (cp.float64, cp.int32):
+            raise TypeError(f"acc must be float64 (or int32 from zeros_accumulator), got {acc.dtype}")
         s, _, k = da.shape
         if d == 0 or m == 0 or n == 0 or k == 0:
             return
         pa, pb = self._as_padded(da), self._as_padded(eb)
-        sums = cp.empty((d, pa.shape[1], pb.shape[1]), dtype=cp.int32)
-        for k0, k1 in self._k_chunks(k, s, d):
-            self._pair_sums(pa, pb, k0, k1, sums)
-            acc += sums[:, :m, :n]          # int32 -> float64 exactly; integer sums stay exact
+        # int32 group sums, blocked over columns so the workspace stays small (SUMMA panels:
+        # acc is (d, m, n) for the whole local C, the sums only need one column block).
+        mp, np_ = pa.shape[1], pb.shape[1]
+        free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+        budget = max(min(ACC_BLOCK_BYTES, int(free * self.memory_fraction)), 4 * d * mp * 128)
+        nblocks = -(-4 * d * mp * np_ // budget)
+        bn = np_ if nblocks <= 1 else _roundup(-(-np_ // nblocks), 128)  # even column blocks
+        sums = cp.empty((d, mp, min(bn, np_)), dtype=cp.int32)
+        for j0 in range(0, n, bn):
+            j1 = min(n, j0 + bn)
+            jb = _roundup(j1 - j0)
+            blk = sums if jb == sums.shape[2] else cp.empty((d, mp, jb), dtype=cp.int32)  # contiguous
+            for k0, k1 in self._k_chunks(k, s, d):
+                self._pair_sums(pa, pb[:, j0:j0 + jb], k0, k1, blk)
+                # int32 -> float64 exactly, or int32 += int32 when zeros_accumulator
+                # proved the total fits (the integer sums stay exact either way)
+                acc[:, :, j0:j1] += blk[:, :m, :j1 - j0]
+
     def combine(self, acc, row_exps, col_exps):
         d, m, n = acc.shape
         out = cp.empty((m, n), dtype=cp.float64)
@@ -231,7 +250,14 @@ class CutileEngine(Engine):
         del sums
         return self.combine(acc, re, ce)
 
-    def zeros_accumulator(self, ngroups: int, m: int, n: int):
+    def zeros_accumulator(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
+                          k: int | None = None):
+        """int32 accumulators when ``k`` (the total) fits one int32 chunk for ``slices``
+        (``k * group_product_bound < 2**31``: every partial sum is exact in int32), else float64.
+        int32 halves the memory and the accumulation traffic of SUMMA's panel loop; the
+        combine kernel reads either, with the same bits."""
+        if slices is not None and k is not None and k <= ck.k_chunk(slices, ngroups, self.k_limit, PAD):
+            return cp.zeros((ngroups, m, n), dtype=cp.int32)
         return cp.zeros((ngroups, m, n), dtype=cp.float64)
 
     def asarray(self, x):

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import cuda.tile as ct
 
-from .base import BITS, DIGIT_MAX
+from .base import BITS, DIGIT_MAX, group_product_bound
 
 ConstInt = ct.Constant[int]
 ConstBool = ct.Constant[bool]
@@ -315,6 +315,13 @@ def widest_group(slices: int, ngroups: int) -> int:
     return max(min(g, slices - 1) - max(0, g - slices + 1) + 1 for g in range(ngroups))
 
 
-def k_chunk(slices: int, ngroups: int, k_limit: int = K_PAIR_LIMIT, align: int = 16) -> int:
-    """Longest k (a multiple of ``align``) whose int32 group sums cannot overflow."""
-    return max(align, (k_limit // widest_group(slices, ngroups)) // align * align)
+def k_chunk(slices: int, ngroups: int, k_limit: int | None = None, align: int = 16) -> int:
+    """Longest k (a multiple of ``align``) whose int32 group sums cannot overflow.
+
+    From the digit bounds (127 for slice 0, 64 after: :func:`base.group_product_bound`);
+    ``k_limit`` (tests only) caps k-chunk x pairs further, to force chunking.
+    """
+    kc = (2**31 - 1) // group_product_bound(slices, ngroups)
+    if k_limit is not None:
+        kc = min(kc, k_limit // widest_group(slices, ngroups))
+    return max(align, kc // align * align)
