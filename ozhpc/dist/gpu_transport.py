@@ -38,7 +38,7 @@ import time
 
 from mpi4py import MPI
 
-from .transport import Done, INT_MAX, Pending, Transport
+from .transport import INT_MAX, ChunkedMPITransport, Done, Pending, Transport
 
 NVLS_ENV = "NCCL_NVLS_ENABLE"
 WARMUP_BYTES = 8 << 20
@@ -144,18 +144,16 @@ class _CudaMPIPending(Pending):
         return self.buf
 
 
-class CudaMPITransport(Transport):
+class CudaMPITransport(ChunkedMPITransport):
     """``Ibcast`` on device buffers through a CUDA-aware MPI (module docstring)."""
 
     name = "cuda-mpi"
 
     def __init__(self, grid, engine=None, max_count: int = INT_MAX):
-        super().__init__(grid, engine)
+        super().__init__(grid, engine, max_count)
         import cupy
 
         self._cp = cupy
-        self.max_count = int(max_count)
-        self._open: list[_CudaMPIPending] = []
 
     def ibcast(self, buf, root: int, axis: str) -> Pending:
         comm = self.comm_for(axis)
@@ -165,17 +163,7 @@ class CudaMPITransport(Transport):
             raise ValueError("panel buffers must be C-contiguous")
         t0 = time.perf_counter()
         self._cp.cuda.get_current_stream().synchronize()  # MPI sees memory, not streams
-        flat = buf.reshape(-1).view(self._cp.uint8)
-        step = self.max_count
-        requests = [comm.Ibcast([flat[i:i + step], MPI.BYTE], root=root) for i in range(0, flat.size, step)]
-        self._count(comm, root, flat.size)
-        self.mpi_calls += len(requests)
-        pending = _CudaMPIPending(requests, buf, self)
-        self._open = [p for p in self._open if p.requests] + [pending]
+        requests = self._post(comm, buf.reshape(-1).view(self._cp.uint8), root)
+        pending = self._track(_CudaMPIPending(requests, buf, self))
         self.comm_seconds += time.perf_counter() - t0
         return pending
-
-    def progress(self) -> None:
-        for p in self._open:
-            if p.requests:
-                MPI.Request.Testall(p.requests)

@@ -131,7 +131,36 @@ class _MPIPending(Pending):
         return self.buf
 
 
-class HostMPITransport(Transport):
+class ChunkedMPITransport(Transport):
+    """What the MPI transports share: ``Ibcast`` in pieces of at most ``max_count`` bytes
+    (large-count safe: every call's count fits a C int), and progress of open requests."""
+
+    def __init__(self, grid, engine=None, max_count: int = INT_MAX):
+        super().__init__(grid, engine)
+        if max_count < 1:
+            raise ValueError(f"max_count must be positive, got {max_count}")
+        self.max_count = int(max_count)
+        self._open: list = []
+
+    def _post(self, comm, flat, root: int) -> list:
+        """Start the broadcast of the flat byte buffer ``flat``; returns its requests."""
+        step = self.max_count
+        requests = [comm.Ibcast([flat[i:i + step], MPI.BYTE], root=root) for i in range(0, flat.size, step)]
+        self._count(comm, root, flat.size)
+        self.mpi_calls += len(requests)
+        return requests
+
+    def _track(self, pending: Pending) -> Pending:
+        self._open = [p for p in self._open if p.requests] + [pending]
+        return pending
+
+    def progress(self) -> None:
+        for p in self._open:
+            if p.requests:
+                MPI.Request.Testall(p.requests)
+
+
+class HostMPITransport(ChunkedMPITransport):
     """Host-staged non-blocking MPI broadcasts, chunked below ``max_count`` elements.
 
     Parameters
@@ -144,13 +173,6 @@ class HostMPITransport(Transport):
     """
 
     name = "mpi-host"
-
-    def __init__(self, grid, engine=None, max_count: int = INT_MAX):
-        super().__init__(grid, engine)
-        if max_count < 1:
-            raise ValueError(f"max_count must be positive, got {max_count}")
-        self.max_count = int(max_count)
-        self._open: list[_MPIPending] = []
 
     def ibcast(self, buf, root: int, axis: str) -> Pending:
         import time
@@ -167,21 +189,10 @@ class HostMPITransport(Transport):
             host = np.empty(tuple(buf.shape), dtype=np.dtype(str(buf.dtype)))
         if not host.flags.c_contiguous:
             raise ValueError("panel buffers must be C-contiguous")
-        flat = host.reshape(-1).view(np.uint8)
-        step = self.max_count
-        requests = [comm.Ibcast([flat[i:i + step], MPI.BYTE], root=root)
-                    for i in range(0, flat.size, step)]
-        self._count(comm, root, flat.size)
-        self.mpi_calls += len(requests)
-        pending = _MPIPending(requests, buf, host, self.engine, self)
-        self._open = [p for p in self._open if p.requests] + [pending]
+        requests = self._post(comm, host.reshape(-1).view(np.uint8), root)
+        pending = self._track(_MPIPending(requests, buf, host, self.engine, self))
         self.post_seconds += time.perf_counter() - t0
         return pending
-
-    def progress(self) -> None:
-        for p in self._open:
-            if p.requests:
-                MPI.Request.Testall(p.requests)
 
 
 def _nccl_transport(grid, engine=None, **options):
