@@ -24,6 +24,18 @@ and the packed sum below 2**53: both are recovered exactly (``rint`` of the scal
 the high product, the difference the low one)."""
 
 
+def _scalers(shift):
+    """Functions multiplying by ``2**shift`` and ``2**-shift`` (per row), as exact ldexp.
+
+    A product with a normal power of two is correctly rounded, like ``ldexp``, so both give the
+    same bits; the product is 4x faster, ``ldexp`` covers shifts beyond the normal range.
+    """
+    if shift.size == 0 or (-1022 <= shift.min() and shift.max() <= 1022):
+        up, down = np.ldexp(1.0, shift), np.ldexp(1.0, -shift)
+        return (lambda x: x * up), (lambda x: x * down)
+    return (lambda x: np.ldexp(x, shift)), (lambda x: np.ldexp(x, -shift))
+
+
 class NumpyEngine(Engine):
     name = "numpy"
     xp = np
@@ -35,10 +47,11 @@ class NumpyEngine(Engine):
         exps = np.asarray(exps, dtype=np.int64).reshape(-1, 1)
         for p in range(nslices):
             shift = BITS * (p + 1) - exps
-            scaled = np.ldexp(rest, shift)
+            up, down = _scalers(shift)
+            scaled = up(rest)
             digit = np.rint(scaled)
             out[p] = digit
-            rest = np.ldexp(scaled - digit, -shift)
+            rest = down(scaled - digit)
         return out
 
     def accumulate(self, acc, da, eb) -> None:
