@@ -372,6 +372,20 @@ def _parse(parser: argparse.ArgumentParser, argv):
             sys.stdout, sys.stderr = saved
 
 
+MPI_COMMANDS = ("gemm", "run", "demo")
+"""Commands that run through the distributed driver (one process is a 1x1 grid) and need mpi4py."""
+
+
+def require_mpi() -> None:
+    """Fail with one clear line when mpi4py cannot load an MPI library."""
+    try:
+        from mpi4py import MPI  # noqa: F401
+    except (ImportError, RuntimeError) as exc:
+        raise InputError(f"MPI is not usable here ({exc}); install an MPI library with "
+                         "pip install 'ozhpc[mpich]', or build mpi4py against your site's MPI "
+                         "(README, 'Install')") from None
+
+
 def main(argv=None, comm=None) -> int:
     """Run one command; ``comm`` (default COMM_WORLD) is what MPI commands run on."""
     parser = build_parser()
@@ -380,6 +394,8 @@ def main(argv=None, comm=None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="ozhpc: %(message)s")
     try:
+        if args.command in MPI_COMMANDS:
+            require_mpi()
         return COMMANDS[args.command](args)
     except InputError as exc:
         if launcher_rank() == 0:
