@@ -183,3 +183,13 @@ def test_spread_is_the_largest_median_gap(seed, rows, cols, phi, zeros):
             medians.append(gaps[(vals.size + 1) // 2 - 1])
     want = int(max(medians)) + 1 if medians else 0
     assert spread_bits(np, entry_gaps(np, x, e)) == want
+
+
+def test_too_long_k_is_an_input_error():
+    from ozhpc.errors import InputError
+    from ozhpc.ozaki.gemm import check_k
+
+    plan = SlicePlan(8, 8)
+    check_k(plan, plan.max_exact_k())
+    with pytest.raises(InputError, match=f"k = {plan.max_exact_k() + 1} is too long for exact accumulation"):
+        check_k(plan, plan.max_exact_k() + 1)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..engines import Engine, get_engine
+from ..errors import InputError
 from . import special
 from .plan import SlicePlan, make_plan
 from .scales import entry_gaps, exponents, row_abs_max, spread_bits
@@ -160,8 +161,9 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
 
 
 def check_k(plan: SlicePlan, k: int) -> None:
+    """Refuse a k whose group sums could leave the exact FP64 integers (the same on every rank)."""
     if k > plan.max_exact_k():
-        raise ValueError(f"k = {k} is too long for exact accumulation with {plan.slices} slices "
+        raise InputError(f"k = {k} is too long for exact accumulation with {plan.slices} slices "
                          f"and {plan.groups} groups (at most {plan.max_exact_k()})")
 
 
