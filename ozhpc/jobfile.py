@@ -310,6 +310,8 @@ def load_job(path, *, comm=None, check_files: bool = True, **overrides) -> RunCo
     error, cfg = None, None
     try:
         cfg = _load(os.fspath(path), check_files, overrides)
+        if comm is not None:
+            _check_grid(os.fspath(path), cfg, comm.Get_size())
     except InputError as exc:
         error = exc
     if comm is not None:
@@ -319,6 +321,14 @@ def load_job(path, *, comm=None, check_files: bool = True, **overrides) -> RunCo
     elif error is not None:
         raise error
     return cfg
+
+
+def _check_grid(source: str, cfg: RunConfig, ranks: int) -> None:
+    """The job's layout.grid must match the ranks it runs on (named as the job file names it)."""
+    if cfg.grid is not None and cfg.grid[0] * cfg.grid[1] != ranks:
+        p, q = cfg.grid
+        raise InputError(f"{source}: layout.grid = \"{p}x{q}\" needs {p * q} MPI ranks, but the job has "
+                         f"{ranks} (run with mpiexec/srun -n {p * q}, or set grid = \"auto\")")
 
 
 def _load(source: str, check_files: bool, overrides: dict) -> RunConfig:

@@ -119,6 +119,16 @@ def test_toml_syntax_error_has_line_and_column(jobdir):
     assert error_of(path) == f"{path}: TOML syntax error: Invalid value (at line 8, column 9)"
 
 
+def test_grid_that_does_not_match_the_ranks_names_layout_grid(jobdir):
+    from mpi4py import MPI
+
+    path = write_job(jobdir, GOOD + '[layout]\ngrid = "2x2"\n')
+    assert error_of(path, comm=MPI.COMM_SELF) == (
+        f'{path}: layout.grid = "2x2" needs 4 MPI ranks, but the job has 1 '
+        '(run with mpiexec/srun -n 4, or set grid = "auto")')
+    assert load_job(write_job(jobdir, GOOD + '[layout]\ngrid = "1x1"\n'), comm=MPI.COMM_SELF).grid == (1, 1)
+
+
 def test_job_file_itself_missing(tmp_path):
     assert error_of(tmp_path / "no.toml") == f"job file {str(tmp_path / 'no.toml')!r} does not exist"
 
