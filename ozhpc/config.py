@@ -24,9 +24,12 @@ def parse_groups(text) -> int | str:
     if text in ("auto", "all"):
         return text
     try:
-        return int(text)
+        value = int(text)
     except (TypeError, ValueError):
         raise InputError(f"--groups must be 'auto', 'all' or an integer, got {text!r}") from None
+    if value < 1:
+        raise InputError(f"--groups must be at least 1, got {value}")
+    return value
 
 
 def parse_panel(text) -> int | None:
@@ -79,6 +82,9 @@ class RunConfig:
     extra: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
+        if isinstance(self.slices, int) and isinstance(self.groups, int) and self.groups > 2 * self.slices - 1:
+            raise InputError(f"--groups {self.groups} is more than the {2 * self.slices - 1} groups that "
+                             f"{self.slices} slices have (at most 2*slices-1)")
         if self.beta != 0.0 and self.c is None:
             raise InputError("beta != 0 needs an input C (--c FILE.h5:/C)")
         if self.engine not in ("auto", "numpy", "cutile"):

@@ -22,12 +22,25 @@ def sample_indices(m: int, n: int, count: int, seed: int = 0) -> list[tuple[int,
 
 
 def relative_errors(c: np.ndarray, a_op: np.ndarray, b_op: np.ndarray, idx) -> np.ndarray:
-    """``|c_ij - (AB)_ij| / (|A||B|)_ij`` on the sampled entries (0 where |A||B| is 0)."""
+    """``|c_ij - (AB)_ij| / (|A||B|)_ij`` on the sampled entries.
+
+    An entry with ``|A||B| == 0`` counts 0 when c_ij is exactly 0, else inf. Where the row or
+    column holds inf/NaN, the entry counts 0 when c_ij is the value IEEE arithmetic gives
+    (NumPy's own product), else inf.
+    """
     out = np.zeros(len(idx))
     for t, (i, j) in enumerate(idx):
         row, col = a_op[i], b_op[:, j]
-        exact = exact_entry(row, col)
+        if not (np.isfinite(row).all() and np.isfinite(col).all()):
+            with np.errstate(all="ignore"):
+                native = row @ col
+            same = (np.isnan(native) and np.isnan(c[i, j])) or native == c[i, j]
+            out[t] = 0.0 if same else np.inf
+            continue
+        if not np.isfinite(c[i, j]):
+            out[t] = np.inf
+            continue
+        err = abs(Fraction(float(c[i, j])) - exact_entry(row, col))
         scale = float(np.abs(row) @ np.abs(col))
-        err = abs(Fraction(float(c[i, j])) - exact)
-        out[t] = float(err) / scale if scale else float(err != 0) * np.inf
+        out[t] = float(err) / scale if scale else (np.inf if err else 0.0)
     return out

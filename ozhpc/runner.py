@@ -45,16 +45,6 @@ def _agreed(comm, fn):
     return result
 
 
-def _transport_check(cfg: RunConfig, engine) -> None:
-    """Raise InputError now (agreed on every rank) when the requested transport cannot run."""
-    from .dist.transport import TransportUnavailable, choose_transport
-
-    try:
-        choose_transport(cfg.transport, None, engine)
-    except (TransportUnavailable, ValueError) as exc:
-        raise InputError(str(exc)) from None
-
-
 def _engine(name):
     from .engines import EngineUnavailable, get_engine
 
@@ -93,7 +83,6 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
             bind_device(grid.comm)
         engine = _agreed(grid.comm, lambda: _engine(cfg.engine))
-        _agreed(grid.comm, lambda: _transport_check(cfg, engine))
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
@@ -106,7 +95,8 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
             del a, bt, c0
             info = plan.info
             t1 = MPI.Wtime()
-            digest = distio.write_distributed(cfg.out, c, attrs={"slices": info.slices, "groups": info.groups})
+            digest = distio.write_distributed(cfg.out, c, attrs={"slices": info.slices, "groups": info.groups},
+                                              force=cfg.force)
             write_s = MPI.Wtime() - t1
         mine = dict(info.seconds, read=read_s, write=write_s, total=MPI.Wtime() - t_start)
         slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)

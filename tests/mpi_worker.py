@@ -2,6 +2,7 @@
 
     mpiexec -n R python tests/mpi_worker.py repro        # SUMMA vs ozhpc.gemm, bit for bit
     mpiexec -n R python tests/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
+    mpiexec -n R python tests/mpi_worker.py mismatch     # ranks with different engines must all refuse
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit);
@@ -141,10 +142,31 @@ def io(comm, directory) -> dict:
     return {"cases": done, "failures": failures}
 
 
+def mismatch(comm) -> dict:
+    """Rank 1 runs a differently named engine: every rank must raise the same InputError."""
+    from ozhpc.engines.numpy_engine import NumpyEngine
+    from ozhpc.errors import InputError
+
+    class OtherEngine(NumpyEngine):
+        name = "numpy-other"
+
+    engine = OtherEngine() if comm.Get_rank() == 1 else "numpy"
+    with ProcessGrid(comm, (1, comm.Get_size())) as grid:
+        try:
+            Summa(grid, 8, 8, 8, block=4, engine=engine)
+            message = None
+        except InputError as exc:
+            message = str(exc)
+    messages = comm.gather(message, root=0)
+    failures = [] if comm.Get_rank() else [f"rank {r}: {m!r}" for r, m in enumerate(messages)
+                                            if m is None or "different engines" not in m]
+    return {"cases": 1, "failures": failures, "message": messages[0] if messages else None}
+
+
 def main() -> int:
     comm = MPI.COMM_WORLD
     mode = sys.argv[1]
-    result = repro(comm) if mode == "repro" else io(comm, sys.argv[2])
+    result = {"repro": repro, "mismatch": mismatch}[mode](comm) if mode != "io" else io(comm, sys.argv[2])
     if comm.Get_rank() == 0:
         print(json.dumps(result))
     ok = comm.bcast(not result["failures"] if comm.Get_rank() == 0 else None, root=0)

@@ -123,3 +123,27 @@ def test_info_reports_what_was_done():
     assert (info.m, info.n, info.k, info.slices, info.groups, info.pair_gemms) == (30, 20, 40, 7, 13, 49)
     assert set(info.seconds) == {"split", "multiply", "combine"}
     assert info.engine == "numpy" and 0 < info.truncation_bound < 1e-12
+
+
+def test_alpha_zero_does_not_use_the_product(rng):
+    """BLAS: with alpha = 0, op(A) op(B) is not referenced, so inf/NaN in A do not reach C."""
+    a, b, c0 = rng.standard_normal((4, 5)), rng.standard_normal((5, 3)), rng.standard_normal((4, 3))
+    a[1, 2] = np.inf
+    a[3, 0] = np.nan
+    assert np.array_equal(ozhpc.gemm(a, b, c0, alpha=0.0, beta=-2.0, engine="numpy"), -2.0 * c0)
+    c1 = ozhpc.gemm(a, b, c0, alpha=0.0, beta=1.0, engine="numpy")
+    assert np.array_equal(c1, c0) and c1 is not c0
+    assert not ozhpc.gemm(a, b, alpha=0.0, engine="numpy").any()
+
+
+def test_reference_errors_for_zero_scale_and_nonfinite_entries():
+    from ozhpc.reference import relative_errors
+
+    a = np.array([[0.0, 0.0], [1.0, 2.0], [np.inf, 1.0]])
+    b = np.array([[1.0, 3.0], [1.0, 4.0]])
+    with np.errstate(all="ignore"):
+        c = a @ b
+    assert relative_errors(c, a, b, [(0, 0), (1, 1), (2, 0)]).tolist() == [0.0, 0.0, 0.0]
+    bad = c.copy()
+    bad[0, 0], bad[2, 0] = 1e-300, 0.0
+    assert relative_errors(bad, a, b, [(0, 0), (2, 0)]).tolist() == [np.inf, np.inf]

@@ -135,6 +135,13 @@ def test_distio_read_write_roundtrip(grid, tmp_path):
     with h5py.File(out.file, "r") as f:
         assert np.array_equal(f["Y"][...], x) and f["Y"].attrs["ozhpc_sha256"] == digest
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.h5", "y.h5"]
+    # the output is checked again at write time: no silent replacement without force
+    with pytest.raises(InputError, match="exists; pass --force"):
+        distio.write_distributed(out, DistMatrix(grid, lay, np.zeros((29, 41))))
+    with h5py.File(out.file, "r") as f:
+        assert np.array_equal(f["Y"][...], x)
+    assert distio.write_distributed(out, DistMatrix(grid, lay, np.zeros((29, 41))), force=True) != digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.h5", "y.h5"]
     with pytest.raises(InputError, match="has shape"):
         distio.read_distributed(DatasetRef(str(src), "/X"), grid, BlockCyclic(5, 5, 2, 2, 1, 1))
 

@@ -77,6 +77,16 @@ def test_hdf5_block_cyclic_io(data, ranks, tmp_path):
     assert result["failures"] == [] and result["cases"] > 0
 
 
+def test_ranks_with_different_engines_all_refuse():
+    """An "auto" choice that differs between ranks ends every rank with the same error, no hang."""
+    proc, seconds = mpiexec(2, [WORKER, "mismatch"], timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["failures"] == [], result
+    assert "rank 0 uses engine numpy and transport mpi-host, rank 1 engine numpy-other" in result["message"]
+    assert seconds < 30
+
+
 def _gemm_args(data, out, *extra, a="A", b="B"):
     a, b = (x if ":" in x else f"{data}/in.h5:/{x}" for x in (a, b))
     return ["-m", "ozhpc", "gemm", a, b, "-o", f"{out}:/C",
@@ -95,6 +105,9 @@ FAILURES = {
     "grid mismatch": (dict(), ["--grid", "3x1"], "--grid 3x1 needs 3 MPI ranks"),
     "bad option": (dict(), ["--block", "0"], "--block"),
     "unknown option": (dict(), ["--blok", "3"], "--blok"),
+    "groups below 1": (dict(), ["--groups", "0"], "--groups must be at least 1, got 0"),
+    "groups above 2s-1": (dict(), ["--slices", "4", "--groups", "9"], "--groups 9 is more than the 7 groups"),
+    "GPU transport, CPU engine": (dict(), ["--transport", "nccl"], "transport 'nccl' moves GPU panels"),
 }
 
 

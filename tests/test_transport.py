@@ -100,9 +100,7 @@ def test_overlap_fraction():
 def test_config_transport_and_panel(tmp_path):
     from ozhpc.io.h5io import DatasetRef
 
-    ref = DatasetRef.parse(f"{tmp_path}/x.h5:/A") if hasattr(DatasetRef, "parse") else None
-    if ref is None:
-        pytest.skip("DatasetRef has no parse()")
+    ref = DatasetRef.parse(f"{tmp_path}/x.h5:/A")
     cfg = RunConfig(a=ref, b=ref, out=ref, transport="nccl", kb=4096)
     assert cfg.describe()["transport"] == "nccl" and cfg.describe()["kb"] == 4096
     with pytest.raises(InputError, match="transport"):

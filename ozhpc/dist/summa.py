@@ -36,6 +36,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..engines import get_engine
+from ..errors import InputError
 from ..ozaki import special
 from ..ozaki.gemm import GemmInfo, Stopwatch, check_k, epilogue, make_info, op_rows
 from ..ozaki.plan import make_plan
@@ -43,7 +44,7 @@ from ..ozaki.scales import entry_gaps, exponents, row_abs_max, spread_bits
 from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
-from .transport import get_transport, is_gpu_engine
+from .transport import Transport, TransportUnavailable, choose_transport, get_transport, is_gpu_engine
 
 GPU_PANEL = 4096
 """Default k-panel width with a GPU engine: the pair kernel needs long k to run near its peak,
@@ -118,6 +119,7 @@ class Summa:
             from .localrank import bind_device
             bind_device(grid.comm)  # this rank's GPU, before the engine picks the current device
         self.engine = get_engine(engine)
+        agree_on_setup(grid, self.engine, transport)
         kb = default_kb(k, nb, grid.dims, is_gpu_engine(self.engine)) if kb is None else int(kb)
         if min(mb, nb, kb) < 1:
             raise ValueError(f"block sizes must be positive, got {mb}x{nb} and kb={kb}")
@@ -308,6 +310,32 @@ class _ComputeTimer:
             self.total += sum(self.xp.cuda.get_elapsed_time(a, b) for a, b in self.pairs) / 1e3
             self.pairs = []
         return self.total
+
+
+def agree_on_setup(grid: ProcessGrid, engine, transport) -> None:
+    """Every rank must run the same engine and transport (layouts and broadcasts depend on them).
+
+    "auto" decides per rank (a node without a working GPU falls back to numpy, one without
+    NCCL to MPI): compare the choices of all ranks and raise the same InputError on every
+    rank when they differ or when one rank cannot set up its transport -- no rank is left
+    waiting in a broadcast the others never post.
+    """
+    try:
+        name = transport.name if isinstance(transport, Transport) else choose_transport(transport, grid, engine)[0]
+        mine = (engine.name, name, None)
+    except (TransportUnavailable, ValueError) as exc:
+        mine = (engine.name, None, str(exc))
+    everyone = grid.comm.allgather(mine)
+    failed = [(r, err) for r, (_, _, err) in enumerate(everyone) if err]
+    if failed:
+        raise InputError(f"rank {failed[0][0]}: {failed[0][1]}")
+    first = everyone[0][:2]
+    odd = next((r for r, pick in enumerate(everyone) if pick[:2] != first), None)
+    if odd is not None:
+        raise InputError(f"ranks picked different engines or transports: rank 0 uses engine {first[0]} "
+                         f"and transport {first[1]}, rank {odd} engine {everyone[odd][0]} and transport "
+                         f"{everyone[odd][1]}; give --engine and --transport explicitly, or fix the nodes "
+                         f"where the GPU engine or NCCL is unavailable (ozhpc info under mpiexec shows them)")
 
 
 def _allreduce(comm, array, op):

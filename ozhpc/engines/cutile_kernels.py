@@ -19,8 +19,9 @@ Numerics (identical to :class:`ozhpc.engines.numpy_engine.NumpyEngine`, bit for 
   zero digit).
 * pair GEMM: ``ct.mma(int8, int8, int32)`` only. All pairs ``p + q = g`` of a
   group are summed in ONE int32 accumulator and stored as int32 ``S_g``; the host
-  cuts k into chunks of at most ``k_limit // pairs`` (``k_limit = (2**31 - 1) //
-  127**2``), so no int32 sum can overflow, and adds chunk sums in FP64, where every
+  cuts k into chunks with ``k_chunk * group_product_bound(s, d) < 2**31`` (digit
+  bounds 127 for slice 0, 64 after: :func:`k_chunk`), so no int32 sum can overflow,
+  and adds chunk sums in FP64, where every
   value is an exact integer below 2**53 (bounded by :meth:`ozhpc.ozaki.plan.SlicePlan.max_exact_k`).
 * combine: ``total = sum_{g=d-1..0} S_g * 2**(-7(g+2))`` in that order, then
   ``ldexp(total, e_i + f_j)`` with one rounding (subnormal results rounded once
@@ -197,7 +198,7 @@ def _pair_kernel(DA: BigArray, EB: BigArray, S: BigArray,
                  TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt, LATENCY: ConstInt):
     """``S[g] = sum_{p+q=g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0].
 
-    The launcher guarantees ``k * pairs(g) * 127**2 < 2**31`` (it chunks k on the host).
+    The launcher guarantees ``k * group_product_bound(s, d) < 2**31`` (it chunks k on the host).
     The epilogue stores int32: converting the 128x128 accumulator to float64 inside this
     kernel spilled registers (cuobjdump: 2-4 KB stack) and ran at a quarter of the speed.
     """

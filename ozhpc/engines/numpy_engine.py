@@ -6,7 +6,7 @@ float64 BLAS product of two slices sums ``kb`` integers of magnitude at most
 (FMA included), is then an integer of magnitude at most ``kb * 127**2``, and
 all integers below ``2**53`` are exact in FP64 (see ``PACK_SCALE`` for two products
 packed into one call, which halves the BLAS work). The group accumulators add at
-most ``K * pairs * 127**2`` in total; :func:`ozhpc.ozaki.plan.check_exact`
+most ``K * pairs * 127**2`` in total; :func:`ozhpc.ozaki.gemm.check_k` (with ``SlicePlan.max_exact_k``)
 rejects any call where that could reach ``2**53``, so every accumulator value is
 the exact integer ``sum_k sum_{p+q=g} D_p E_q``.
 """

@@ -134,11 +134,14 @@ def hash_dataset(path: str, dset_path: str) -> str:
     return hasher.hexdigest()
 
 
-def write_distributed(ref: h5io.DatasetRef, c: DistMatrix, *, attrs: dict | None = None) -> str:
+def write_distributed(ref: h5io.DatasetRef, c: DistMatrix, *, attrs: dict | None = None,
+                      force: bool = False) -> str:
     """Write C's blocks to ``ref`` atomically; returns the SHA-256 of C on every rank.
 
-    ``h5io.check_output`` must have been run (with ``force``) before the product.
-    Collective over C's grid.
+    The output is checked again (``h5io.check_output``) when the temporary file is made, so a
+    dataset that appeared during a long run is not replaced without ``force``. Collective over
+    C's grid. Concurrent jobs writing into one output file are not supported (the last rename
+    wins).
     """
     grid = c.grid
     comm, rank, size = grid.comm, grid.rank, grid.size
@@ -153,6 +156,7 @@ def write_distributed(ref: h5io.DatasetRef, c: DistMatrix, *, attrs: dict | None
 
     def create():
         if rank == 0:
+            h5io.check_output(ref, force)
             h5io.begin_output(ref, tag)
             if not (PARALLEL_HDF5 and size > 1):
                 with h5py.File(tmp, "a") as f:

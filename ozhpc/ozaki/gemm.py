@@ -62,7 +62,13 @@ def op_rows(x, trans: bool, is_left: bool):
 
 
 def epilogue(xp, ab, alpha: float, beta: float, c):
-    """``alpha * ab + beta * c``, each operation rounded separately; ``c`` unread when beta == 0."""
+    """``alpha * ab + beta * c``, each operation rounded separately, as BLAS defines it:
+    ``c`` is not read when beta == 0, and ``ab`` is not used when alpha == 0 (so inf/NaN in
+    op(A) op(B) do not reach the result)."""
+    if alpha == 0.0:
+        if beta == 0.0:
+            return xp.zeros_like(ab)
+        return c.copy() if beta == 1.0 else beta * c
     out = ab if alpha == 1.0 else alpha * ab
     if beta != 0.0:
         out = out + (c if beta == 1.0 else beta * c)

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..engines.base import BITS, DIGIT_MAX
+from ..errors import InputError
 
 FP64_BITS = 53
 AUTO_MARGIN_BITS = -3
@@ -26,11 +27,13 @@ class SlicePlan:
     slices: int
     groups: int
 
+    # InputError (a ValueError): a bad count is the user's option, and every rank of a
+    # distributed run builds the same plan, so all of them raise it alike.
     def __post_init__(self):
         if not MIN_SLICES <= self.slices <= MAX_SLICES:
-            raise ValueError(f"slices must be in [{MIN_SLICES}, {MAX_SLICES}], got {self.slices}")
+            raise InputError(f"slices must be in [{MIN_SLICES}, {MAX_SLICES}], got {self.slices}")
         if not 1 <= self.groups <= 2 * self.slices - 1:
-            raise ValueError(
+            raise InputError(
                 f"groups must be in [1, {2 * self.slices - 1}] for {self.slices} slices, got {self.groups}")
 
     def pairs(self, g: int) -> list[tuple[int, int]]:
@@ -83,7 +86,7 @@ def make_plan(slices, groups, spread: int) -> SlicePlan:
     elif isinstance(slices, int) and not isinstance(slices, bool):
         s = slices
     else:
-        raise ValueError(f"slices must be 'auto' or an integer, got {slices!r}")
+        raise InputError(f"slices must be 'auto' or an integer, got {slices!r}")
     if groups in ("auto", None):
         d = s
     elif groups == "all":
@@ -91,5 +94,5 @@ def make_plan(slices, groups, spread: int) -> SlicePlan:
     elif isinstance(groups, int) and not isinstance(groups, bool):
         d = groups
     else:
-        raise ValueError(f"groups must be 'auto', 'all' or an integer, got {groups!r}")
+        raise InputError(f"groups must be 'auto', 'all' or an integer, got {groups!r}")
     return SlicePlan(s, d)
