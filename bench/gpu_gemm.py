@@ -116,8 +116,9 @@ def tune(cp, n, reps, configs):
         base = CutileEngine()
         tc = replace(base.config, pair_m=cfg["m"], pair_n=cfg["n"], pair_k=cfg["k"],
                      group_m=cfg.get("group", base.config.group_m),
-                     pair_latency=cfg.get("latency", base.config.pair_latency))
-        eng = CutileEngine(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"))
+                     pair_k_panel=cfg.get("panel", base.config.pair_k_panel))
+        eng = CutileEngine(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"),
+                           pair_index=cfg.get("index", "auto"))
         bt = b.T
         e, f = exponents(cp, row_abs_max(cp, a)), exponents(cp, row_abs_max(cp, bt))
         da, eb = eng.split(a, e, 7), eng.split(bt, f, 7)
@@ -129,8 +130,10 @@ def tune(cp, n, reps, configs):
             eng.synchronize()
             compile_s = time.perf_counter() - t0
             t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums), reps)
-            rows.append(dict(cfg, seconds=t, tops=2 * n**3 * 28 / t / 1e12, compile_s=compile_s))
-            rows[-1]["_engine_args"] = dict(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"))
+            rows.append(dict(cfg, seconds=t, tops=2 * n**3 * 28 / t / 1e12, compile_s=compile_s,
+                             ran=eng.launcher.last_pair_index))
+            rows[-1]["_engine_args"] = dict(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"),
+                                            pair_index=cfg.get("index", "auto"))
         except Exception as exc:
             rows.append(dict(cfg, error_message=f"{type(exc).__name__}: {exc}"[:300]))
         print("tune", rows[-1], flush=True)
@@ -170,7 +173,8 @@ def bench_size(cp, ozhpc, eng, n, slices_list, reps, samples, phases, seed=7):
         ph = {k: statistics.median(r[k] for r in phase_runs) for k in phase_runs[0]}
         entry = {"slices": s, "used_slices": info.slices, "pair_gemms": info.pair_gemms,
                  "seconds": t, "tflops": flops / t / 1e12, "vs_dgemm": row["dgemm_seconds"] / t,
-                 "error": err, "phases": ph, "path": eng.last_path,
+                 "error": err, "phases": ph, "path": eng.last_path, "blocks": eng.last_blocks,
+                 "pair_index": eng.launcher.last_pair_index,
                  "workspace_gb": eng.workspace_bytes / 1e9}
         if phases:
             # Kernel-level times with CUDA events: split of A, fused pair+combine, and
@@ -211,24 +215,25 @@ def markdown(result) -> str:
              f"- tile config: {result['device']['tile_config']}",
              "- inputs: phi = 0.5, `(rand - 0.5) * exp(0.5 * randn)`; errors: max over "
              f"{result['samples']} sampled entries of |C - exact| / (|A||B|)", "",
-             "| n | method | slices (pairs) | time s | TFLOP/s | x DGEMM | error | split s | multiply s | combine s | pair TOP/s | split GB/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| n | method | slices (pairs) | time s | TFLOP/s | x DGEMM | error | split s | multiply s | combine s | pair TOP/s | split GB/s | pair kernel, blocks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         n = row["n"]
         lines.append(f"| {n} | cuBLAS DGEMM | - | {row['dgemm_seconds']:.4f} | {row['dgemm_tflops']:.1f} "
-                     f"| 1.00 | {row['dgemm_error']:.2e} | | | | | |")
+                     f"| 1.00 | {row['dgemm_error']:.2e} | | | | | | |")
         emu = row.get("emulation")
         if emu and "tflops" in emu:
             lines.append(f"| {n} | cuBLAS FP64 emulation (eager) | - | {emu['seconds']:.4f} | "
                          f"{emu['tflops']:.1f} | {row['dgemm_seconds'] / emu['seconds']:.2f} | "
-                         f"{emu['error']:.2e} | | | | | |")
+                         f"{emu['error']:.2e} | | | | | | |")
         for o in row["ozaki"]:
             ph = o["phases"]
             lines.append(
                 f"| {n} | ozhpc cutile | {o['slices']}={o['used_slices']} ({o['pair_gemms']}) | "
                 f"{o['seconds']:.4f} | {o['tflops']:.1f} | {o['vs_dgemm']:.2f} | {o['error']:.2e} | "
                 f"{ph.get('split', 0):.4f} | {ph.get('multiply', 0):.4f} | {ph.get('combine', 0):.4f} | "
-                f"{o.get('pair_tops', float('nan')):.0f} | {o.get('split_gbps', float('nan')):.0f} |")
+                f"{o.get('pair_tops', float('nan')):.0f} | {o.get('split_gbps', float('nan')):.0f} | "
+                f"{o.get('pair_index')}, {o.get('blocks')} |")
     lines += ["", "Phases from GemmInfo.seconds (wall, synchronised): split = scales + spread + "
               "both splits; multiply = fused pair GEMMs + combine kernel; combine = special "
               "values + alpha/beta. pair TOP/s = 2 n^3 pairs / (multiply_combine: pair kernel + combine "
@@ -241,11 +246,13 @@ def markdown(result) -> str:
         lines += [f"| {n} | {o['used_slices']} | {o['pair_kernel_seconds']:.4f} | "
                   f"{o['pair_kernel_tops']:.0f} | {o['combine_seconds']:.4f} |" for n, o in extra]
     if result.get("tune"):
-        lines += ["", f"Pair-kernel config sweep (int32 pair kernel alone, n = {result.get('tune_size')}, "
+        lines += ["", f"Pair-kernel config sweep (pair kernel alone, int32 sums, n = {result.get('tune_size')}, "
                   "7 slices; the fastest is used for the table above):", "", "| config | TOP/s | compile s |",
                   "|---|---|---|"]
         for t in result["tune"]:
-            cfg = {k: v for k, v in t.items() if k not in ("seconds", "tops", "compile_s", "error_message")}
+            cfg = {k: v for k, v in t.items()
+                   if k not in ("seconds", "tops", "compile_s", "error_message", "ran")}
+            cfg["ran"] = t.get("ran")
             lines.append(f"| {cfg} | {t.get('tops', float('nan')):.0f} | "
                          f"{t.get('compile_s', float('nan')):.1f} |" if "tops" in t
                          else f"| {cfg} | failed: {t['error_message'][:80]} | |")
@@ -283,10 +290,13 @@ def main(argv=None) -> int:
     if args.tune:
         from ozhpc.engines.cutile_engine import CutileEngine
         rows = tune(cp, args.tune_size, args.reps, [
-            dict(m=128, n=128, k=128),                      # table default (sm_90: occupancy 2)
-            dict(m=128, n=128, k=128, group=16),
-            dict(m=128, n=128, k=128, latency=4),
-            dict(m=128, n=128, k=128, ctas=2),
+            dict(m=256, n=128, k=64),                       # sm_90 table default (2-CTA cluster)
+            dict(m=256, n=128, k=64, index="int64"),        # cp.async (no TMA)
+            dict(m=256, n=128, k=64, panel=0),              # whole k per launch
+            dict(m=256, n=128, k=64, panel=2048),
+            dict(m=128, n=128, k=128, occ=2, ctas=1),       # one CTA, two per SM
+            dict(m=128, n=128, k=128, occ=2, ctas=1, panel=0),
+            dict(m=128, n=128, k=128, occ=2, ctas=1, group=16),
         ])
         best = max((r for r in rows if "tops" in r), key=lambda r: r["tops"])
         eng = CutileEngine(**best["_engine_args"])       # the rest of the run uses the winner

@@ -228,3 +228,41 @@ def test_describe(gpu):
     d = gpu[0].describe()
     assert d["name"] == "cutile" and d["compute_capability"] and "tile_config" in d
     assert "workspace_bytes" in d
+
+
+# ------------------------------------------------------------------ pair-kernel index widths
+@pytest.mark.parametrize("pair_index", ["int32", "int64"])
+def test_pair_index_widths_match_numpy(gpu, pair_index):
+    """Both compilations of the pair kernel (TMA with int32 indices, cp.async with int64)
+    give the NumPy engine's bits: one launch, int32 k-chunks, k panels summed in int32."""
+    from dataclasses import replace
+    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.engines.cutile_engine import CutileEngine
+    rng = np.random.default_rng(11)
+    m, n, k = 300, 270, 700
+    A, B = phi_matrix(rng, m, k, 1.0), phi_matrix(rng, k, n, 1.0)
+    want = ozhpc.gemm(A, B, slices=8, groups="all", engine="numpy")
+    panels = replace(ck.config_for(gpu[0].capability), pair_k_panel=128)   # 6 launches per k
+    for kwargs in ({}, {"k_limit": 300}, {"config": panels}):
+        engine = CutileEngine(pair_index=pair_index, **kwargs)
+        assert_same_bits(ozhpc.gemm(A, B, slices=8, groups="all", engine=engine), want)
+        assert engine.launcher.last_pair_index == pair_index
+
+
+@pytest.mark.parametrize("slices", [8, 9])
+def test_large_problem_int32_blocks_equal_int64(gpu, slices):
+    """n = 16384: with 8 slices the (15, n, n) int32 sums exceed int32 offsets, with 9 the
+    slice buffers do too. "auto" then blocks over M/N (copying operand blocks) and still
+    runs the int32 (TMA) kernel; its C equals the unblocked dynamic-int64 kernel's C."""
+    from ozhpc.engines.cutile_engine import CutileEngine
+    _, cp = gpu
+    n = 16384
+    rs = cp.random.RandomState(3)
+    a = (rs.random_sample((n, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((n, n)))
+    b = (rs.random_sample((n, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((n, n)))
+    auto, wide = CutileEngine(), CutileEngine(pair_index="int64")
+    got = ozhpc.gemm(a, b, slices=slices, groups="all", engine=auto)
+    assert auto.launcher.last_pair_index == "int32" and auto.last_blocks != (1, 1)
+    want = ozhpc.gemm(a, b, slices=slices, groups="all", engine=wide)
+    assert wide.launcher.last_pair_index == "int64" and wide.last_blocks == (1, 1)
+    assert bool(cp.all(got.view(cp.int64) == want.view(cp.int64)))

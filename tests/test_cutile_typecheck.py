@@ -49,13 +49,15 @@ def _signatures(cfg: ck.TileConfig):
               cfg.split_rows, cfg.split_cols, trans])
         for trans in (False, True)
     ]
-    pair = [_sig([_array(ct.int8, 3, big), _array(ct.int8, 3, big), _array(ct.int32, 3, big),
-                  cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m, latency])
-            for latency in sorted({cfg.pair_latency, 0, 4})]
+    pair_args = [cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m]
+    pair = [_sig([_array(ct.int8, 3), _array(ct.int8, 3), _array(ct.int32, 3), *pair_args, accumulate])
+            for accumulate in (False, True)]
+    pair_int64 = [_sig([_array(ct.int8, 3, big), _array(ct.int8, 3, big), _array(ct.int32, 3, big),
+                        *pair_args, accumulate]) for accumulate in (False, True)]
     combine = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                      _array(ct.float64, 2), cfg.combine_rows, cfg.combine_cols])
                for acc_dtype in (ct.float64, ct.int32)]
-    return {"split": split, "pair": pair, "combine": combine}
+    return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine}
 
 
 @pytest.mark.parametrize("gpu_code", GPU_CODES)
@@ -80,6 +82,8 @@ def test_tiles_are_powers_of_two_and_k_bound_holds():
         for v in (cfg.split_rows, cfg.split_cols, cfg.pair_m, cfg.pair_n, cfg.pair_k,
                   cfg.combine_rows, cfg.combine_cols):
             assert v > 0 and v & (v - 1) == 0
+        # k panels start on k-tile boundaries (16-byte aligned slices for TMA)
+        assert cfg.pair_k_panel % cfg.pair_k == 0
         # one pair over one k-tile always fits an int32 accumulator
         assert cfg.pair_k * ck.DIGIT_MAX**2 < 2**31
     assert ck.K_PAIR_LIMIT * ck.DIGIT_MAX**2 < 2**31 <= (ck.K_PAIR_LIMIT + 1) * ck.DIGIT_MAX**2
@@ -102,3 +106,41 @@ def test_group_product_bound_is_the_largest_group_of_digit_products():
             want = max(sum((127 if p == 0 else 64) * (127 if q == 0 else 64)
                            for p in range(s) for q in range(s) if p + q == g) for g in range(d))
             assert group_product_bound(s, d) == want
+
+
+def _view(shape, strides, itemsize):
+    from types import SimpleNamespace
+    return SimpleNamespace(shape=shape, strides=strides, itemsize=itemsize)
+
+
+def _contiguous(shape, itemsize):
+    strides, acc = [], itemsize
+    for d in reversed(shape):
+        strides.insert(0, acc)
+        acc *= d
+    return _view(tuple(shape), tuple(strides), itemsize)
+
+
+def test_fits_int32_bounds_the_last_element_offset():
+    assert ck.fits_int32(_contiguous((8, 16384, 16384), 1))            # last offset 2**31 - 1
+    assert not ck.fits_int32(_contiguous((8, 16384, 16400), 1))
+    assert not ck.fits_int32(_contiguous((15, 16384, 16384), 4))      # 15 * 2**28 int32 sums
+    assert ck.fits_int32(_contiguous((15, 8192, 16384), 4))
+    assert ck.fits_int32(_contiguous((0, 2**40, 1), 1))                # empty
+    # a k-chunk view keeps the parent's strides: its offsets are the parent's
+    assert not ck.fits_int32(_view((8, 16384, 4096), (16384 * 16400, 16400, 1), 1))
+    assert not ck.fits_int32(_view((1, 2**31, 1), (2**31, 1, 1), 1))
+
+
+def test_launcher_picks_int32_only_when_offsets_fit():
+    launcher = ck.Launcher(0, (9, 0), 132)
+    small = _contiguous((8, 4096, 4096), 1), _contiguous((8, 4096, 4096), 1), _contiguous((15, 4096, 4096), 4)
+    big = _contiguous((8, 32768, 32768), 1), _contiguous((8, 32768, 32768), 1), _contiguous((15, 8192, 8192), 4)
+    assert launcher.pair_index_for(*small) == "int32"
+    assert launcher.pair_index_for(*big) == ck.PAIR_INDEX_FALLBACK
+    forced = ck.Launcher(0, (9, 0), 132, pair_index="int32")
+    with pytest.raises(ValueError, match="offsets >= 2\\*\\*31"):
+        forced.pair_index_for(*big)
+    assert ck.Launcher(0, (9, 0), 132, pair_index="int64").pair_index_for(*small) == "int64"
+    with pytest.raises(ValueError, match="pair_index must be 'auto' or one of"):
+        ck.Launcher(0, (9, 0), 132, pair_index="int16")

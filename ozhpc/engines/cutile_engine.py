@@ -59,6 +59,11 @@ class CutileEngine(Engine):
     config, occupancy, num_ctas :
         Tile config and pair-kernel hints (defaults: :data:`cutile_kernels.CONFIGS` and
         the kernels' ``ct.ByTarget`` hints).
+    pair_index : str
+        Index width of the pair kernel: "auto" (int32 -- TMA on sm_90 -- whenever the
+        offsets fit, which the engine arranges by blocking and copying operand blocks;
+        else :data:`cutile_kernels.PAIR_INDEX_FALLBACK`), or "int32" / "int64" to force one
+        (benchmarks, tests).
     k_limit : int, optional
         Extra cap on (k-chunk) x (pairs) per int32 accumulator; only tests set it, to
         exercise the chunking (the digit bounds decide otherwise, see ``k_chunk``).
@@ -70,7 +75,8 @@ class CutileEngine(Engine):
     def __init__(self, device: int | None = None, *, fused: bool = True,
                  memory_fraction: float = 0.5, config: ck.TileConfig | None = None,
                  occupancy: int | None = None,
-                 num_ctas: int | None = None, k_limit: int | None = None):
+                 num_ctas: int | None = None, k_limit: int | None = None,
+                 pair_index: str = "auto"):
         self.device = cp.cuda.Device(device if device is not None else cp.cuda.runtime.getDevice())
         cc = self.device.compute_capability
         self.capability = (int(cc[:-1]), int(cc[-1]))
@@ -84,7 +90,7 @@ class CutileEngine(Engine):
             raise ValueError(f"k_limit must be in [1, {ck.K_PAIR_LIMIT}], got {k_limit}")
         self.k_limit = k_limit
         self.launcher = ck.Launcher(self.device.id, self.capability, self.num_sms, self.config,
-                                    occupancy=occupancy, num_ctas=num_ctas)
+                                    occupancy=occupancy, num_ctas=num_ctas, pair_index=pair_index)
         self._padded: dict[int, tuple] = {}
         self.workspace_bytes = 0
         self.last_path = None
@@ -146,9 +152,19 @@ class CutileEngine(Engine):
         kc = ck.k_chunk(slices, ngroups, self.k_limit, PAD)
         return [(k0, min(k, k0 + kc)) for k0 in range(0, k, kc)]
 
+    def _int32_operand(self, x):
+        """``x``, or a contiguous copy of it when only the copy has int32 offsets (a block
+        or k-chunk of a large slice buffer keeps the parent's strides). The copy costs one
+        pass over int8 data, against ``2 * rows * cols * k`` pair-kernel operations."""
+        if self.launcher.pair_index == "int64" or ck.fits_int32(x) or x.size > ck.INT32_INDEX_LIMIT:
+            return x
+        return cp.ascontiguousarray(x)
+
     def _pair_sums(self, pa, pb, k0: int, k1: int, sums) -> None:
         """int32 group sums of padded slices over k in [k0, k1) (k0 a multiple of PAD)."""
-        self.launcher.launch_pair(self._stream(), pa[:, :, k0:_roundup(k1)], pb[:, :, k0:_roundup(k1)], sums)
+        a = self._int32_operand(pa[:, :, k0:_roundup(k1)])
+        b = self._int32_operand(pb[:, :, k0:_roundup(k1)])
+        self.launcher.launch_pair(self._stream(), a, b, sums)
 
     def accumulate(self, acc, da, eb) -> None:
         d, m, n = acc.shape
@@ -214,8 +230,18 @@ class CutileEngine(Engine):
         per_elem = 4 * ngroups if single else 12 * ngroups
         free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
         budget = max(int(free * self.memory_fraction), per_elem * 128 * 128)
+        # Blocks small enough for the int32-indexed (TMA) pair kernel too: an int32 sums
+        # block and a contiguous copy of an operand block (see _int32_operand) must each
+        # have fewer than 2**31 elements.
+        limit, cap_m, cap_n = 2**63, mp, np_
+        if self.launcher.pair_index != "int64":
+            limit = ck.INT32_INDEX_LIMIT
+            rows_cap = max(128, limit // (s * _roundup(chunks[0][1] - chunks[0][0])) // 128 * 128)
+            cap_m = mp if ck.fits_int32(pa) else rows_cap
+            cap_n = np_ if ck.fits_int32(pb) else rows_cap
         bm, bn = mp, np_
-        while per_elem * bm * bn > budget and (bm > 128 or bn > 128):
+        while (per_elem * bm * bn > budget or ngroups * bm * bn >= limit
+               or bm > cap_m or bn > cap_n) and (bm > 128 or bn > 128):
             if bm >= bn:
                 bm = _roundup(bm // 2, 128)
             else:
@@ -279,8 +305,10 @@ class CutileEngine(Engine):
             "compute_capability": f"{self.capability[0]}.{self.capability[1]}",
             "multiprocessors": self.num_sms,
             "tile_config": asdict(self.config),
-            "pair_hints": {"occupancy": self.launcher.occupancy or "sm_90: 2, sm_100: 1",
-                           "num_ctas": self.launcher.num_ctas or "sm_90: 1, sm_100: 2"},
+            "pair_hints": {"occupancy": self.launcher.occupancy or "sm_90: 1, sm_100: 1",
+                           "num_ctas": self.launcher.num_ctas or "sm_90: 2, sm_100: 2"},
+            "pair_index": self.launcher.pair_index,
+            "last_pair_index": self.launcher.last_pair_index,
             "fused": self.fused,
             "workspace_bytes": self.workspace_bytes,
             "last_path": self.last_path,

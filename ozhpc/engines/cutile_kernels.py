@@ -42,6 +42,9 @@ ConstBool = ct.Constant[bool]
 BigArray = ct.IndexedWithInt64
 ZERO = ct.PaddingMode.ZERO
 
+INT32_INDEX_LIMIT = 2**31
+"""Arrays whose every element offset (and extent) is below this take the int32-indexed pair kernel."""
+
 K_PAIR_LIMIT = (2**31 - 1) // DIGIT_MAX**2
 """Largest (k-chunk length) x (pairs summed into one int32 accumulator): 133144."""
 
@@ -65,15 +68,17 @@ class TileConfig:
     group_m: int
     combine_rows: int
     combine_cols: int
-    pair_latency: int = 0
-    """``latency`` hint (1-10) of the pair kernel's loads; 0 = none (compiler's choice)."""
+    pair_k_panel: int = 4096
+    """k per pair-kernel launch; longer k is summed over launches in the int32 sums (L2 reuse:
+    see :meth:`Launcher.launch_pair`). 0: the whole k in one launch."""
 
 
 CONFIGS: dict[tuple[int, int], TileConfig] = {
-    # H100/H200: 128x128x128 int8 tiles, GROUP_M 8, occupancy 2: 640-760 TOP/s on the H200,
-    # no spills; larger tiles, 2-CTA clusters, GROUP_M 16 and load-latency hints measured
-    # slower (docs/gpu.md; bench/gpu_gemm.py --tune).
-    (9, 0): TileConfig(split_rows=32, split_cols=128, pair_m=128, pair_n=128, pair_k=128,
+    # H100/H200: 256x128x64 int8 tiles on a 2-CTA cluster (multicast TMA), occupancy 1,
+    # GROUP_M 8, k panels of 4096: 1000-1350 TOP/s on the H200 with the int32 (TMA) kernel.
+    # 128x128x128 at occupancy 2 ties at n = 8192 and is ~9% slower at 16384; whole-k
+    # launches 8-16% slower, GROUP_M 16 slower (docs/gpu.md; bench/gpu_gemm.py --tune).
+    (9, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=128, pair_k=64,
                        group_m=8, combine_rows=32, combine_cols=64),
     # B200: TileGym's Blackwell GEMM tiles (256x256, 2-CTA clusters) scaled to int8 k.
     (10, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=256, pair_k=128,
@@ -81,8 +86,8 @@ CONFIGS: dict[tuple[int, int], TileConfig] = {
 }
 
 # Kernel hints per target (ct.ByTarget keys "sm_90", "sm_100"; no default on purpose).
-PAIR_OCCUPANCY = ct.ByTarget(sm_90=2, sm_100=1)
-PAIR_NUM_CTAS = ct.ByTarget(sm_90=1, sm_100=2)
+PAIR_OCCUPANCY = ct.ByTarget(sm_90=1, sm_100=1)
+PAIR_NUM_CTAS = ct.ByTarget(sm_90=2, sm_100=2)
 
 
 def config_for(capability: tuple[int, int]) -> TileConfig:
@@ -136,18 +141,15 @@ def _swizzle(tile_id, num_m, num_n, GROUP_M: ConstInt):
     return bm, bn
 
 
-def _group_sum(DA, EB, g, s, bm, bn, ktiles, TM: ConstInt, TN: ConstInt, TK: ConstInt,
-               LATENCY: ConstInt):
-    """int32 ``sum_{p+q=g} D_p[bm] @ E_q[bn]^T`` over all k-tiles (nested loops: a
+def _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    """``acc`` + int32 ``sum_{p+q=g} D_p[bm] @ E_q[bn]^T`` over all k-tiles (nested loops: a
     flattened (pair, k) loop measured more register spills)."""
-    acc = ct.zeros((TM, TN), ct.int32)
     for p in range(max(0, g - s + 1), min(g, s - 1) + 1):
         for kt in range(ktiles):
-            a = ct.load(DA, (p, bm, kt), (1, TM, TK), padding_mode=ZERO,
-                        latency=LATENCY if LATENCY > 0 else None).reshape((TM, TK))
+            a = ct.load(DA, (p, bm, kt), (1, TM, TK), padding_mode=ZERO).reshape((TM, TK))
             # E_q is stored (n, k), k contiguous: load a transposed (TK, TN) tile.
-            b = ct.load(EB, (g - p, kt, bn), (1, TK, TN), order=(0, 2, 1), padding_mode=ZERO,
-                        latency=LATENCY if LATENCY > 0 else None).reshape((TK, TN))
+            b = ct.load(EB, (g - p, kt, bn), (1, TK, TN), order=(0, 2, 1),
+                        padding_mode=ZERO).reshape((TK, TN))
             acc = ct.mma(a, b, acc)
     return acc
 
@@ -193,10 +195,10 @@ def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
         rest = rest - digit * _pow2(-a) * _pow2(-b)
 
 
-@ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
-def _pair_kernel(DA: BigArray, EB: BigArray, S: BigArray,
-                 TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt, LATENCY: ConstInt):
-    """``S[g] = sum_{p+q=g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0].
+def _pair_body(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
+               ACCUMULATE: ConstBool):
+    """``S[g] = sum_{p+q=g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0]
+    (``S[g] +=`` with ACCUMULATE: the launcher's k panels).
 
     The launcher guarantees ``k * group_product_bound(s, d) < 2**31`` (it chunks k on the host).
     The epilogue stores int32: converting the 128x128 accumulator to float64 inside this
@@ -210,8 +212,50 @@ def _pair_kernel(DA: BigArray, EB: BigArray, S: BigArray,
     # cost 96 B of spills on sm_90 and measured slower.)
     bm, bn = _swizzle(ct.bid(0), num_m, num_n, GROUP_M)
     for g in range(S.shape[0]):
-        acc = _group_sum(DA, EB, g, s, bm, bn, ktiles, TM, TN, TK, LATENCY)
+        if ACCUMULATE:
+            acc = ct.load(S, (g, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN))
+        else:
+            acc = ct.zeros((TM, TN), ct.int32)
+        acc = _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM, TN, TK)
         ct.store(S, (g, bm, bn), acc.reshape((1, TM, TN)))
+
+
+# Two index widths of one body. On sm_90 tileiras 13.4 emits TMA loads/stores and a
+# warp-specialised producer/consumer layout only when it can bound every shape and
+# stride: int32 indices (or int64 constants, measured no faster and one compile per
+# shape; docs/gpu_tma_investigation.md); with dynamic int64 it falls back to cp.async.
+# The engine copies operand blocks so that the int32 kernel applies at any size.
+
+@ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
+def _pair_kernel(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
+                 ACCUMULATE: ConstBool):
+    """Pair kernel, int32 indices: only for arrays that pass :func:`fits_int32`."""
+    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE)
+
+
+@ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
+def _pair_kernel_int64(DA: BigArray, EB: BigArray, S: BigArray,
+                       TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
+                       ACCUMULATE: ConstBool):
+    """Pair kernel, dynamic int64 indices: any size, one compile, no TMA on sm_90."""
+    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE)
+
+
+PAIR_KERNELS = {"int32": _pair_kernel, "int64": _pair_kernel_int64}
+"""Pair kernel per index width (``Launcher(pair_index=...)``)."""
+
+PAIR_INDEX_FALLBACK = "int64"
+"""What ``pair_index="auto"`` launches for arrays too large for int32 indices."""
+
+
+def fits_int32(a) -> bool:
+    """Whether every extent and element offset of array view ``a`` (shape, byte strides,
+    itemsize: CuPy/NumPy) is below 2**31, so int32 index arithmetic cannot overflow
+    however the compiler computes addresses."""
+    if any(d == 0 for d in a.shape):
+        return True
+    last = sum((d - 1) * abs(st) for d, st in zip(a.shape, a.strides)) // a.itemsize
+    return max(a.shape) < INT32_INDEX_LIMIT and last < INT32_INDEX_LIMIT
 
 
 @ct.kernel
@@ -236,6 +280,7 @@ def _combine_kernel(ACC: BigArray, RE, CE, C, TM: ConstInt, TN: ConstInt):
 KERNELS = {
     "split": _split_kernel,
     "pair": _pair_kernel,
+    "pair_int64": _pair_kernel_int64,
     "combine": _combine_kernel,
 }
 
@@ -258,20 +303,36 @@ class Launcher:
 
     def __init__(self, device: int, capability: tuple[int, int], num_sms: int,
                  config: TileConfig | None = None,
-                 occupancy: int | None = None, num_ctas: int | None = None):
+                 occupancy: int | None = None, num_ctas: int | None = None,
+                 pair_index: str = "auto"):
+        if pair_index != "auto" and pair_index not in PAIR_KERNELS:
+            raise ValueError(f"pair_index must be 'auto' or one of {sorted(PAIR_KERNELS)}, "
+                             f"got {pair_index!r}")
         self.device = device
         self.capability = tuple(capability)
         self.config = config or config_for(self.capability)
         self.num_sms = num_sms
         self.occupancy = occupancy
         self.num_ctas = num_ctas
+        self.pair_index = pair_index
+        self.last_pair_index: str | None = None
         self._cache: dict = {}
         hints = {}
         if occupancy is not None:
             hints["occupancy"] = occupancy
         if num_ctas is not None:
             hints["num_ctas"] = num_ctas
-        self._pair = _pair_kernel.replace_hints(**hints) if hints else _pair_kernel
+        self._pair = {name: k.replace_hints(**hints) if hints else k
+                      for name, k in PAIR_KERNELS.items()}
+
+    def pair_index_for(self, *arrays) -> str:
+        """The pair kernel (index width) for these arrays: int32 when they all fit."""
+        if self.pair_index != "auto":
+            if self.pair_index == "int32" and not all(fits_int32(a) for a in arrays):
+                raise ValueError("pair_index='int32' but an array has offsets >= 2**31: "
+                                 + ", ".join(f"{a.shape}" for a in arrays))
+            return self.pair_index
+        return "int32" if all(fits_int32(a) for a in arrays) else PAIR_INDEX_FALLBACK
 
     def _key(self, name, *arrays):
         return (name, tuple(tuple(a.shape) for a in arrays), tuple(str(a.dtype) for a in arrays),
@@ -292,13 +353,26 @@ class Launcher:
                   (x, exps, out, int(nslices), cfg.split_rows, cfg.split_cols, bool(trans)))
 
     def launch_pair(self, stream, da, eb, sums) -> None:
-        """``sums[g] = sum_{p+q=g} da[p] @ eb[q].T`` (int32); the caller bounds k."""
+        """``sums[g] = sum_{p+q=g} da[p] @ eb[q].T`` (int32); the caller bounds k.
+
+        One launch per k panel of ``config.pair_k_panel``, later panels adding into ``sums``:
+        within a panel the GROUP_M row tiles of A and the B tiles they share stay in L2
+        across the pairs of a group (the whole k of a large problem does not fit there).
+        """
         cfg = self.config
-        key = self._key("pair", da, eb, sums)
-        grid = self._cache.get(key)
-        if grid is None:
-            grid = self._cache[key] = self._pair_grid(da.shape[1], eb.shape[1])
-        ct.launch(stream, grid, self._pair, (da, eb, sums, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m, cfg.pair_latency))
+        k = da.shape[2]
+        width = cfg.pair_k_panel or max(k, 1)
+        for k0 in range(0, max(k, 1), width):
+            a, b = da[:, :, k0:k0 + width], eb[:, :, k0:k0 + width]
+            key = self._key("pair", a, b, sums) + (a.strides, b.strides, sums.strides)
+            entry = self._cache.get(key)
+            if entry is None:
+                entry = self._cache[key] = (self._pair_grid(a.shape[1], b.shape[1]),
+                                            self.pair_index_for(a, b, sums))
+            grid, index = entry
+            self.last_pair_index = index
+            ct.launch(stream, grid, self._pair[index],
+                      (a, b, sums, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m, k0 > 0))
 
     def launch_combine(self, stream, acc, row_exps, col_exps, c) -> None:
         cfg = self.config
