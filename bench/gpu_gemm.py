@@ -141,6 +141,30 @@ def tune(cp, n, reps, configs):
     return rows
 
 
+def tune_split(cp, n, reps, tiles, slices=8):
+    """Split-kernel GB/s per (rows, cols) tile at one size, C-ordered rows and transposed rows
+    ((8 + slices) bytes per element: one FP64 read, the int8 slices written). Report only."""
+    from dataclasses import replace
+    from ozhpc.engines.cutile_engine import CutileEngine
+    from ozhpc.ozaki.scales import exponents, row_abs_max
+    a, _ = make_inputs(cp, n, 0.5, 7)
+    e, et = exponents(cp, row_abs_max(cp, a)), exponents(cp, row_abs_max(cp, a.T))
+    rows = []
+    for r, c in tiles:
+        base = CutileEngine()
+        eng = CutileEngine(config=replace(base.config, split_rows=r, split_cols=c))
+        row = {"rows": r, "cols": c}
+        for label, x, ex in (("c_order", a, e), ("transposed", a.T, et)):
+            try:
+                t = time_events(cp, lambda: eng.split(x, ex, slices), reps)
+                row[label + "_gbps"] = (8 + slices) * n * n / t / 1e9
+            except Exception as exc:
+                row[label + "_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        rows.append(row)
+        print("tune split", row, flush=True)
+    return rows
+
+
 def bench_size(cp, ozhpc, eng, n, slices_list, reps, samples, phases, seed=7):
     from ozhpc.ozaki.plan import make_plan
     from ozhpc.ozaki.scales import exponents, row_abs_max
@@ -256,6 +280,13 @@ def markdown(result) -> str:
             lines.append(f"| {cfg} | {t.get('tops', float('nan')):.0f} | "
                          f"{t.get('compile_s', float('nan')):.1f} |" if "tops" in t
                          else f"| {cfg} | failed: {t['error_message'][:80]} | |")
+    if result.get("tune_split"):
+        lines += ["", f"Split-kernel tile sweep (8 slices, n = {result.get('tune_size')}, GB/s = 16 n^2 bytes / "
+                  "time; the table above uses the config's tile):", "",
+                  "| tile | C-ordered rows GB/s | transposed rows GB/s |", "|---|---|---|"]
+        for t in result["tune_split"]:
+            lines.append(f"| {t['rows']} x {t['cols']} | {t.get('c_order_gbps', float('nan')):.0f} | "
+                         f"{t.get('transposed_gbps', float('nan')):.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -303,6 +334,8 @@ def main(argv=None) -> int:
         result["tune"] = [{k: v for k, v in r.items() if k != "_engine_args"} for r in rows]
         result["tune_size"] = args.tune_size
         print("tuned:", eng.describe(), flush=True)
+        result["tune_split"] = tune_split(cp, args.tune_size, args.reps,
+                                          [(32, 128), (16, 128), (32, 64), (64, 64), (16, 256)])
     slices = [s if s == "auto" else int(s) for s in args.slices]
     for n in args.sizes:
         row = bench_size(cp, ozhpc, eng, n, slices, args.reps, args.samples, not args.no_phases,
