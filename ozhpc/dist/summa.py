@@ -100,7 +100,7 @@ class Summa:
         (:func:`ozhpc.dist.localrank.bind_device`: node-local rank % visible devices).
     transport : str or Transport
         ``"auto"``, ``"nccl"``, ``"cuda-mpi"`` or ``"mpi-host"`` (:func:`get_transport`).
-    slices, groups : as in :func:`ozhpc.gemm`
+    slices, groups, scheme, bits : as in :func:`ozhpc.gemm`
     on_panel : callable(done, total), optional
         Called on this rank after each panel's products are accumulated (pass it on
         rank 0 only to show progress; it must be cheap).
@@ -113,7 +113,7 @@ class Summa:
 
     def __init__(self, grid: ProcessGrid, m: int, n: int, k: int, *, block=(256, 256), kb: int | None = None,
                  engine="numpy", transport="auto", slices="auto", groups="auto", on_panel=None,
-                 transport_options: dict | None = None):
+                 transport_options: dict | None = None, scheme="ozaki1", bits="auto"):
         mb, nb = (block, block) if isinstance(block, int) else (int(block[0]), int(block[1]))
         if isinstance(engine, str) and engine != "numpy":
             from .localrank import bind_device
@@ -134,6 +134,7 @@ class Summa:
         self.c_layout = BlockCyclic(m, n, mb, nb, p, q)
         self.transport = get_transport(transport, grid, self.engine, **(transport_options or {}))
         self.slices, self.groups = slices, groups
+        self.scheme, self.bits = scheme, bits
         self.on_panel = on_panel
         self.info: SummaInfo | None = None
 
@@ -167,7 +168,7 @@ class Summa:
         e = exponents(xp, eng.asarray(_allreduce(g.row_comm, eng.to_host(row_abs_max(xp, a_loc)), MPI.MAX)))
         f = exponents(xp, eng.asarray(_allreduce(g.col_comm, eng.to_host(row_abs_max(xp, b_loc)), MPI.MAX)))
         local = np.zeros(2, dtype=np.int64)
-        if self.slices == "auto":
+        if (self.bits if self.scheme == "ozaki2" else self.slices) == "auto":
             def summed_over(comm):
                 return lambda counts: eng.asarray(_allreduce(comm, eng.to_host(counts), MPI.SUM))
             local[0] = max(spread_bits(xp, entry_gaps(xp, a_loc, e), summed_over(g.row_comm)),
@@ -175,14 +176,14 @@ class Summa:
         local[1] = special.has_nonfinite(xp, a_loc) or special.has_nonfinite(xp, b_loc)
         spread, nonfinite = (int(v) for v in _allreduce(g.comm, local, MPI.MAX))
         nonfinite = bool(nonfinite)
-        plan = make_plan(self.slices, self.groups, spread)
+        plan = make_plan(self.slices, self.groups, spread, scheme=self.scheme, bits=self.bits, k=self.k)
         check_k(plan, self.k)
         clock.lap("scales")
 
         # 3. split own blocks once.
         s = plan.slices
-        da = eng.split(special.finite_part(xp, a_loc), e, s)
-        eb = eng.split(special.finite_part(xp, b_loc), f, s)
+        da = plan.split(eng, special.finite_part(xp, a_loc), e)
+        eb = plan.split(eng, special.finite_part(xp, b_loc), f)
         ca = special.classify(xp, a_loc) if nonfinite else None
         cb = special.classify(xp, b_loc) if nonfinite else None
         del a_loc, b_loc
@@ -190,7 +191,7 @@ class Summa:
 
         # 4. panel loop.
         m_loc, n_loc = self.c_layout.local_shape(*g.coords)
-        acc = eng.zeros_accumulator(plan.groups, m_loc, n_loc, slices=s, k=self.k)
+        acc = plan.zeros(eng, m_loc, n_loc, self.k)
         counts = special.zeros_counts(xp, m_loc, n_loc) if nonfinite else None
         depth = s + (1 if nonfinite else 0)
         nk = self.panels
@@ -220,7 +221,7 @@ class Summa:
             if fail_here and t == nk // 2:
                 raise RuntimeError(f"simulated failure on rank {g.rank} at panel {t} ({FAIL_ENV})")
             timer.start()
-            eng.accumulate(acc, pa[:s], pb[:s])
+            plan.accumulate(eng, acc, pa[:s], pb[:s])
             if nonfinite:
                 special.accumulate_counts(xp, counts, pa[s], pb[s])
             timer.stop()
@@ -231,7 +232,7 @@ class Summa:
         clock.lap("multiply")
 
         # 5. one combine, special values, alpha/beta.
-        ab = eng.combine(acc, e, f)
+        ab = plan.combine(eng, acc, e, f)
         del acc
         if nonfinite:
             ab = special.apply_counts(xp, ab, counts)
@@ -348,7 +349,7 @@ def _allreduce(comm, array, op):
 
 def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
               block=(64, 64), kb=None, slices="auto", groups="auto", engine="numpy", transport="auto",
-              on_panel=None, info=False):
+              on_panel=None, info=False, scheme="ozaki1", bits="auto"):
     """Distributed product of global arrays that EVERY rank holds (tests, small problems).
 
     Returns C as a :class:`DistMatrix` (``.gather()`` for the whole matrix), or
@@ -360,7 +361,7 @@ def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=Fa
     if k != kb2:
         raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb2}x{n}")
     with Summa(grid, m, n, k, block=block, kb=kb, engine=engine, transport=transport, slices=slices,
-               groups=groups, on_panel=on_panel) as plan:
+               groups=groups, on_panel=on_panel, scheme=scheme, bits=bits) as plan:
         a, bt, c = plan.distribute(A, B, C if beta != 0.0 else None, transa=transa, transb=transb)
         out = plan(a, bt, c, alpha=alpha, beta=beta)
         return (out, plan.info) if info else out

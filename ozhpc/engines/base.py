@@ -4,7 +4,11 @@ An engine owns an array module (``xp``: numpy or cupy) and implements
 
 * ``split``: FP64 rows -> int8 digit slices (given the per-row exponents),
 * ``accumulate``: exact slice-pair products summed into group accumulators,
-* ``combine``: the one fixed-order FP64 rounding of the group accumulators.
+* ``combine``: the one fixed-order FP64 rounding of the group accumulators,
+
+and for Ozaki scheme II (:mod:`ozhpc.engines.crt`) ``residues`` (FP64 rows -> int8
+balanced residues, one slice per modulus), ``accumulate(..., diagonal=True)`` (one product
+per modulus) and ``combine(..., crt=tables)`` (the CRT reconstruction).
 
 Everything else (scales, slice-count choice, special values, alpha/beta, the
 distributed panel loop) is written once in :mod:`ozhpc.ozaki` and
@@ -76,8 +80,15 @@ class Engine(ABC):
         """
 
     @abstractmethod
-    def accumulate(self, acc, da, eb) -> None:
-        """``acc[g] += sum_{p+q=g} da[p] @ eb[q].T`` exactly, for ``g < len(acc)``.
+    def residues(self, x, exps, crt):
+        """Balanced residues of ``X = rint(x * 2**(crt.bits - e_i))`` modulo each of the
+        ``crt.count`` moduli (:mod:`ozhpc.engines.crt`): int8 ``(crt.count, rows, cols)``.
+        """
+
+    @abstractmethod
+    def accumulate(self, acc, da, eb, *, diagonal: bool = False) -> None:
+        """``acc[g] += sum_{p+q=g} da[p] @ eb[q].T`` exactly, for ``g < len(acc)``
+        (``diagonal``: ``acc[g] += da[g] @ eb[g].T``, the residue products of scheme II).
 
         ``da`` is int8 ``(s, m, kb)``, ``eb`` int8 ``(s, n, kb)`` (B's slices stored
         k-contiguous, i.e. slices of B transposed), ``acc`` float64 ``(d, m, n)``
@@ -85,31 +96,34 @@ class Engine(ABC):
         """
 
     @abstractmethod
-    def combine(self, acc, row_exps, col_exps):
+    def combine(self, acc, row_exps, col_exps, *, crt=None):
         """FP64 ``ldexp(sum_g acc[g] * 2**group_weight_exponent(g), e_i + f_j)``.
 
         The sum runs from the last group down to group 0 (smallest terms first),
         each term exact, so the only roundings are the d-1 additions and the final
-        scaling, in this order on every engine.
+        scaling, in this order on every engine. With ``crt`` (scheme II): the CRT
+        reconstruction of :mod:`ozhpc.engines.crt`, scaled by ``2**(e_i + f_j + crt.shift)``.
         """
 
-    def multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps):
+    def multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, *, crt=None):
         """Pair products over the whole k, then :meth:`combine` (the single-panel case).
 
         Must give the same bits as the three steps below, which is all this default
-        does; an engine may fuse them (e.g. skip the group accumulators).
+        does; an engine may fuse them (e.g. skip the group accumulators). ``crt``:
+        scheme II (diagonal products, CRT combine).
         """
         acc = self.zeros_accumulator(ngroups, da.shape[1], eb.shape[1])
         if da.shape[2]:
-            self.accumulate(acc, da, eb)
-        return self.combine(acc, row_exps, col_exps)
+            self.accumulate(acc, da, eb, diagonal=crt is not None)
+        return self.combine(acc, row_exps, col_exps, crt=crt)
 
     def zeros_accumulator(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
-                          k: int | None = None):
+                          k: int | None = None, diagonal: bool = False):
         """Group accumulators for :meth:`accumulate` (float64 exact integers by default).
 
-        ``slices`` and ``k`` (the total k that will be accumulated) are hints: an engine may
-        return a narrower exact type when the sums provably fit (the cuTile engine: int32).
+        ``slices``, ``k`` (the total k that will be accumulated) and ``diagonal`` are hints:
+        an engine may return a narrower exact type when the sums provably fit (the cuTile
+        engine: int32).
         """
         return self.xp.zeros((ngroups, m, n), dtype=self.xp.float64)
 

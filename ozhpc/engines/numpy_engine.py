@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import crt as _crt
 from .base import BITS, Engine, group_weight_exponent
 
 PACK_K = 4096
@@ -54,7 +55,24 @@ class NumpyEngine(Engine):
             rest = down(scaled - digit)
         return out
 
-    def accumulate(self, acc, da, eb) -> None:
+    def residues(self, x, exps, crt):
+        x = np.asarray(x, dtype=np.float64)
+        out = np.empty((crt.count,) + x.shape, dtype=np.int8)
+        up, _ = _scalers(crt.bits - np.asarray(exps, dtype=np.int64).reshape(-1, 1))
+        big = np.rint(up(x))                    # X: an exact FP64 integer, |X| <= 2**bits
+        high = np.rint(big * (1.0 / _crt.SPLIT))
+        low = big - high * _crt.SPLIT           # X = high * 2**52 + low, both below 2**52
+        for l, row in enumerate(crt.moduli):
+            out[l] = _balanced(_balanced(high, row) * row[4] + _balanced(low, row), row)
+        return out
+
+    def accumulate(self, acc, da, eb, *, diagonal: bool = False) -> None:
+        if diagonal:  # |residue| <= 128: BLAS partial sums stay exact integers for k < 2**39
+            for k0 in range(0, da.shape[2], PACK_K):
+                for g in range(acc.shape[0]):
+                    acc[g] += (da[g, :, k0:k0 + PACK_K].astype(np.float64)
+                               @ eb[g, :, k0:k0 + PACK_K].astype(np.float64).T)
+            return
         s, ngroups = da.shape[0], acc.shape[0]
         for k0 in range(0, da.shape[2], PACK_K):
             a64 = da[:, :, k0:k0 + PACK_K].astype(np.float64)
@@ -72,7 +90,9 @@ class NumpyEngine(Engine):
                     acc[p + q_hi] += high
                     acc[p + q_lo] += packed - high * PACK_SCALE
 
-    def combine(self, acc, row_exps, col_exps):
+    def combine(self, acc, row_exps, col_exps, *, crt=None):
+        if crt is not None:
+            return _crt_combine(acc, row_exps, col_exps, crt)
         d = acc.shape[0]
         total = np.zeros(acc.shape[1:], dtype=np.float64)
         for g in range(d - 1, -1, -1):
@@ -81,3 +101,50 @@ class NumpyEngine(Engine):
                  + np.asarray(col_exps, dtype=np.int64)[None, :])
         with np.errstate(over="ignore"):  # an overflowing product is inf, as in DGEMM
             return np.ldexp(total, scale)
+
+
+def _balanced(y, row):
+    """Balanced residue of exact FP64 integers ``|y| < 2**53`` modulo ``row[0]``
+    (``row`` = one line of :attr:`CrtTables.moduli`). Two reductions, then the canonical
+    range: the result is unique, so any engine's rounding of the quotients gives the same."""
+    p, inv_p, lo, hi = row[0], row[1], row[2], row[3]
+    r = y - np.rint(y * inv_p) * p
+    r = r - np.rint(r * inv_p) * p
+    r = np.where(r > hi, r - p, r)
+    return np.where(r < lo, r + p, r)
+
+
+CRT_ROWS = 512
+"""Rows of C per CRT block: the PIECES partial sums take 7 x 8 bytes per entry."""
+
+
+def _crt_combine(acc, row_exps, col_exps, crt):
+    """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` (the reference order)."""
+    n_mod, m, n = acc.shape
+    scale = (np.asarray(row_exps, dtype=np.int64)[:, None]
+             + np.asarray(col_exps, dtype=np.int64)[None, :] + crt.shift)
+    out = np.empty((m, n), dtype=np.float64)
+    unit = 2.0 ** _crt.PIECE_BITS
+    for i0 in range(0, m, CRT_ROWS):
+        sums = acc[:, i0:i0 + CRT_ROWS].astype(np.float64)
+        pieces = np.zeros((_crt.PIECES,) + sums.shape[1:], dtype=np.float64)
+        for l in range(n_mod):
+            r = _balanced(sums[l], crt.moduli[l])
+            for t in range(_crt.PIECES):
+                pieces[t] += r * crt.weights[l, t]
+        x = pieces[0]
+        for t in range(1, _crt.PIECES):
+            x = x * unit + pieces[t]
+        quotient = np.rint(x * crt.inv_m)
+        for t in range(_crt.PIECES):
+            pieces[t] -= quotient * crt.m_pieces[t]
+        for t in range(_crt.PIECES - 1, 0, -1):
+            carry = np.rint(pieces[t] * (1.0 / unit))
+            pieces[t] -= carry * unit
+            pieces[t - 1] += carry
+        total = pieces[_crt.PIECES - 1]
+        for t in range(_crt.PIECES - 2, -1, -1):
+            total = total + pieces[t] * 2.0 ** (_crt.PIECE_BITS * (_crt.PIECES - 1 - t))
+        with np.errstate(over="ignore"):
+            out[i0:i0 + CRT_ROWS] = np.ldexp(total, scale[i0:i0 + CRT_ROWS])
+    return out

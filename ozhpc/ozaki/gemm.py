@@ -1,4 +1,4 @@
-"""The Ozaki-I product on one process: ``C = alpha * op(A) @ op(B) + beta * C``.
+"""The Ozaki product (scheme I or II) on one process: ``C = alpha * op(A) @ op(B) + beta * C``.
 
 The steps here (scales -> plan -> split -> pair products -> combine -> special
 values -> alpha/beta) are the same ones the distributed driver runs, with the
@@ -14,7 +14,7 @@ import numpy as np
 from ..engines import Engine, get_engine
 from ..errors import InputError
 from . import special
-from .plan import SlicePlan, make_plan
+from .plan import ModularPlan, SlicePlan, make_plan
 from .scales import entry_gaps, exponents, row_abs_max, spread_bits
 
 
@@ -39,6 +39,9 @@ class GemmInfo:
     rounding_bound: float
     nonfinite_inputs: bool
     seconds: dict = field(default_factory=dict)
+    scheme: str = "ozaki1"
+    bits: int = 0
+    """Bits per operand entry: 7 x slices (scheme I), the integer width (scheme II)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -91,7 +94,7 @@ class Stopwatch:
 
 
 def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
-         slices="auto", groups="auto", engine="auto", info=False):
+         slices="auto", groups="auto", engine="auto", scheme="ozaki1", bits="auto", info=False):
     """FP64 ``alpha * op(A) @ op(B) + beta * C`` by the Ozaki scheme, exact up to one final rounding.
 
     Parameters
@@ -108,6 +111,12 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
         Keep slice pairs with ``p + q < groups``: "auto" = slices (the triangle),
         "all" = every pair (``2*slices - 1``), fewer for a faster, less accurate product.
     engine : "auto", "numpy", "cutile" or an Engine
+    scheme : "ozaki1" or "ozaki2"
+        Ozaki scheme I (int8 digit slices, the triangle of slice pairs) or II (integers
+        modulo coprimes <= 256, one int8 GEMM per modulus: fewer GEMMs for FP64 accuracy).
+        Each gives the same bits on every engine and grid; the two schemes differ.
+    bits : "auto" or int
+        Scheme II only: integer bits per entry; "auto" as for ``slices``.
     info : bool
         Also return a :class:`GemmInfo`.
 
@@ -143,15 +152,15 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     e = exponents(xp, row_abs_max(xp, a_rows))
     f = exponents(xp, row_abs_max(xp, b_rows))
     spread = 0
-    if slices == "auto":
+    if (bits if scheme == "ozaki2" else slices) == "auto":
         spread = max(spread_bits(xp, entry_gaps(xp, a_rows, e)), spread_bits(xp, entry_gaps(xp, b_rows, f)))
-    plan = make_plan(slices, groups, spread)
+    plan = make_plan(slices, groups, spread, scheme=scheme, bits=bits, k=k)
     check_k(plan, k)
     nonfinite = special.has_nonfinite(xp, a_rows) or special.has_nonfinite(xp, b_rows)
-    da = eng.split(special.finite_part(xp, a_rows), e, plan.slices)
-    eb = eng.split(special.finite_part(xp, b_rows), f, plan.slices)
+    da = plan.split(eng, special.finite_part(xp, a_rows), e)
+    eb = plan.split(eng, special.finite_part(xp, b_rows), f)
     clock.lap("split")
-    ab = eng.multiply_combine(da, eb, plan.groups, e, f)
+    ab = plan.multiply_combine(eng, da, eb, e, f)
     clock.lap("multiply")
     if nonfinite:
         counts = special.zeros_counts(xp, m, n)
@@ -166,16 +175,18 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     return out, make_info(plan, eng, m, n, k, spread, nonfinite, clock.seconds)
 
 
-def check_k(plan: SlicePlan, k: int) -> None:
+def check_k(plan: SlicePlan | ModularPlan, k: int) -> None:
     """Refuse a k whose group sums could leave the exact FP64 integers (the same on every rank)."""
     if k > plan.max_exact_k():
-        raise InputError(f"k = {k} is too long for exact accumulation with {plan.slices} slices "
-                         f"and {plan.groups} groups (at most {plan.max_exact_k()})")
+        what = (f"{plan.slices} slices and {plan.groups} groups" if plan.scheme == "ozaki1"
+                else f"scheme ozaki2 ({plan.bits} bits)")
+        raise InputError(f"k = {k} is too long for exact accumulation with {what} "
+                         f"(at most {plan.max_exact_k()})")
 
 
-def make_info(plan: SlicePlan, eng: Engine, m, n, k, spread, nonfinite, seconds) -> GemmInfo:
+def make_info(plan: SlicePlan | ModularPlan, eng: Engine, m, n, k, spread, nonfinite, seconds) -> GemmInfo:
     return GemmInfo(m=m, n=n, k=k, engine=eng.name, slices=plan.slices, groups=plan.groups,
                     pair_gemms=plan.pair_gemms, spread_bits=spread,
                     truncation_bound=float(plan.truncation_bound(k)),
-                    rounding_bound=plan.groups * 2.0**-53, nonfinite_inputs=nonfinite,
-                    seconds=dict(seconds))
+                    rounding_bound=plan.rounding_bound, nonfinite_inputs=nonfinite,
+                    seconds=dict(seconds), scheme=plan.scheme, bits=plan.bits)

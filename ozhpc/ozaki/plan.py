@@ -1,11 +1,24 @@
-"""How many slices and groups a call uses, what that costs, and what it guarantees."""
+"""Which scheme, how many int8 slices and groups a call uses, what that costs, what it guarantees.
+
+Two plans with one interface (``split``, ``zeros``, ``accumulate``, ``combine``,
+``multiply_combine``), so the single-process product and SUMMA run either without
+knowing which:
+
+* :class:`SlicePlan`, Ozaki scheme I: ``slices`` 7-bit digits per entry, the pairs of the
+  first ``groups`` anti-diagonals (``slices*(slices+1)/2`` int8 GEMMs for the triangle);
+* :class:`ModularPlan`, Ozaki scheme II: entries as ``bits``-bit integers, one int8 GEMM
+  per modulus (:mod:`ozhpc.engines.crt`), linear in the accuracy.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ..engines import crt as _crt
 from ..engines.base import BITS, DIGIT_MAX
 from ..errors import InputError
+
+SCHEMES = ("ozaki1", "ozaki2")
 
 FP64_BITS = 53
 AUTO_MARGIN_BITS = -3
@@ -26,6 +39,7 @@ class SlicePlan:
 
     slices: int
     groups: int
+    scheme = "ozaki1"
 
     # InputError (a ValueError): a bad count is the user's option, and every rank of a
     # distributed run builds the same plan, so all of them raise it alike.
@@ -44,10 +58,34 @@ class SlicePlan:
     def pair_gemms(self) -> int:
         return sum(len(self.pairs(g)) for g in range(self.groups))
 
+    @property
+    def bits(self) -> int:
+        return BITS * self.slices
+
+    @property
+    def rounding_bound(self) -> float:
+        return self.groups * 2.0**-53
+
     def max_exact_k(self) -> int:
         """Largest total k for which every group accumulator stays an exact FP64 integer."""
         widest = max(len(self.pairs(g)) for g in range(self.groups))
         return (2**FP64_BITS - 1) // (widest * DIGIT_MAX**2)
+
+    # -- the steps, on an engine ------------------------------------------------------------
+    def split(self, eng, x, exps):
+        return eng.split(x, exps, self.slices)
+
+    def zeros(self, eng, m: int, n: int, k: int):
+        return eng.zeros_accumulator(self.groups, m, n, slices=self.slices, k=k)
+
+    def accumulate(self, eng, acc, da, eb) -> None:
+        eng.accumulate(acc, da, eb)
+
+    def combine(self, eng, acc, row_exps, col_exps):
+        return eng.combine(acc, row_exps, col_exps)
+
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
+        return eng.multiply_combine(da, eb, self.groups, row_exps, col_exps)
 
     def truncation_bound(self, k: int) -> Fraction:
         """tau * k with ``|C_ij - (AB)_ij| <= 2**(e_i+f_j) * tau*k + rounding``.
@@ -67,6 +105,89 @@ class SlicePlan:
         return (dropped + 2 * (1 + r) * r + r * r) * k
 
 
+@dataclass(frozen=True)
+class ModularPlan:
+    """Ozaki scheme II: ``bits``-bit integer operands, products modulo ``moduli`` coprimes.
+
+    Every int8 GEMM is exact and the CRT gives the integer product exactly, so the only
+    error is the rounding of the operands to ``bits`` bits (:meth:`truncation_bound`) and
+    a few ulps of reconstruction (:data:`ozhpc.engines.crt.ROUNDING_ULPS`).
+    """
+
+    bits: int
+    moduli: int
+    scheme = "ozaki2"
+
+    def __post_init__(self):
+        if not _crt.MIN_BITS <= self.bits <= _crt.MAX_BITS:
+            raise InputError(f"bits must be in [{_crt.MIN_BITS}, {_crt.MAX_BITS}], got {self.bits}")
+
+    @classmethod
+    def for_k(cls, bits: int, k: int) -> "ModularPlan":
+        """The fewest moduli that hold every ``|C'_ij|`` for this (global) k."""
+        if not _crt.MIN_BITS <= bits <= _crt.MAX_BITS:
+            raise InputError(f"bits must be in [{_crt.MIN_BITS}, {_crt.MAX_BITS}], got {bits}")
+        try:
+            return cls(bits, _crt.moduli_needed(bits, k))
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
+    @property
+    def slices(self) -> int:
+        """int8 planes per operand (one residue per modulus)."""
+        return self.moduli
+
+    @property
+    def groups(self) -> int:
+        return self.moduli
+
+    @property
+    def pair_gemms(self) -> int:
+        return self.moduli
+
+    @property
+    def tables(self) -> _crt.CrtTables:
+        return _crt.crt_tables(self.bits, self.moduli)
+
+    @property
+    def rounding_bound(self) -> float:
+        return _crt.ROUNDING_ULPS * 2.0**-53
+
+    def max_exact_k(self) -> int:
+        """Largest k for which the residue sums stay exact FP64 integers (|r| <= 128; the
+        reduction needs them below 2**53 - 2**10)."""
+        return (2**FP64_BITS - 2**10) // _crt.RESIDUE_MAX**2
+
+    def truncation_bound(self, k: int) -> Fraction:
+        """tau * k: ``a = (X + d) 2**(e - bits)`` with ``|X| <= 2**bits``, ``|d| <= 1/2``, so each
+        of the k products is off by at most ``(2**bits + 1/4) 2**(e + f - 2 bits)``."""
+        return (Fraction(1, 2**self.bits) + Fraction(1, 2 ** (2 * self.bits + 2))) * k
+
+    def split(self, eng, x, exps):
+        return eng.residues(x, exps, self.tables)
+
+    def zeros(self, eng, m: int, n: int, k: int):
+        return eng.zeros_accumulator(self.moduli, m, n, k=k, diagonal=True)
+
+    def accumulate(self, eng, acc, da, eb) -> None:
+        eng.accumulate(acc, da, eb, diagonal=True)
+
+    def combine(self, eng, acc, row_exps, col_exps):
+        return eng.combine(acc, row_exps, col_exps, crt=self.tables)
+
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
+        return eng.multiply_combine(da, eb, self.moduli, row_exps, col_exps, crt=self.tables)
+
+
+AUTO_BITS_MARGIN = -3
+"""Bits added to ``53 + spread`` by scheme II's "auto" (bench/accuracy.py measures it)."""
+
+
+def auto_bits(spread: int) -> int:
+    """Integer bits that carry the median entry of the widest row to FP64 accuracy (scheme II)."""
+    return max(_crt.MIN_BITS, min(_crt.MAX_BITS, FP64_BITS + spread + AUTO_BITS_MARGIN))
+
+
 def auto_slices(spread: int) -> int:
     """Slices that keep the truncation below the final FP64 rounding.
 
@@ -79,8 +200,29 @@ def auto_slices(spread: int) -> int:
     return max(MIN_SLICES, min(MAX_SLICES, -(-need // BITS)))
 
 
-def make_plan(slices, groups, spread: int) -> SlicePlan:
-    """Resolve the user's ``slices`` ("auto" or int) and ``groups`` ("auto", "all" or int)."""
+def make_plan(slices, groups, spread: int, *, scheme: str = "ozaki1", bits="auto", k: int = 0):
+    """Resolve the user's options into a plan (the same on every rank: all inputs are global).
+
+    ``scheme`` "ozaki1": ``slices`` ("auto" or int) and ``groups`` ("auto", "all" or int);
+    ``bits`` must be "auto". "ozaki2": ``bits`` ("auto" or int) and the global ``k``;
+    ``slices`` and ``groups`` must be "auto".
+    """
+    if scheme not in SCHEMES:
+        raise InputError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    if scheme == "ozaki2":
+        for name, value in (("slices", slices), ("groups", groups)):
+            if value not in ("auto", None):
+                raise InputError(f"{name} applies to scheme ozaki1; scheme ozaki2 takes bits "
+                                 f"(got {name}={value!r})")
+        if bits == "auto":
+            b = auto_bits(spread)
+        elif isinstance(bits, int) and not isinstance(bits, bool):
+            b = bits
+        else:
+            raise InputError(f"bits must be 'auto' or an integer, got {bits!r}")
+        return ModularPlan.for_k(b, k)
+    if bits not in ("auto", None):
+        raise InputError(f"bits applies to scheme ozaki2; scheme ozaki1 takes slices (got bits={bits!r})")
     if slices == "auto":
         s = auto_slices(spread)
     elif isinstance(slices, int) and not isinstance(slices, bool):

@@ -1,0 +1,149 @@
+"""Ozaki scheme II: the modular (CRT) representation shared by every engine.
+
+Each operand row is scaled to integers, ``X_ij = rint(a_ij * 2**(bits - e_i))``
+(``|X| <= 2**bits``, an exact FP64 integer: below 2**53 by the rint, above it because
+an FP64 value that large has no fraction bits). The product of the integer matrices,
+``C' = X Y^T``, is computed modulo pairwise coprime moduli ``p_l <= 256``: one int8 GEMM
+per modulus on the balanced residues (``|r| <= 128``), exact in int32. The Chinese
+remainder theorem gives ``C'`` back exactly when ``|C'| < M/4`` (``M = prod p_l``; the
+extra factor of two makes the quotient below unambiguous). Then ``C = C' * 2**(e_i+f_j-2 bits)``.
+
+Reconstruction, the same operations on every engine (:func:`ozhpc.engines.numpy_engine`
+is the reference), with ``W_l = (M/p_l) * ((M/p_l)**-1 mod p_l) mod M`` and every big
+integer held as ``PIECES`` FP64 pieces of ``PIECE_BITS`` bits (most significant first):
+
+1. ``r_l = balanced(S_l mod p_l)`` for the group sums ``S_l``;
+2. ``s_t = sum_l r_l * W_l[t]``: exact integers (each term < 2**43, at most 32 terms);
+3. ``K = rint(x / M)`` with ``x`` = the pieces ``s`` summed in FP64: ``x = K*M + C'``
+   and ``|C'| < M/4``, so the rounding errors of ``x`` (relative 2**-50) cannot move
+   ``K`` (on every engine, FMA or not);
+4. ``P_t = s_t - K * M[t]`` (exact), carries propagated from the least significant piece
+   (``c = rint(P_t / 2**PIECE_BITS)``, exact) so every piece but the first is balanced;
+5. ``total = P_6 + P_5 * 2**36 + ...`` added from the least significant piece (each
+   product exact, so an FMA rounds like a multiply and an add), then one exact-or-once
+   rounded ``ldexp(total, e_i + f_j - 2 bits)``.
+
+The result differs from the correctly rounded ``C' * 2**(...)`` by at most a few ulps
+(:data:`ROUNDING_ULPS`), and it is the same bits on every engine, grid and panel width:
+``C'`` is exact whatever the order of the k sums, and the moduli (hence ``M`` and the
+pieces) depend on ``bits`` and the global ``k`` alone.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+PIECE_BITS = 36
+PIECES = 7
+"""Big integers (M, the CRT weights) as 7 pieces of 36 bits: M < 2**252."""
+
+RESIDUE_MAX = 128
+"""Largest |balanced residue| (modulus 256 gives -128..127; odd moduli at most 127)."""
+
+MIN_BITS, MAX_BITS = 8, 100
+"""Integer bits per operand entry. At most two FP64 integers (the residue step splits X
+into ``H * 2**52 + L``), and ``2 * 100 + log2 k + 2`` bits of M stay below 2**252 for
+every k an FP64 accumulator can take (k < 2**39)."""
+
+SPLIT = 2.0**52
+
+
+def _coprime_moduli(limit: int = 256, count: int = 64) -> tuple[int, ...]:
+    """Pairwise coprime integers from ``limit`` down, greedily (largest first: fewest GEMMs)."""
+    out: list[int] = []
+    for p in range(limit, 1, -1):
+        if all(math.gcd(p, q) == 1 for q in out):
+            out.append(p)
+            if len(out) == count:
+                break
+    return tuple(out)
+
+
+MODULI = _coprime_moduli()
+"""256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, ... (log2 of the
+product grows by 7.4-8 bits per modulus)."""
+
+
+def balanced_range(p: int) -> tuple[int, int]:
+    """Canonical residues ``lo..hi`` of modulus ``p``: ``-(p//2) .. p-1-p//2``."""
+    return -(p // 2), p - 1 - p // 2
+
+
+def product_bound(bits: int, k: int) -> int:
+    """Largest ``|C'_ij| = |sum_k X_ik Y_jk|`` with ``|X|, |Y| <= 2**bits``."""
+    return max(k, 1) * 4**bits
+
+
+def moduli_needed(bits: int, k: int) -> int:
+    """Fewest moduli (from the front of :data:`MODULI`) with ``M > 4 * product_bound``."""
+    need, m = 4 * product_bound(bits, k), 1
+    for count, p in enumerate(MODULI, 1):
+        m *= p
+        if m > need:
+            return count
+    raise ValueError(f"{bits} bits and k = {k} need more than {len(MODULI)} moduli")
+
+
+def _pieces(value: int) -> list[float]:
+    """``value`` (0 <= value < 2**(PIECES*PIECE_BITS)) as PIECES exact FP64 integers, most significant first."""
+    mask = (1 << PIECE_BITS) - 1
+    return [float((value >> (PIECE_BITS * (PIECES - 1 - t))) & mask) for t in range(PIECES)]
+
+
+@dataclass(frozen=True)
+class CrtTables:
+    """Constants of one (bits, moduli count) choice, as the kernels read them.
+
+    ``moduli`` float64 ``(N, 5)``: ``p, fl(1/p), lo, hi, balanced(2**52 mod p)``;
+    ``weights`` float64 ``(N, PIECES)``: the pieces of ``W_l``; ``m_pieces`` float64
+    ``(PIECES,)``: the pieces of ``M``; ``inv_m``: ``fl(1/M)``; ``shift = -2 * bits``.
+    """
+
+    bits: int
+    count: int
+    moduli: np.ndarray
+    weights: np.ndarray
+    m_pieces: np.ndarray
+    inv_m: float
+
+    @property
+    def shift(self) -> int:
+        return -2 * self.bits
+
+    @property
+    def primes(self) -> tuple[int, ...]:
+        return MODULI[:self.count]
+
+
+@lru_cache(maxsize=64)
+def crt_tables(bits: int, count: int) -> CrtTables:
+    if not MIN_BITS <= bits <= MAX_BITS:
+        raise ValueError(f"bits must be in [{MIN_BITS}, {MAX_BITS}], got {bits}")
+    if not 1 <= count <= len(MODULI):
+        raise ValueError(f"moduli count must be in [1, {len(MODULI)}], got {count}")
+    ps = MODULI[:count]
+    big_m = math.prod(ps)
+    if big_m >= 2 ** (PIECES * PIECE_BITS):
+        raise ValueError(f"{count} moduli exceed the {PIECES * PIECE_BITS}-bit reconstruction")
+    mod = np.empty((count, 5), dtype=np.float64)
+    weights = np.empty((count, PIECES), dtype=np.float64)
+    for i, p in enumerate(ps):
+        lo, hi = balanced_range(p)
+        c52 = (2**52) % p
+        c52 = c52 - p if c52 > hi else c52
+        mod[i] = (p, 1.0 / p, lo, hi, c52)
+        ml = big_m // p
+        weights[i] = _pieces(ml * pow(ml, -1, p) % big_m)
+    for a in (mod, weights):
+        a.setflags(write=False)
+    m_pieces = np.array(_pieces(big_m), dtype=np.float64)
+    m_pieces.setflags(write=False)
+    return CrtTables(bits, count, mod, weights, m_pieces, 1.0 / big_m)
+
+
+ROUNDING_ULPS = 3
+"""Bound on the reconstruction's rounding, in units of 2**-53 |C|: the piece additions
+(partial sums never exceed |C'| by more than a factor 1 + 2**-35) and the final scaling."""
