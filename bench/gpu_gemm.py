@@ -3,7 +3,8 @@
     python3 bench/gpu_gemm.py --sizes 4096 8192 16384 --out bench/results/run
 
 For each n (phi = 0.5 inputs, ``(rand - 0.5) * exp(0.5 * randn)``): cuBLAS DGEMM
-TFLOP/s (CuPy), ozhpc TFLOP/s for slices 6, 7, 8 and "auto", the time per phase,
+TFLOP/s (CuPy), ozhpc TFLOP/s for scheme I with slices 6, 7, 8 and "auto" and scheme II
+(``--bits``, default "auto"), the time per phase,
 the int8 rate of the pair kernel, and the error of ozhpc and cuBLAS against an exact
 reference on sampled entries (exact integer sums). Correctness is checked before any
 timing; times are medians. ``--emulation`` adds cuBLAS's own FP64 emulation
@@ -165,7 +166,8 @@ def tune_split(cp, n, reps, tiles, slices=8):
     return rows
 
 
-def bench_size(cp, ozhpc, eng, n, slices_list, reps, samples, phases, seed=7):
+def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
+    """``methods``: (scheme, slices-or-bits) pairs."""
     from ozhpc.ozaki.plan import make_plan
     from ozhpc.ozaki.scales import exponents, row_abs_max
     a, b = make_inputs(cp, n, 0.5, seed)
@@ -178,24 +180,26 @@ def bench_size(cp, ozhpc, eng, n, slices_list, reps, samples, phases, seed=7):
     row["dgemm_tflops"] = flops / row["dgemm_seconds"] / 1e12
     del c
     row["ozaki"] = []
-    for s in slices_list:
-        out, info = ozhpc.gemm(a, b, slices=s, engine=eng, info=True)   # correctness first
+    for scheme, s in methods:
+        opts = dict(slices=s) if scheme == "ozaki1" else dict(scheme="ozaki2", bits=s)
+        out, info = ozhpc.gemm(a, b, engine=eng, info=True, **opts)   # correctness first
         err = sampled_error(cp, out, idx, ref)
         if not err < 1e-10:
-            raise SystemExit(f"n={n} slices={s}: error {err:.3g} -- wrong result, not timing")
+            raise SystemExit(f"n={n} {scheme} {s}: error {err:.3g} -- wrong result, not timing")
         del out
         walls, phase_runs = [], []
         for _ in range(reps):
             cp.cuda.runtime.deviceSynchronize()
             t0 = time.perf_counter()
-            out, info = ozhpc.gemm(a, b, slices=s, engine=eng, info=True)
+            out, info = ozhpc.gemm(a, b, engine=eng, info=True, **opts)
             cp.cuda.runtime.deviceSynchronize()
             walls.append(time.perf_counter() - t0)
             phase_runs.append(info.seconds)
             del out
         t = statistics.median(walls)
         ph = {k: statistics.median(r[k] for r in phase_runs) for k in phase_runs[0]}
-        entry = {"slices": s, "used_slices": info.slices, "pair_gemms": info.pair_gemms,
+        entry = {"scheme": scheme, "slices": s, "used_slices": info.slices, "bits": info.bits,
+                 "pair_gemms": info.pair_gemms,
                  "seconds": t, "tflops": flops / t / 1e12, "vs_dgemm": row["dgemm_seconds"] / t,
                  "error": err, "phases": ph, "path": eng.last_path, "blocks": eng.last_blocks,
                  "pair_index": eng.launcher.last_pair_index,
@@ -203,12 +207,13 @@ def bench_size(cp, ozhpc, eng, n, slices_list, reps, samples, phases, seed=7):
         if phases:
             # Kernel-level times with CUDA events: split of A, fused pair+combine, and
             # (when the accumulators fit) the unfused pair kernel and combine kernel.
-            plan = make_plan(info.slices, "auto", 0)
+            plan = (make_plan(info.slices, "auto", 0) if scheme == "ozaki1"
+                    else make_plan("auto", "auto", 0, scheme="ozaki2", bits=info.bits, k=n))
             bt = b.T
             e, f = exponents(cp, row_abs_max(cp, a)), exponents(cp, row_abs_max(cp, bt))
-            ts = time_events(cp, lambda: eng.split(a, e, plan.slices), reps)
-            da, eb = eng.split(a, e, plan.slices), eng.split(bt, f, plan.slices)
-            tf = time_events(cp, lambda: eng.multiply_combine(da, eb, plan.groups, e, f), reps)
+            ts = time_events(cp, lambda: plan.split(eng, a, e), reps)
+            da, eb = plan.split(eng, a, e), plan.split(eng, bt, f)
+            tf = time_events(cp, lambda: plan.multiply_combine(eng, da, eb, e, f), reps)
             entry.update(split_a_seconds=ts,
                          split_gbps=(8 + plan.slices) * n * n / ts / 1e9,
                          multiply_seconds=tf,
@@ -217,8 +222,9 @@ def bench_size(cp, ozhpc, eng, n, slices_list, reps, samples, phases, seed=7):
                 # The two kernels of that path alone: int32 pair sums, then combine.
                 pa, pb = eng._as_padded(da), eng._as_padded(eb)
                 sums = cp.empty((plan.groups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
-                tp = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums), reps)
-                tc = time_events(cp, lambda: eng.combine(sums, e, f), reps)
+                diagonal = scheme == "ozaki2"
+                tp = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, diagonal), reps)
+                tc = time_events(cp, lambda: plan.combine(eng, sums, e, f), reps)
                 entry.update(pair_kernel_seconds=tp,
                              pair_kernel_tops=2.0 * n**3 * plan.pair_gemms / tp / 1e12,
                              combine_seconds=tc)
@@ -239,7 +245,7 @@ def markdown(result) -> str:
              f"- tile config: {result['device']['tile_config']}",
              "- inputs: phi = 0.5, `(rand - 0.5) * exp(0.5 * randn)`; errors: max over "
              f"{result['samples']} sampled entries of |C - exact| / (|A||B|)", "",
-             "| n | method | slices (pairs) | time s | TFLOP/s | x DGEMM | error | split s | multiply s | combine s | pair TOP/s | split GB/s | pair kernel, blocks |",
+             "| n | method | slices (pairs) / bits (moduli) | time s | TFLOP/s | x DGEMM | error | split s | multiply s | combine s | pair TOP/s | split GB/s | pair kernel, blocks |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         n = row["n"]
@@ -252,8 +258,10 @@ def markdown(result) -> str:
                          f"{emu['error']:.2e} | | | | | | |")
         for o in row["ozaki"]:
             ph = o["phases"]
+            what = (f"{o['slices']}={o['used_slices']} ({o['pair_gemms']})" if o.get("scheme", "ozaki1") == "ozaki1"
+                    else f"{o['slices']}={o['bits']} bits ({o['pair_gemms']} moduli)")
             lines.append(
-                f"| {n} | ozhpc cutile | {o['slices']}={o['used_slices']} ({o['pair_gemms']}) | "
+                f"| {n} | ozhpc cutile {o.get('scheme', 'ozaki1')} | {what} | "
                 f"{o['seconds']:.4f} | {o['tflops']:.1f} | {o['vs_dgemm']:.2f} | {o['error']:.2e} | "
                 f"{ph.get('split', 0):.4f} | {ph.get('multiply', 0):.4f} | {ph.get('combine', 0):.4f} | "
                 f"{o.get('pair_tops', float('nan')):.0f} | {o.get('split_gbps', float('nan')):.0f} | "
@@ -266,8 +274,9 @@ def markdown(result) -> str:
     extra = [(row["n"], o) for row in result["rows"] for o in row["ozaki"] if "pair_kernel_seconds" in o]
     if extra:
         lines += ["", "Kernels alone (CUDA events): int32 pair kernel, combine kernel:", "",
-                  "| n | slices | pair kernel s | pair kernel TOP/s | combine kernel s |", "|---|---|---|---|---|"]
-        lines += [f"| {n} | {o['used_slices']} | {o['pair_kernel_seconds']:.4f} | "
+                  "| n | scheme | slices | pair kernel s | pair kernel TOP/s | combine kernel s |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {n} | {o.get('scheme', 'ozaki1')} | {o['used_slices']} | {o['pair_kernel_seconds']:.4f} | "
                   f"{o['pair_kernel_tops']:.0f} | {o['combine_seconds']:.4f} |" for n, o in extra]
     if result.get("tune"):
         lines += ["", f"Pair-kernel config sweep (pair kernel alone, int32 sums, n = {result.get('tune_size')}, "
@@ -293,7 +302,8 @@ def markdown(result) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 16384])
-    p.add_argument("--slices", nargs="+", default=["6", "7", "8", "auto"])
+    p.add_argument("--slices", nargs="*", default=["6", "7", "8", "auto"], help="scheme I slice counts")
+    p.add_argument("--bits", nargs="*", default=["auto"], help="scheme II bits (ozaki2)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--samples", type=int, default=20)
     p.add_argument("--phi", type=float, default=0.5)
@@ -336,9 +346,10 @@ def main(argv=None) -> int:
         print("tuned:", eng.describe(), flush=True)
         result["tune_split"] = tune_split(cp, args.tune_size, args.reps,
                                           [(32, 128), (16, 128), (32, 64), (64, 64), (16, 256)])
-    slices = [s if s == "auto" else int(s) for s in args.slices]
+    methods = ([("ozaki1", s if s == "auto" else int(s)) for s in args.slices]
+               + [("ozaki2", b if b == "auto" else int(b)) for b in args.bits])
     for n in args.sizes:
-        row = bench_size(cp, ozhpc, eng, n, slices, args.reps, args.samples, not args.no_phases,
+        row = bench_size(cp, ozhpc, eng, n, methods, args.reps, args.samples, not args.no_phases,
                          args.seed)
         if args.emulation:
             row["emulation"] = run_emulation(n, args.phi, args.seed, args.reps, args.samples)

@@ -266,3 +266,148 @@ def test_large_problem_int32_blocks_equal_int64(gpu, slices):
     want = ozhpc.gemm(a, b, slices=slices, groups="all", engine=wide)
     assert wide.launcher.last_pair_index == "int64" and wide.last_blocks == (1, 1)
     assert bool(cp.all(got.view(cp.int64) == want.view(cp.int64)))
+
+
+# ------------------------------------------------------------------ scheme II (CRT)
+def _residues_both(gpu, x, bits, count=None):
+    from ozhpc.engines import crt
+    engine, cp = gpu
+    e = exponents(np, row_abs_max(np, x))
+    tables = crt.crt_tables(bits, count or crt.moduli_needed(bits, x.shape[1]))
+    return engine, cp, e, tables, NumpyEngine().residues(x, e, tables)
+
+
+@pytest.mark.parametrize("bits", [8, 30, 53, 60, 90, 100])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_residue_bits(gpu, bits, layout):
+    x = phi_matrix(np.random.default_rng(21), 157, 301, 2.0)
+    engine, cp, e, tables, want = _residues_both(gpu, x, bits)
+    xd = cp.asarray(x)
+    if layout == "F":
+        xd = cp.asfortranarray(xd)
+    elif layout == "strided":
+        xd = cp.asarray(np.repeat(x, 2, axis=1))[:, ::2]
+    assert_same_bits(cp.asnumpy(engine.residues(xd, cp.asarray(e), tables)), want)
+
+
+def test_residue_edge_values(gpu):
+    rng = np.random.default_rng(22)
+    x = np.stack([
+        (rng.integers(-2**20, 2**20, 64) + 0.5) * 2.0**-30,      # ties after scaling
+        rng.standard_normal(64) * 2.0**-1060,                    # subnormal row
+        np.full(64, 5e-324) * rng.integers(-3, 4, 64),
+        rng.standard_normal(64) * 2.0**1020,                     # near overflow
+        np.concatenate([[1.7e308], rng.standard_normal(63) * 1e-300]),
+        np.zeros(64),
+        np.concatenate([[2.0**-1022], rng.standard_normal(63) * 2.0**-1070]),
+        (127.5 / 128) * np.ones(64),
+        np.full(64, -1.0),
+    ])
+    for bits in (8, 52, 53, 54, 100):
+        engine, cp, e, tables, want = _residues_both(gpu, x, bits, count=24)
+        assert_same_bits(cp.asnumpy(engine.residues(cp.asarray(x), cp.asarray(e), tables)), want)
+
+
+@pytest.mark.parametrize("acc_dtype", ["int32", "float64"])
+def test_crt_combine_bits(gpu, acc_dtype):
+    """The reconstruction alone, on sums anywhere in the accumulator's range and scales that
+    give normal, subnormal, zero and overflowing results."""
+    from ozhpc.engines import crt
+    engine, cp = gpu
+    rng = np.random.default_rng(23)
+    m, n = 97, 130
+    for bits, count in ((53, 16), (60, 17), (100, 30)):
+        tables = crt.crt_tables(bits, count)
+        if acc_dtype == "int32":
+            acc = rng.integers(-2**31, 2**31, size=(count, m, n), dtype=np.int64).astype(np.int32)
+        else:
+            acc = rng.integers(-2**52, 2**52, size=(count, m, n), dtype=np.int64).astype(np.float64)
+        acc[:, 0, :] = 0
+        e = rng.integers(-600, 600, m).astype(np.int32)
+        e[:4] = (-1100, -1000, 1000, 1100)
+        f = rng.integers(-600, 600, n).astype(np.int32)
+        want = NumpyEngine().combine(acc, e, f, crt=tables)
+        got = engine.combine(cp.asarray(acc), cp.asarray(e), cp.asarray(f), crt=tables)
+        assert_same_bits(cp.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("phi", [0, 0.5, 2, 4])
+@pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("bits", [40, 53, "auto"])
+def test_gemm_ozaki2_bits(gpu, phi, trans, bits):
+    engine, cp = gpu
+    m, n, k = SHAPE
+    rng = np.random.default_rng(30 + int(4 * phi))
+    ta, tb = trans
+    A = phi_matrix(rng, *((k, m) if ta else (m, k)), phi)
+    B = phi_matrix(rng, *((n, k) if tb else (k, n)), phi)
+    kw = dict(transa=ta, transb=tb, scheme="ozaki2", bits=bits, info=True)
+    want, info_w = ozhpc.gemm(A, B, engine="numpy", **kw)
+    got, info_g = ozhpc.gemm(A, B, engine=engine, **kw)
+    assert (info_g.scheme, info_g.bits, info_g.slices) == ("ozaki2", info_w.bits, info_w.slices)
+    assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize("variant", ["unfused", "chunked", "blocked", "blocked_unfused"])
+def test_ozaki2_paths(gpu, variant):
+    """Scheme II through float64 accumulators, k chunks of the int32 sums and M/N blocks."""
+    from ozhpc.engines.cutile_engine import CutileEngine
+    kwargs = {"unfused": dict(fused=False), "chunked": dict(k_limit=300),
+              "blocked": dict(memory_fraction=1e-9),
+              "blocked_unfused": dict(fused=False, memory_fraction=1e-9)}[variant]
+    engine = CutileEngine(**kwargs)
+    rng = np.random.default_rng(31)
+    A, B = phi_matrix(rng, 300, 700, 2.0), phi_matrix(rng, 700, 270, 2.0)
+    want = ozhpc.gemm(A, B, scheme="ozaki2", engine="numpy")
+    assert_same_bits(ozhpc.gemm(A, B, scheme="ozaki2", engine=engine), want)
+    assert engine.last_path == ("int32-sums" if variant == "blocked" else "float64-acc")
+
+
+@pytest.mark.parametrize("acc_kind", ["int32", "float64"])
+def test_ozaki2_panels_match_numpy(gpu, acc_kind):
+    """SUMMA's calls for scheme II: residues once, diagonal products per k panel, one CRT."""
+    from ozhpc.ozaki.plan import ModularPlan
+    engine, cp = gpu
+    ref = NumpyEngine()
+    rng = np.random.default_rng(32)
+    m, n, k = 70, 90, 400
+    a, bt = phi_matrix(rng, m, k, 1.0), phi_matrix(rng, n, k, 1.0)
+    e, f = exponents(np, row_abs_max(np, a)), exponents(np, row_abs_max(np, bt))
+    plan = ModularPlan.for_k(55, k)
+    da, eb = plan.split(ref, a, e), plan.split(ref, bt, f)
+    acc_w = plan.zeros(ref, m, n, k)
+    acc_g = plan.zeros(engine, m, n, k) if acc_kind == "int32" else engine.zeros_accumulator(plan.moduli, m, n)
+    assert str(acc_g.dtype) == acc_kind
+    for k0 in range(0, k, 150):
+        plan.accumulate(ref, acc_w, da[:, :, k0:k0 + 150], eb[:, :, k0:k0 + 150])
+        plan.accumulate(engine, acc_g, cp.asarray(da[:, :, k0:k0 + 150]), cp.asarray(eb[:, :, k0:k0 + 150]))
+    assert_same_bits(cp.asnumpy(acc_g).astype(np.float64), acc_w)
+    assert_same_bits(cp.asnumpy(plan.combine(engine, acc_g, cp.asarray(e), cp.asarray(f))),
+                     plan.combine(ref, acc_w, e, f))
+
+
+@pytest.mark.parametrize("name", ["inf_nan", "zero_rows", "subnormal_inputs", "subnormal_outputs",
+                                  "overflow", "huge_range"])
+def test_ozaki2_special_values(gpu, name):
+    engine, cp = gpu
+    A, B = _special_case(name, np.random.default_rng(6))
+    want = ozhpc.gemm(A, B, scheme="ozaki2", engine="numpy")
+    assert_same_bits(ozhpc.gemm(A, B, scheme="ozaki2", engine=engine), want)
+
+
+def test_ozaki2_large_problem_int32_blocks_equal_int64(gpu):
+    """n = 16384, 16 moduli: the int32 sums and the residue buffers exceed int32 offsets;
+    the int32 (TMA) kernel on group ranges equals the int64 kernel bit for bit."""
+    from ozhpc.engines.cutile_engine import CutileEngine
+    _, cp = gpu
+    n = 16384
+    rs = cp.random.RandomState(4)
+    a = (rs.random_sample((n, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((n, n)))
+    b = (rs.random_sample((n, n)) - 0.5) * cp.exp(0.5 * rs.standard_normal((n, n)))
+    auto, wide = CutileEngine(), CutileEngine(pair_index="int64")
+    got, info = ozhpc.gemm(a, b, scheme="ozaki2", bits=53, engine=auto, info=True)
+    # group ranges keep int32 offsets: no M/N blocks, no operand copies
+    assert info.slices == 16 and auto.launcher.last_pair_index == "int32" and auto.last_blocks == (1, 1)
+    want = ozhpc.gemm(a, b, scheme="ozaki2", bits=53, engine=wide)
+    assert wide.launcher.last_pair_index == "int64"
+    assert bool(cp.all(got.view(cp.int64) == want.view(cp.int64)))

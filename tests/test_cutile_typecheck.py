@@ -50,14 +50,25 @@ def _signatures(cfg: ck.TileConfig):
         for trans in (False, True)
     ]
     pair_args = [cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m]
-    pair = [_sig([_array(ct.int8, 3), _array(ct.int8, 3), _array(ct.int32, 3), *pair_args, accumulate])
-            for accumulate in (False, True)]
+    flags = [(accumulate, diagonal) for accumulate in (False, True) for diagonal in (False, True)]
+    pair = [_sig([_array(ct.int8, 3), _array(ct.int8, 3), _array(ct.int32, 3), *pair_args, *f])
+            for f in flags]
     pair_int64 = [_sig([_array(ct.int8, 3, big), _array(ct.int8, 3, big), _array(ct.int32, 3, big),
-                        *pair_args, accumulate]) for accumulate in (False, True)]
+                        *pair_args, *f]) for f in flags]
     combine = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                      _array(ct.float64, 2), cfg.combine_rows, cfg.combine_cols])
                for acc_dtype in (ct.float64, ct.int32)]
-    return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine}
+    residue = [
+        _sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.float64, 2), _array(ct.int8, 3, big),
+              _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans])
+        for trans in (False, True)
+    ]
+    crt = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
+                 _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
+                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols])
+           for acc_dtype in (ct.float64, ct.int32)]
+    return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine,
+            "residue": residue, "crt": crt}
 
 
 @pytest.mark.parametrize("gpu_code", GPU_CODES)
@@ -80,7 +91,8 @@ def test_config_table_is_explicit():
 def test_tiles_are_powers_of_two_and_k_bound_holds():
     for cfg in ck.CONFIGS.values():
         for v in (cfg.split_rows, cfg.split_cols, cfg.pair_m, cfg.pair_n, cfg.pair_k,
-                  cfg.combine_rows, cfg.combine_cols):
+                  cfg.combine_rows, cfg.combine_cols, cfg.crt_rows, cfg.crt_cols,
+                  cfg.residue_rows, cfg.residue_cols):
             assert v > 0 and v & (v - 1) == 0
         # k panels start on k-tile boundaries (16-byte aligned slices for TMA)
         assert cfg.pair_k_panel % cfg.pair_k == 0
@@ -98,6 +110,15 @@ def test_k_chunk_keeps_int32_exact():
             assert ck.k_chunk(s, d, k_limit=300) == max(16, 300 // ck.widest_group(s, d) // 16 * 16)
     assert ck.k_chunk(8, 8) >= 32768      # one chunk at n = 32768 with the triangle
     assert ck.k_chunk(7, 7) >= 32768
+
+
+def test_k_chunk_diagonal_keeps_residue_products_exact():
+    """Scheme II: one product of residues |r| <= 128 per int32 sum, whatever the slice count."""
+    from ozhpc.engines import crt
+    kc = ck.k_chunk(16, 16, diagonal=True)
+    assert kc % 16 == 0 and kc * crt.RESIDUE_MAX**2 < 2**31 <= (kc + 16) * crt.RESIDUE_MAX**2
+    assert ck.k_chunk(16, 16, k_limit=300, diagonal=True) == 288
+    assert kc >= 131056                   # one chunk up to n = 131056
 
 
 def test_group_product_bound_is_the_largest_group_of_digit_products():

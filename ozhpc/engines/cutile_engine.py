@@ -1,4 +1,4 @@
-"""cuTile engine: the Ozaki-I kernels on an NVIDIA GPU, bitwise equal to the NumPy engine.
+"""cuTile engine: the Ozaki kernels (schemes I and II) on an NVIDIA GPU, bitwise equal to the NumPy engine.
 
 Importing this module raises ImportError (no CuPy / cuda.tile) or RuntimeError (no
 usable GPU, unknown architecture); :func:`ozhpc.engines.get_engine` turns either into a
@@ -92,6 +92,7 @@ class CutileEngine(Engine):
         self.launcher = ck.Launcher(self.device.id, self.capability, self.num_sms, self.config,
                                     occupancy=occupancy, num_ctas=num_ctas, pair_index=pair_index)
         self._padded: dict[int, tuple] = {}
+        self._crt_tables: dict[tuple[int, int], tuple] = {}
         self.workspace_bytes = 0
         self.last_path = None
         self.last_blocks = (1, 1)
@@ -126,30 +127,50 @@ class CutileEngine(Engine):
         return out
 
     # ---------------------------------------------------------------- Engine
-    def split(self, x, exps, nslices: int):
+    def _slices_of(self, x, exps, depth: int, launch):
+        """Padded int8 ``(depth, rows, cols)`` planes of the rows of ``x``, written by
+        ``launch(src, trans, padded_exps, buf)`` (split or residue kernel); the unpadded view."""
         x = cp.asarray(x, dtype=cp.float64)
         if x.ndim != 2:
             raise ValueError(f"split needs a 2-D array, got shape {x.shape}")
         rows, cols = x.shape
-        buf = cp.zeros((nslices, _roundup(rows), _roundup(cols)), dtype=cp.int8) \
-            if rows == 0 or cols == 0 or nslices == 0 else \
-            cp.empty((nslices, _roundup(rows), _roundup(cols)), dtype=cp.int8)
+        buf = cp.zeros((depth, _roundup(rows), _roundup(cols)), dtype=cp.int8) \
+            if rows == 0 or cols == 0 or depth == 0 else \
+            cp.empty((depth, _roundup(rows), _roundup(cols)), dtype=cp.int8)
         out = buf[:, :rows, :cols]
-        if rows and cols and nslices:
+        if rows and cols and depth:
             if x.flags.c_contiguous:
                 src, trans = x, False
             elif x.T.flags.c_contiguous:
                 src, trans = x.T, True
             else:
                 src, trans = cp.ascontiguousarray(x), False
-            e = self._padded_exps(exps, buf.shape[1])
-            # The kernel writes every element of buf (zero digits where X is padded).
-            self.launcher.launch_split(self._stream(), src, trans, e, buf, nslices)
+            # The kernel writes every element of buf (zeros where X is padded).
+            launch(src, trans, self._padded_exps(exps, buf.shape[1]), buf)
         self._remember(out, buf)
         return out
 
-    def _k_chunks(self, k: int, slices: int, ngroups: int):
-        kc = ck.k_chunk(slices, ngroups, self.k_limit, PAD)
+    def split(self, x, exps, nslices: int):
+        return self._slices_of(x, exps, nslices, lambda src, trans, e, buf: self.launcher.launch_split(
+            self._stream(), src, trans, e, buf, nslices))
+
+    def residues(self, x, exps, crt):
+        mod = self._device_tables(crt)[0]
+        return self._slices_of(x, exps, crt.count, lambda src, trans, e, buf: self.launcher.launch_residues(
+            self._stream(), src, trans, e, mod, buf, crt.bits))
+
+    def _device_tables(self, crt):
+        """The CRT constants on this device: moduli, weights, M pieces (1, 7), 1/M (1, 1)."""
+        key = (crt.bits, crt.count)
+        if key not in self._crt_tables:
+            with self.device:
+                self._crt_tables[key] = (cp.asarray(crt.moduli), cp.asarray(crt.weights),
+                                         cp.asarray(crt.m_pieces).reshape(1, -1),
+                                         cp.full((1, 1), crt.inv_m, dtype=cp.float64))
+        return self._crt_tables[key]
+
+    def _k_chunks(self, k: int, slices: int, ngroups: int, diagonal: bool = False):
+        kc = ck.k_chunk(slices, ngroups, self.k_limit, PAD, diagonal)
         return [(k0, min(k, k0 + kc)) for k0 in range(0, k, kc)]
 
     def _int32_operand(self, x):
@@ -160,13 +181,32 @@ class CutileEngine(Engine):
             return x
         return cp.ascontiguousarray(x)
 
-    def _pair_sums(self, pa, pb, k0: int, k1: int, sums) -> None:
-        """int32 group sums of padded slices over k in [k0, k1) (k0 a multiple of PAD)."""
-        a = self._int32_operand(pa[:, :, k0:_roundup(k1)])
-        b = self._int32_operand(pb[:, :, k0:_roundup(k1)])
-        self.launcher.launch_pair(self._stream(), a, b, sums)
+    def _pair_sums(self, pa, pb, k0: int, k1: int, sums, diagonal: bool = False) -> None:
+        """int32 group sums of padded slices over k in [k0, k1) (k0 a multiple of PAD).
 
-    def accumulate(self, acc, da, eb) -> None:
+        ``diagonal`` (scheme II): the groups are independent products, so they are launched
+        in ranges whose views keep int32 offsets (no operand copies, no M/N blocks needed)."""
+        a, b = pa[:, :, k0:_roundup(k1)], pb[:, :, k0:_roundup(k1)]
+        step = self._group_step(a, b, sums) if diagonal else sums.shape[0]
+        for g0 in range(0, sums.shape[0], step):
+            g = slice(g0, g0 + step)
+            self.launcher.launch_pair(self._stream(), self._int32_operand(a[g]),
+                                      self._int32_operand(b[g]), sums[g], diagonal)
+
+    def _group_step(self, *arrays) -> int:
+        """Most leading-axis entries (groups) per launch whose views of ``arrays`` all have
+        int32 offsets (at least 1; all of them when the int64 kernel is forced)."""
+        step = arrays[0].shape[0]
+        if self.launcher.pair_index == "int64":
+            return max(1, step)
+        for x in arrays:
+            plane = abs(x.strides[0]) // x.itemsize
+            inner = sum((d - 1) * abs(st) for d, st in zip(x.shape[1:], x.strides[1:])) // x.itemsize
+            if plane:
+                step = min(step, (ck.INT32_INDEX_LIMIT - 1 - inner) // plane + 1)
+        return max(1, step)
+
+    def accumulate(self, acc, da, eb, *, diagonal: bool = False) -> None:
         d, m, n = acc.shape
         if da.shape[1] != m or eb.shape[1] != n or da.shape[2] != eb.shape[2] or da.shape[0] != eb.shape[0]:
             raise ValueError(f"shapes do not match: acc {acc.shape}, da {da.shape}, eb {eb.shape}")
@@ -188,13 +228,13 @@ class CutileEngine(Engine):
             j1 = min(n, j0 + bn)
             jb = _roundup(j1 - j0)
             blk = sums if jb == sums.shape[2] else cp.empty((d, mp, jb), dtype=cp.int32)  # contiguous
-            for k0, k1 in self._k_chunks(k, s, d):
-                self._pair_sums(pa, pb[:, j0:j0 + jb], k0, k1, blk)
+            for k0, k1 in self._k_chunks(k, s, d, diagonal):
+                self._pair_sums(pa, pb[:, j0:j0 + jb], k0, k1, blk, diagonal)
                 # int32 -> float64 exactly, or int32 += int32 when zeros_accumulator
                 # proved the total fits (the integer sums stay exact either way)
                 acc[:, :, j0:j1] += blk[:, :m, :j1 - j0]
 
-    def combine(self, acc, row_exps, col_exps):
+    def combine(self, acc, row_exps, col_exps, *, crt=None):
         d, m, n = acc.shape
         out = cp.empty((m, n), dtype=cp.float64)
         if m == 0 or n == 0:
@@ -204,10 +244,13 @@ class CutileEngine(Engine):
         acc = cp.ascontiguousarray(acc)
         re = cp.ascontiguousarray(cp.asarray(row_exps).astype(cp.int32, copy=False).ravel())
         ce = cp.ascontiguousarray(cp.asarray(col_exps).astype(cp.int32, copy=False).ravel())
-        self.launcher.launch_combine(self._stream(), acc, re, ce, out)
+        if crt is not None:
+            self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt), out, crt.shift)
+        else:
+            self.launcher.launch_combine(self._stream(), acc, re, ce, out)
         return out
 
-    def multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps):
+    def multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, *, crt=None):
         """Pair GEMMs over the whole k, then the combine; the same bits as the three steps.
 
         When k fits one int32 chunk (``fused``), the pair kernel's int32 group sums go
@@ -224,7 +267,8 @@ class CutileEngine(Engine):
         mp, np_ = pa.shape[1], pb.shape[1]
         re = self._padded_exps(row_exps, mp)
         ce = self._padded_exps(col_exps, np_)
-        chunks = self._k_chunks(k, s, ngroups)
+        diagonal = crt is not None
+        chunks = self._k_chunks(k, s, ngroups, diagonal)
         single = self.fused and len(chunks) == 1
         self.last_path = "int32-sums" if single else "float64-acc"
         per_elem = 4 * ngroups if single else 12 * ngroups
@@ -233,14 +277,16 @@ class CutileEngine(Engine):
         # Blocks small enough for the int32-indexed (TMA) pair kernel too: an int32 sums
         # block and a contiguous copy of an operand block (see _int32_operand) must each
         # have fewer than 2**31 elements.
+        # Scheme II launches group ranges (_pair_sums), so only one group's plane must fit.
+        depth, width = (1, 1) if diagonal else (s, ngroups)
         limit, cap_m, cap_n = 2**63, mp, np_
         if self.launcher.pair_index != "int64":
             limit = ck.INT32_INDEX_LIMIT
-            rows_cap = max(128, limit // (s * _roundup(chunks[0][1] - chunks[0][0])) // 128 * 128)
-            cap_m = mp if ck.fits_int32(pa) else rows_cap
-            cap_n = np_ if ck.fits_int32(pb) else rows_cap
+            rows_cap = max(128, limit // (depth * _roundup(chunks[0][1] - chunks[0][0])) // 128 * 128)
+            cap_m = mp if ck.fits_int32(pa[:depth]) else rows_cap
+            cap_n = np_ if ck.fits_int32(pb[:depth]) else rows_cap
         bm, bn = mp, np_
-        while (per_elem * bm * bn > budget or ngroups * bm * bn >= limit
+        while (per_elem * bm * bn > budget or width * bm * bn >= limit
                or bm > cap_m or bn > cap_n) and (bm > 128 or bn > 128):
             if bm >= bn:
                 bm = _roundup(bm // 2, 128)
@@ -248,41 +294,44 @@ class CutileEngine(Engine):
                 bn = _roundup(bn // 2, 128)
         self.last_blocks = (-(-mp // bm), -(-np_ // bn))
         self.workspace_bytes = pa.nbytes + pb.nbytes + per_elem * bm * bn
+        block = dict(chunks=chunks, single=single, ngroups=ngroups, crt=crt)
         if (bm, bn) == (mp, np_) and (mp, np_) == (m, n):
-            return self._block(pa, pb, re, ce, chunks, single, ngroups)
+            return self._block(pa, pb, re, ce, **block)
         out = cp.empty((m, n), dtype=cp.float64)
         for i0 in range(0, m, bm):
             i1 = min(m, i0 + bm)
             ib = _roundup(i1 - i0)
+            a_blk = self._int32_operand(pa[:, i0:i0 + ib])  # copied (if at all) once per row block
             for j0 in range(0, n, bn):
                 j1 = min(n, j0 + bn)
                 jb = _roundup(j1 - j0)
-                c = self._block(pa[:, i0:i0 + ib], pb[:, j0:j0 + jb], re[i0:i0 + ib], ce[j0:j0 + jb],
-                                chunks, single, ngroups)
+                c = self._block(a_blk, pb[:, j0:j0 + jb], re[i0:i0 + ib], ce[j0:j0 + jb], **block)
                 out[i0:i1, j0:j1] = c[:i1 - i0, :j1 - j0]
                 del c
         return out
 
-    def _block(self, pa, pb, re, ce, chunks, single: bool, ngroups: int):
+    def _block(self, pa, pb, re, ce, *, chunks, single: bool, ngroups: int, crt=None):
         """C of one padded M/N block (shape (pa rows, pb rows))."""
+        diagonal = crt is not None
         sums = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
         if single:
-            self._pair_sums(pa, pb, *chunks[0], sums)
-            return self.combine(sums, re, ce)
+            self._pair_sums(pa, pb, *chunks[0], sums, diagonal)
+            return self.combine(sums, re, ce, crt=crt)
         acc = cp.zeros(sums.shape, dtype=cp.float64)
         for k0, k1 in chunks:
-            self._pair_sums(pa, pb, k0, k1, sums)
+            self._pair_sums(pa, pb, k0, k1, sums, diagonal)
             acc += sums
         del sums
-        return self.combine(acc, re, ce)
+        return self.combine(acc, re, ce, crt=crt)
 
     def zeros_accumulator(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
-                          k: int | None = None):
+                          k: int | None = None, diagonal: bool = False):
         """int32 accumulators when ``k`` (the total) fits one int32 chunk for ``slices``
         (``k * group_product_bound < 2**31``: every partial sum is exact in int32), else float64.
         int32 halves the memory and the accumulation traffic of SUMMA's panel loop; the
         combine kernel reads either, with the same bits."""
-        if slices is not None and k is not None and k <= ck.k_chunk(slices, ngroups, self.k_limit, PAD):
+        if k is not None and (slices is not None or diagonal) and \
+                k <= ck.k_chunk(slices or 1, ngroups, self.k_limit, PAD, diagonal):
             return cp.zeros((ngroups, m, n), dtype=cp.int32)
         return cp.zeros((ngroups, m, n), dtype=cp.float64)
 

@@ -1,4 +1,4 @@
-"""cuTile kernels of the Ozaki-I scheme: fused split, int8 slice-pair GEMM, FP64 combine.
+"""cuTile kernels of the Ozaki schemes: fused split (I) / residues (II), int8 pair GEMM, FP64 combine (I) / CRT (II).
 
 TileGym order: config table per architecture -> kernels -> launchers (cached per
 shape, dtype, device and capability). This module needs only ``cuda.tile``: no
@@ -28,6 +28,11 @@ Numerics (identical to :class:`ozhpc.engines.numpy_engine.NumpyEngine`, bit for 
   through a magic-constant rint at the 2**-1074 grid). ``S_g * w`` is exact, so
   the FMA that cuTile makes of ``total + S_g * w`` rounds exactly like NumPy's
   separate multiply and add.
+* scheme II (:mod:`ozhpc.engines.crt`): residues are unique balanced integers (two
+  reductions, then the canonical range), so how cuTile rounds the quotient estimates or
+  contracts ``y - q*p`` cannot change them; the pair kernel runs the diagonal pairs
+  (``DIAGONAL``: group l = residues of modulus l); the CRT kernel repeats the NumPy
+  reconstruction step for step (exact products, the same additions in the same order).
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 
 import cuda.tile as ct
 
+from . import crt as _crt
 from .base import BITS, DIGIT_MAX, group_product_bound
 
 ConstInt = ct.Constant[int]
@@ -71,6 +77,13 @@ class TileConfig:
     pair_k_panel: int = 4096
     """k per pair-kernel launch; longer k is summed over launches in the int32 sums (L2 reuse:
     see :meth:`Launcher.launch_pair`). 0: the whole k in one launch."""
+    crt_rows: int = 16
+    crt_cols: int = 64
+    """CRT tile: seven float64 piece sums live in registers, so smaller than the combine tile."""
+    residue_rows: int = 16
+    residue_cols: int = 128
+    """Residue tile: 32 x 128 (the split's) spills on sm_90 (CPU AOT: 255 registers, 8 B stack),
+    16 x 128 needs 149 (C-ordered rows) / 251 (transposed rows) registers and no stack."""
 
 
 CONFIGS: dict[tuple[int, int], TileConfig] = {
@@ -109,6 +122,11 @@ def _pow2(e):
     return ct.bitcast((e + 1023) << 52, ct.float64)
 
 
+def _pow2_const(e: int):
+    """``2.0**e`` as a float64 (1, 1) tile, for a constant ``e`` in [-1022, 1023]."""
+    return _pow2(ct.full((1, 1), e, ct.int64))
+
+
 def _ldexp(x, sc):
     """``np.ldexp(x, sc)`` with one rounding, for float64 ``x`` that is 0 or has
     ``2**-400 <= |x| < 2**900`` and int64 ``sc``.
@@ -130,6 +148,30 @@ def _ldexp(x, sc):
     return ct.where(ex + sc >= -1022, normal, sub)
 
 
+def _rint_small(t):
+    """``rint(t)`` (half to even) for ``|t| < 2**51``."""
+    return (t + _RINT_MAGIC) - _RINT_MAGIC
+
+
+def _rint_any(t):
+    """``rint(t)`` for any finite float64 (``|t| >= 2**52`` is already an integer)."""
+    mag = ct.abs(t)
+    r = (mag + _TWO52) - _TWO52
+    r = ct.where(t < 0.0, -r, r)
+    return ct.where(mag >= _TWO52, t, r)
+
+
+def _balanced(y, MOD, l):
+    """Balanced residue of exact integers ``|y| < 2**53`` modulo ``MOD[l, 0]`` (row layout of
+    :attr:`crt.CrtTables.moduli`): unique, so the rounding of the quotients does not matter."""
+    p = ct.load(MOD, (l, 0), (1, 1))
+    inv_p = ct.load(MOD, (l, 1), (1, 1))
+    r = y - _rint_small(y * inv_p) * p
+    r = r - _rint_small(r * inv_p) * p
+    r = ct.where(r > ct.load(MOD, (l, 3), (1, 1)), r - p, r)
+    return ct.where(r < ct.load(MOD, (l, 2), (1, 1)), r + p, r)
+
+
 def _swizzle(tile_id, num_m, num_n, GROUP_M: ConstInt):
     """Grouped tile order (TileGym ``_swizzle_2d``): GROUP_M row tiles share their B tiles in L2."""
     width = GROUP_M * num_n
@@ -141,14 +183,25 @@ def _swizzle(tile_id, num_m, num_n, GROUP_M: ConstInt):
     return bm, bn
 
 
-def _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+def _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM: ConstInt, TN: ConstInt, TK: ConstInt,
+               DIAGONAL: ConstBool):
     """``acc`` + int32 ``sum_{p+q=g} D_p[bm] @ E_q[bn]^T`` over all k-tiles (nested loops: a
-    flattened (pair, k) loop measured more register spills)."""
-    for p in range(max(0, g - s + 1), min(g, s - 1) + 1):
+    flattened (pair, k) loop measured more register spills). DIAGONAL: the one pair (g, g)."""
+    if DIAGONAL:
+        first = g
+        last = g
+    else:
+        first = max(0, g - s + 1)
+        last = min(g, s - 1)
+    for p in range(first, last + 1):
+        if DIAGONAL:
+            q = p
+        else:
+            q = g - p
         for kt in range(ktiles):
             a = ct.load(DA, (p, bm, kt), (1, TM, TK), padding_mode=ZERO).reshape((TM, TK))
             # E_q is stored (n, k), k contiguous: load a transposed (TK, TN) tile.
-            b = ct.load(EB, (g - p, kt, bn), (1, TK, TN), order=(0, 2, 1),
+            b = ct.load(EB, (q, kt, bn), (1, TK, TN), order=(0, 2, 1),
                         padding_mode=ZERO).reshape((TK, TN))
             acc = ct.mma(a, b, acc)
     return acc
@@ -196,9 +249,10 @@ def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
 
 
 def _pair_body(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
-               ACCUMULATE: ConstBool):
+               ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """``S[g] = sum_{p+q=g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0]
-    (``S[g] +=`` with ACCUMULATE: the launcher's k panels).
+    (``S[g] +=`` with ACCUMULATE: the launcher's k panels; ``S[g] = DA[g] @ EB[g]^T``
+    with DIAGONAL: scheme II's one product per modulus).
 
     The launcher guarantees ``k * group_product_bound(s, d) < 2**31`` (it chunks k on the host).
     The epilogue stores int32: converting the 128x128 accumulator to float64 inside this
@@ -216,7 +270,7 @@ def _pair_body(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: Con
             acc = ct.load(S, (g, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN))
         else:
             acc = ct.zeros((TM, TN), ct.int32)
-        acc = _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM, TN, TK)
+        acc = _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM, TN, TK, DIAGONAL)
         ct.store(S, (g, bm, bn), acc.reshape((1, TM, TN)))
 
 
@@ -228,17 +282,17 @@ def _pair_body(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: Con
 
 @ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
 def _pair_kernel(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
-                 ACCUMULATE: ConstBool):
+                 ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """Pair kernel, int32 indices: only for arrays that pass :func:`fits_int32`."""
-    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE)
+    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
 
 
 @ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
 def _pair_kernel_int64(DA: BigArray, EB: BigArray, S: BigArray,
                        TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
-                       ACCUMULATE: ConstBool):
+                       ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """Pair kernel, dynamic int64 indices: any size, one compile, no TMA on sm_90."""
-    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE)
+    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
 
 
 PAIR_KERNELS = {"int32": _pair_kernel, "int64": _pair_kernel_int64}
@@ -277,11 +331,107 @@ def _combine_kernel(ACC: BigArray, RE, CE, C, TM: ConstInt, TN: ConstInt):
     ct.store(C, (bm, bn), _ldexp(total, _row_col_scale(RE, CE, bm, bn, TM, TN)))
 
 
+@ct.kernel
+def _residue_kernel(X, EXPS, MOD, OUT: BigArray, nmod: int, bits: int,
+                    TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+    """Scheme II: balanced residues of ``X = rint(x * 2**(bits - e_i))`` modulo each of the
+    ``nmod`` moduli in MOD, for a (TR, TC) tile of the rows of X (TRANS as in the split).
+
+    ``X`` (up to 2**100) is split exactly as ``H * 2**52 + L``; its residue is
+    ``balanced(balanced(H) * (2**52 mod p) + balanced(L))``.
+    """
+    bi = ct.bid(0)
+    bj = ct.bid(1)
+    if TRANS:
+        x = ct.transpose(ct.load(X, (bj, bi), (TC, TR), padding_mode=ZERO))
+    else:
+        x = ct.load(X, (bi, bj), (TR, TC), padding_mode=ZERO)
+    e = ct.load(EXPS, (bi,), (TR,), padding_mode=ZERO).astype(ct.int64).reshape((TR, 1))
+    shift = bits - e
+    a = shift >> 1
+    big = _rint_any(x * _pow2(a) * _pow2(shift - a))
+    high = _rint_small(big * (1.0 / _crt.SPLIT))
+    low = big - high * _crt.SPLIT
+    for l in range(nmod):
+        r = _balanced(high, MOD, l) * ct.load(MOD, (l, 4), (1, 1)) + _balanced(low, MOD, l)
+        r = _balanced(r, MOD, l)
+        ct.store(OUT, (l, bi, bj), r.astype(ct.int32).astype(ct.int8).reshape((1, TR, TC)))
+
+
+@ct.kernel
+def _crt_kernel(ACC: BigArray, RE, CE, MOD, W, MP, INVM, C, shift: int,
+                TM: ConstInt, TN: ConstInt):
+    """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` in NumPy's order.
+
+    ACC: int32 sums of the pair kernel or float64 accumulators, one per modulus; W: the
+    pieces of the CRT weights (N, 7); MP: the pieces of M (1, 7); INVM: fl(1/M) (1, 1).
+    """
+    bm = ct.bid(0)
+    bn = ct.bid(1)
+    # Powers of two as float64 tiles: a Python float literal in a kernel may be typed float32,
+    # where 2**72 and up overflow (the first H200 run gave NaN everywhere).
+    unit = _pow2_const(_crt.PIECE_BITS)
+    s0 = ct.zeros((TM, TN), ct.float64)
+    s1 = ct.zeros((TM, TN), ct.float64)
+    s2 = ct.zeros((TM, TN), ct.float64)
+    s3 = ct.zeros((TM, TN), ct.float64)
+    s4 = ct.zeros((TM, TN), ct.float64)
+    s5 = ct.zeros((TM, TN), ct.float64)
+    s6 = ct.zeros((TM, TN), ct.float64)
+    for l in range(ACC.shape[0]):
+        y = ct.load(ACC, (l, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN))
+        r = _balanced(y.astype(ct.float64), MOD, l)
+        s0 = s0 + r * ct.load(W, (l, 0), (1, 1))
+        s1 = s1 + r * ct.load(W, (l, 1), (1, 1))
+        s2 = s2 + r * ct.load(W, (l, 2), (1, 1))
+        s3 = s3 + r * ct.load(W, (l, 3), (1, 1))
+        s4 = s4 + r * ct.load(W, (l, 4), (1, 1))
+        s5 = s5 + r * ct.load(W, (l, 5), (1, 1))
+        s6 = s6 + r * ct.load(W, (l, 6), (1, 1))
+    x = ((((((s0 * unit + s1) * unit + s2) * unit + s3) * unit + s4) * unit + s5) * unit) + s6
+    q = _rint_small(x * ct.load(INVM, (0, 0), (1, 1)))
+    s0 = s0 - q * ct.load(MP, (0, 0), (1, 1))
+    s1 = s1 - q * ct.load(MP, (0, 1), (1, 1))
+    s2 = s2 - q * ct.load(MP, (0, 2), (1, 1))
+    s3 = s3 - q * ct.load(MP, (0, 3), (1, 1))
+    s4 = s4 - q * ct.load(MP, (0, 4), (1, 1))
+    s5 = s5 - q * ct.load(MP, (0, 5), (1, 1))
+    s6 = s6 - q * ct.load(MP, (0, 6), (1, 1))
+    inv_unit = _pow2_const(-_crt.PIECE_BITS)
+    c = _rint_small(s6 * inv_unit)
+    s6 = s6 - c * unit
+    s5 = s5 + c
+    c = _rint_small(s5 * inv_unit)
+    s5 = s5 - c * unit
+    s4 = s4 + c
+    c = _rint_small(s4 * inv_unit)
+    s4 = s4 - c * unit
+    s3 = s3 + c
+    c = _rint_small(s3 * inv_unit)
+    s3 = s3 - c * unit
+    s2 = s2 + c
+    c = _rint_small(s2 * inv_unit)
+    s2 = s2 - c * unit
+    s1 = s1 + c
+    c = _rint_small(s1 * inv_unit)
+    s1 = s1 - c * unit
+    s0 = s0 + c
+    total = s6 + s5 * unit
+    total = total + s4 * _pow2_const(2 * _crt.PIECE_BITS)
+    total = total + s3 * _pow2_const(3 * _crt.PIECE_BITS)
+    total = total + s2 * _pow2_const(4 * _crt.PIECE_BITS)
+    total = total + s1 * _pow2_const(5 * _crt.PIECE_BITS)
+    total = total + s0 * _pow2_const(6 * _crt.PIECE_BITS)
+    ct.store(C, (bm, bn), _ldexp(total, _row_col_scale(RE, CE, bm, bn, TM, TN) + shift))
+
+
 KERNELS = {
     "split": _split_kernel,
     "pair": _pair_kernel,
     "pair_int64": _pair_kernel_int64,
     "combine": _combine_kernel,
+    "residue": _residue_kernel,
+    "crt": _crt_kernel,
 }
 
 
@@ -352,8 +502,9 @@ class Launcher:
         ct.launch(stream, grid, _split_kernel,
                   (x, exps, out, int(nslices), cfg.split_rows, cfg.split_cols, bool(trans)))
 
-    def launch_pair(self, stream, da, eb, sums) -> None:
-        """``sums[g] = sum_{p+q=g} da[p] @ eb[q].T`` (int32); the caller bounds k.
+    def launch_pair(self, stream, da, eb, sums, diagonal: bool = False) -> None:
+        """``sums[g] = sum_{p+q=g} da[p] @ eb[q].T`` (int32; ``diagonal``: ``da[g] @ eb[g].T``);
+        the caller bounds k.
 
         One launch per k panel of ``config.pair_k_panel``, later panels adding into ``sums``:
         within a panel the GROUP_M row tiles of A and the B tiles they share stay in L2
@@ -372,7 +523,8 @@ class Launcher:
             grid, index = entry
             self.last_pair_index = index
             ct.launch(stream, grid, self._pair[index],
-                      (a, b, sums, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m, k0 > 0))
+                      (a, b, sums, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m, k0 > 0,
+                       bool(diagonal)))
 
     def launch_combine(self, stream, acc, row_exps, col_exps, c) -> None:
         cfg = self.config
@@ -385,18 +537,43 @@ class Launcher:
                   (acc, row_exps, col_exps, c, cfg.combine_rows, cfg.combine_cols))
 
 
+    def launch_residues(self, stream, x, trans: bool, exps, mod, out, bits: int) -> None:
+        cfg = self.config
+        rows, cols = out.shape[1], out.shape[2]
+        key = self._key("residue", x, out) + (trans,)
+        grid = self._cache.get(key)
+        if grid is None:
+            grid = self._cache[key] = (_cdiv(rows, cfg.residue_rows), _cdiv(cols, cfg.residue_cols), 1)
+        ct.launch(stream, grid, _residue_kernel,
+                  (x, exps, mod, out, int(out.shape[0]), int(bits), cfg.residue_rows, cfg.residue_cols,
+                   bool(trans)))
+
+    def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int) -> None:
+        """``tables``: device arrays (moduli, weights, m_pieces (1, 7), inv_m (1, 1))."""
+        cfg = self.config
+        key = self._key("crt", acc, c)
+        grid = self._cache.get(key)
+        if grid is None:
+            grid = self._cache[key] = (_cdiv(c.shape[0], cfg.crt_rows), _cdiv(c.shape[1], cfg.crt_cols), 1)
+        ct.launch(stream, grid, _crt_kernel,
+                  (acc, row_exps, col_exps, *tables, c, int(shift), cfg.crt_rows, cfg.crt_cols))
+
+
 def widest_group(slices: int, ngroups: int) -> int:
     """Most slice pairs in one group g < ngroups."""
     return max(min(g, slices - 1) - max(0, g - slices + 1) + 1 for g in range(ngroups))
 
 
-def k_chunk(slices: int, ngroups: int, k_limit: int | None = None, align: int = 16) -> int:
+def k_chunk(slices: int, ngroups: int, k_limit: int | None = None, align: int = 16,
+            diagonal: bool = False) -> int:
     """Longest k (a multiple of ``align``) whose int32 group sums cannot overflow.
 
-    From the digit bounds (127 for slice 0, 64 after: :func:`base.group_product_bound`);
-    ``k_limit`` (tests only) caps k-chunk x pairs further, to force chunking.
+    From the digit bounds (127 for slice 0, 64 after: :func:`base.group_product_bound`;
+    ``diagonal``: one product of residues of at most 128); ``k_limit`` (tests only) caps
+    k-chunk x pairs further, to force chunking.
     """
-    kc = (2**31 - 1) // group_product_bound(slices, ngroups)
+    bound = _crt.RESIDUE_MAX**2 if diagonal else group_product_bound(slices, ngroups)
+    kc = (2**31 - 1) // bound
     if k_limit is not None:
-        kc = min(kc, k_limit // widest_group(slices, ngroups))
+        kc = min(kc, k_limit // (1 if diagonal else widest_group(slices, ngroups)))
     return max(align, kc // align * align)
