@@ -121,7 +121,7 @@ def worker(args) -> None:
 
         def make_plan():
             return Summa(grid, n, n, n, block=(args.block, args.block), kb=args.panel, engine="cutile",
-                         transport=args.transport, slices=args.slices)
+                         transport=args.transport, **method(args))
 
         # Warm-up: one untimed product with a plan of the same shapes, so that the timed one
         # does not include compiling or loading the kernel variants of this rank's local
@@ -190,27 +190,31 @@ def check(args) -> None:
 
     transports = ["mpi-host"] + (["nccl"] if nccl_available() is None else []) \
         + (["cuda-mpi"] if mpi_cuda_support() else [])
-    cases = [(997, 1203, 1100, 0.5, 7, (64, 96), 256), (1024, 2048, 4096, 1.0, "auto", (256, 256), None),
-             (300, 200, 5000, 0.5, 8, (32, 32), 1000)]
+    cases = [(997, 1203, 1100, 0.5, dict(slices=7), (64, 96), 256),
+             (1024, 2048, 4096, 1.0, dict(slices="auto"), (256, 256), None),
+             (300, 200, 5000, 0.5, dict(slices=8), (32, 32), 1000),
+             (997, 1203, 1100, 0.5, dict(scheme="ozaki2", bits="auto"), (64, 96), 256),
+             (1024, 2048, 4096, 2.0, dict(scheme="ozaki2", bits=60), (256, 256), None)]
     failures, results = [], []
     size = comm.Get_size()
     grids = [(1, size), (size, 1)] if size > 1 else [(1, 1)]
-    for m, n, k, phi, slices, block, kb in cases:
+    for m, n, k, phi, opts, block, kb in cases:
         a, b = standard_matrix(m, k, phi, 5), standard_matrix(k, n, phi, 6)
-        ref = sha256_of_matrix(ozhpc.gemm(a, b, engine="numpy", slices=slices)) if comm.Get_rank() == 0 else None
-        one = sha256_of_matrix(ozhpc.gemm(cp.asarray(a), cp.asarray(b), engine="cutile", slices=slices).get()) \
+        ref = sha256_of_matrix(ozhpc.gemm(a, b, engine="numpy", **opts)) if comm.Get_rank() == 0 else None
+        one = sha256_of_matrix(ozhpc.gemm(cp.asarray(a), cp.asarray(b), engine="cutile", **opts).get()) \
             if comm.Get_rank() == 0 else None
         for dims in grids:
             for tname in transports:
                 with ProcessGrid(comm, dims) as grid, \
                         Summa(grid, m, n, k, block=block, kb=kb, engine="cutile", transport=tname,
-                              slices=slices) as plan:
+                              **opts) as plan:
                     da, dbt, _ = plan.distribute(a, b)
                     da.local, dbt.local = cp.asarray(da.local), cp.asarray(dbt.local)
                     c = plan(da, dbt)
                     digest = gather_sha(grid, c)
                     if grid.rank == 0:
-                        row = {"m": m, "n": n, "k": k, "grid": f"{dims[0]}x{dims[1]}", "transport": plan.info.transport,
+                        row = {"m": m, "n": n, "k": k, "scheme": plan.info.scheme, "grid": f"{dims[0]}x{dims[1]}",
+                               "transport": plan.info.transport,
                                "kb": plan.kb, "sha256": digest, "same_as_cpu": digest == ref,
                                "same_as_1gpu": digest == one, "bytes_sent": plan.info.bytes_sent}
                         results.append(row)
@@ -290,6 +294,11 @@ def useful(stderr: str, limit: int = 4000) -> str:
     return "\n".join(keep)[-limit:]
 
 
+def method(args) -> dict:
+    """Summa/gemm keywords of the scheme under test."""
+    return dict(slices=args.slices) if args.scheme == "ozaki1" else dict(scheme="ozaki2", bits=args.bits)
+
+
 def driver(args) -> None:
     rows = []
     t_start = time.time()
@@ -297,7 +306,8 @@ def driver(args) -> None:
         n, grid = spec.split(":")
         p, q = (int(x) for x in grid.split("x"))
         cmd = mpiexec_cmd(p * q) + [sys.executable, os.path.abspath(__file__), "--worker", "--n", n, "--grid", grid,
-                                    "--slices", str(args.slices), "--phi", str(args.phi), "--block", str(args.block),
+                                    "--slices", str(args.slices), "--scheme", args.scheme, "--bits", str(args.bits),
+                                    "--phi", str(args.phi), "--block", str(args.block),
                                     "--transport", args.transport] + (["--panel", str(args.panel)] if args.panel else [])
         if args.budget and time.time() - t_start > args.budget:
             print(f"# skipped {spec}: over the time budget", flush=True)
@@ -320,7 +330,8 @@ def driver(args) -> None:
         print(json.dumps(row), flush=True)
     meta = {"date": datetime.date.today().isoformat(), "machine": args.machine or platform.node(),
             "command": " ".join(["python3", "bench/multi_gpu.py"] + sys.argv[1:]), "phi": args.phi,
-            "slices": args.slices, "block": args.block, "panel": args.panel, "transport": args.transport}
+            "slices": args.slices if args.scheme == "ozaki1" else f"ozaki2, {args.bits} bits",
+            "block": args.block, "panel": args.panel, "transport": args.transport}
     text = markdown(rows, meta)
     print(text)
     if args.out:
@@ -338,6 +349,9 @@ def main() -> None:
     ap.add_argument("--grid", default="1x1", help="PxQ (worker)")
     ap.add_argument("--runs", nargs="+", default=DEFAULT_RUNS, help="n:PxQ specs (driver)")
     ap.add_argument("--slices", default=7, type=lambda x: x if x == "auto" else int(x))
+    ap.add_argument("--scheme", default="ozaki1", choices=["ozaki1", "ozaki2"])
+    ap.add_argument("--bits", default="auto", type=lambda x: x if x == "auto" else int(x),
+                    help="scheme II bits (with --scheme ozaki2; --slices is then ignored)")
     ap.add_argument("--phi", type=float, default=0.5)
     ap.add_argument("--block", type=int, default=1024)
     ap.add_argument("--panel", type=int, default=None, help="k-panel width (default: auto)")
