@@ -16,9 +16,10 @@ import time
 import numpy as np
 
 from . import __version__
-from .config import RunConfig, parse_groups, parse_pair, parse_panel, parse_slices
+from .config import RunConfig, parse_bits, parse_groups, parse_pair, parse_panel, parse_slices
 from .errors import InputError
 from .io import h5io
+from .ozaki.plan import SCHEMES
 
 EXIT_USAGE = 2
 
@@ -26,6 +27,7 @@ EPILOG = """examples:
   ozhpc gen --phi 0.5 --shape 2048x2048 --seed 1 in.h5:/A
   ozhpc gen --phi 0.5 --shape 2048x2048 --seed 2 in.h5:/B
   ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --report run.json
+  ozhpc gemm in.h5:/A in.h5:/B -o out2.h5:/C --scheme ozaki2      # Ozaki scheme II
   ozhpc check out.h5:/C --a in.h5:/A --b in.h5:/B
   ozhpc run jobs/demo.toml
   mpiexec -n 4 ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --grid 2x2 --block 256
@@ -64,8 +66,9 @@ def add_product_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ozhpc", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
-        description="Bitwise-reproducible FP64 matrix products C = alpha*op(A)@op(B) + beta*C by the "
-                    "Ozaki scheme (int8 slices, exact integer products), on CPUs or GPUs, one process or MPI.")
+        description="Bitwise-reproducible FP64 matrix products C = alpha*op(A)@op(B) + beta*C by the Ozaki\n"
+                    "scheme I or II (int8 slices or int8 moduli, exact integer products), on CPUs or GPUs,\n"
+                    "one process or MPI.")
     parser.add_argument("--version", action="version", version=f"ozhpc {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what is chosen (engine, slices)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -82,18 +85,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("gemm", help="C = alpha*op(A)@op(B) + beta*C from HDF5 to HDF5",
                        description="Multiply two HDF5 datasets with the Ozaki scheme. C is written atomically "
-                                   "(temporary file, then rename) and is bitwise identical for any engine, grid, "
-                                   "block size and rank count. Run under mpiexec/srun to distribute.")
+                                   "(temporary file, then rename) and, for a given --scheme, bitwise identical for "
+                                   "any engine, grid, block size and rank count. Run under mpiexec/srun to distribute.")
     m.add_argument("a", type=_dataset("input A"), metavar="A.h5:/A")
     m.add_argument("b", type=_dataset("input B"), metavar="B.h5:/B")
     m.add_argument("-o", "--output", type=_dataset("output"), required=True, metavar="OUT.h5:/C")
     add_product_options(m)
+    m.add_argument("--scheme", choices=SCHEMES, default="ozaki1",
+                   help="ozaki1 (default): int8 digit slices, one int8 GEMM per slice pair (36 for the 8 "
+                        "slices of FP64 accuracy); ozaki2: the integers modulo coprime int8 moduli, one int8 "
+                        "GEMM per modulus (about 16 for FP64 accuracy). Each scheme is bitwise reproducible; "
+                        "the two give different bits")
     m.add_argument("--slices", type=_option(parse_slices, None), default="auto",
-                   help="int8 slices per operand, or 'auto' (default): the fewest that keep the error at "
-                        "or below native FP64 GEMM for this data")
+                   help="scheme ozaki1: int8 slices per operand, or 'auto' (default): the fewest that keep "
+                        "the error at or below native FP64 GEMM for this data")
     m.add_argument("--groups", type=_option(parse_groups, None), default="auto",
-                   help="keep slice pairs with p+q < GROUPS: 'auto' = slices (default), 'all', or fewer "
-                        "for a faster, less accurate product")
+                   help="scheme ozaki1: keep slice pairs with p+q < GROUPS: 'auto' = slices (default), 'all', "
+                        "or fewer for a faster, less accurate product")
+    m.add_argument("--bits", type=_option(parse_bits, None), default="auto",
+                   help="scheme ozaki2: integer bits per operand entry (8..100), or 'auto' (default): enough "
+                        "for the error of native FP64 GEMM on this data; about 4 bits more cost one more "
+                        "modulus (int8 GEMM)")
     m.add_argument("--engine", choices=("auto", "numpy", "cutile"), default="auto",
                    help="numpy (CPU) or cutile (NVIDIA GPU); auto picks cutile when it can run")
     m.add_argument("--grid", type=_option(parse_pair, "--grid"), metavar="PxQ",
@@ -150,9 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args) -> RunConfig:
     return RunConfig(a=args.a, b=args.b, out=args.output, c=args.c, report=args.report,
                      transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
-                     grid=args.grid, block=args.block, slices=args.slices, groups=args.groups,
-                     engine=args.engine, transport=args.transport, kb=args.panel, force=args.force,
-                     progress=args.progress)
+                     grid=args.grid, block=args.block, scheme=args.scheme, slices=args.slices,
+                     groups=args.groups, bits=args.bits, engine=args.engine, transport=args.transport,
+                     kb=args.panel, force=args.force, progress=args.progress)
 
 
 def cmd_gen(args) -> int:
@@ -195,10 +207,18 @@ def print_summary(report: dict) -> None:
     overlap = report.get("overlap")
     print(f"  transport {report.get('transport', '?')}, panel width {report.get('kb')}, "
           f"overlap {'n/a' if overlap is None else f'{100 * overlap:.0f}%'}")
-    print(f"  engine {report['engine']}, {report['slices']} slices, {report['groups']} groups, "
-          f"{report['pair_gemms']} pair GEMMs, {report['ranks']} rank(s)")
+    print(f"  engine {report['engine']}, {plan_summary(report)}, {report['ranks']} rank(s)")
     print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
     print(f"  {report['gflops']:.2f} GFLOP/s (FP64-equivalent), sha256 {report['sha256']}")
+
+
+def plan_summary(report: dict) -> str:
+    """The scheme and what it ran, e.g. 'scheme ozaki1: 8 slices, 8 groups, 36 pair GEMMs'."""
+    if report.get("scheme") == "ozaki2":
+        return (f"scheme ozaki2: {report['bits']} bits, {report['moduli']} moduli "
+                f"({report['pair_gemms']} int8 GEMMs)")
+    return (f"scheme ozaki1: {report['slices']} slices, {report['groups']} groups, "
+            f"{report['pair_gemms']} pair GEMMs")
 
 
 def check_statistics(args) -> dict:

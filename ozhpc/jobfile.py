@@ -14,6 +14,7 @@ A job file describes one product, the same one ``ozhpc gemm`` flags describe::
     grid = "2x2"            # or "auto"
     block = 256             # or "MBxNB"
     [ozaki]
+    scheme = "ozaki1"       # or "ozaki2" (then bits = "auto" or an integer, not slices/groups)
     slices = "auto"         # or an integer
 
 Every error is an :class:`~ozhpc.errors.InputError` (CLI exit status 2) whose message
@@ -37,9 +38,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import RunConfig, parse_groups, parse_pair, parse_slices
+from .config import RunConfig, parse_bits, parse_groups, parse_pair, parse_slices, scheme_conflict
 from .errors import InputError
 from .io import h5io
+from .ozaki.plan import SCHEMES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -160,6 +162,15 @@ def _groups(value, key):
         raise InputError(str(exc).replace("--groups", key)) from None
 
 
+def _bits(value, key):
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InputError(f"{key} must be \"auto\" or an integer, {_got(value)}")
+    try:
+        return parse_bits(value)
+    except InputError as exc:
+        raise InputError(str(exc).replace("--bits", key)) from None
+
+
 @dataclass(frozen=True)
 class Key:
     field: str                       # RunConfig field it sets
@@ -193,8 +204,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "panel": Key("kb", _panel, doc="SUMMA k-panel width, or \"auto\"; never changes C"),
     },
     "ozaki": {
-        "slices": Key("slices", _slices, doc="int8 slices per operand, or \"auto\""),
-        "groups": Key("groups", _groups, doc="slice-pair groups kept: \"auto\", \"all\" or an integer"),
+        "scheme": Key("scheme", _choice(*SCHEMES), doc="Ozaki scheme: \"ozaki1\" (slices) or \"ozaki2\" (CRT)"),
+        "slices": Key("slices", _slices, doc="scheme ozaki1: int8 slices per operand, or \"auto\""),
+        "groups": Key("groups", _groups, doc="scheme ozaki1: slice-pair groups kept: \"auto\", \"all\" or an integer"),
+        "bits": Key("bits", _bits, doc="scheme ozaki2: integer bits per entry (8..100), or \"auto\""),
         "engine": Key("engine", _choice("auto", "numpy", "cutile"), doc="local engine"),
     },
     "run": {
@@ -227,7 +240,8 @@ def parse_job(text: str, source: str = "<job>", base_dir: str = ".") -> dict:
     ------
     InputError
         Syntax error (with line and column), unknown table or key (with the close match),
-        wrong type or value, missing required key, beta != 0 without inputs.c.
+        wrong type or value, missing required key, beta != 0 without inputs.c, an accuracy
+        key of the other scheme (ozaki.slices/groups with "ozaki2", ozaki.bits with "ozaki1").
     """
     def fail(message):
         return InputError(f"{source}: {message}")
@@ -263,6 +277,11 @@ def parse_job(text: str, source: str = "<job>", base_dir: str = ".") -> dict:
                 hint = "" if table in doc else f" (the file has no [{table}] table)"
                 raise fail(f"missing required key {table}.{key}{hint}")
 
+    defaults = RunConfig.__dataclass_fields__  # the defaults live in RunConfig only
+    conflict = scheme_conflict(*(kwargs.get(name, defaults[name].default)
+                                 for name in ("scheme", "slices", "groups", "bits")), job=True)
+    if conflict:
+        raise fail(conflict)
     if kwargs.get("beta", 0.0) != 0.0 and "c" not in kwargs:
         raise fail(f"gemm.beta = {kwargs['beta']!r} needs an input C: add inputs.c = \"FILE.h5:/C\"")
     if kwargs.get("beta", 0.0) == 0.0:

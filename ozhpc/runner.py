@@ -54,6 +54,13 @@ def _engine(name):
         raise InputError(str(exc)) from None
 
 
+def plan_attrs(info) -> dict:
+    """HDF5 attributes of C that say how it was computed (the scheme decides its bits)."""
+    if info.scheme == "ozaki2":
+        return {"scheme": info.scheme, "bits": info.bits, "moduli": info.slices}
+    return {"scheme": info.scheme, "bits": info.bits, "slices": info.slices, "groups": info.groups}
+
+
 PHASES = ("read", "scales", "split", "multiply", "comm_wait", "combine", "write", "total",
           "compute", "comm", "comm_exposed")
 
@@ -86,7 +93,8 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
-                   slices=cfg.slices, groups=cfg.groups, on_panel=on_panel) as plan:
+                   scheme=cfg.scheme, slices=cfg.slices, groups=cfg.groups, bits=cfg.bits,
+                   on_panel=on_panel) as plan:
             t0 = MPI.Wtime()
             a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
                                              transa=cfg.transa, transb=cfg.transb)
@@ -95,8 +103,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
             del a, bt, c0
             info = plan.info
             t1 = MPI.Wtime()
-            digest = distio.write_distributed(cfg.out, c, attrs={"slices": info.slices, "groups": info.groups},
-                                              force=cfg.force)
+            digest = distio.write_distributed(cfg.out, c, attrs=plan_attrs(info), force=cfg.force)
             write_s = MPI.Wtime() - t1
         mine = dict(info.seconds, read=read_s, write=write_s, total=MPI.Wtime() - t_start)
         slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
@@ -125,6 +132,8 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         # compute = the panel products alone (GPU events); comm = transport time (NCCL: GPU time
         # of the broadcasts); comm_exposed = multiply - compute, the part not hidden by overlap.
         "overlap": overlap,
+        # scheme ozaki2: slices = groups = moduli (one int8 residue plane per modulus).
+        "scheme": info.scheme, "bits": info.bits, "moduli": info.slices if info.scheme == "ozaki2" else None,
         "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
         "spread_bits": info.spread_bits,
         "nonfinite_inputs": info.nonfinite_inputs,

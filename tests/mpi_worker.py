@@ -5,9 +5,9 @@
     mpiexec -n R python tests/mpi_worker.py mismatch     # ranks with different engines must all refuse
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
-block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit);
-rank 0 compares SHA-256 digests with the single-process product and prints one JSON
-line. Exit status 0 when everything matched, 1 otherwise.
+block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
+schemes I and II); rank 0 compares SHA-256 digests with the single-process product and
+prints one JSON line. Exit status 0 when everything matched, 1 otherwise.
 """
 from __future__ import annotations
 
@@ -53,6 +53,11 @@ def cases(ranks):
         out.append(dict(grid=grid, block=5, transa=False, transb=True, nonfinite=True))
         out.append(dict(grid=grid, block=13, transa=False, transb=False, max_count=7))
         out.append(dict(grid=grid, block=(13, 5), transa=True, transb=True, kb=3, slices=4, groups="all"))
+        # Ozaki scheme II: other blocks and panel widths, inf/nan, a given bits, alpha/beta.
+        out.append(dict(grid=grid, block=13, kb=7, transa=False, transb=True, scheme="ozaki2"))
+        out.append(dict(grid=grid, block=(5, 17), transa=True, transb=False, nonfinite=True, scheme="ozaki2"))
+        out.append(dict(grid=grid, block=32, kb=64, transa=False, transb=False, alpha=-1.5, beta=0.75,
+                        scheme="ozaki2", bits=30))
     return out
 
 
@@ -63,18 +68,20 @@ def repro(comm) -> dict:
         ta, tb, nf = case["transa"], case["transb"], case.get("nonfinite", False)
         alpha, beta = case.get("alpha", 1.0), case.get("beta", 0.0)
         slices, groups = case.get("slices", "auto"), case.get("groups", "auto")
+        scheme, bits = case.get("scheme", "ozaki1"), case.get("bits", "auto")
         A, B = operands(ta, tb, nf)
         C0 = standard_matrix(M, N, 0.5, 13) if beta else None
-        key = (ta, tb, nf, alpha, beta, slices, groups)
+        key = (ta, tb, nf, alpha, beta, slices, groups, scheme, bits)
         if key not in refs:
             refs[key] = sha256_of_matrix(ozhpc.gemm(A, B, C0, alpha=alpha, beta=beta, transa=ta, transb=tb,
-                                                    slices=slices, groups=groups, engine="numpy"))
+                                                    slices=slices, groups=groups, scheme=scheme, bits=bits,
+                                                    engine="numpy"))
         options = {"max_count": case["max_count"]} if "max_count" in case else None
         with ProcessGrid(comm, case["grid"]) as grid:
             block = case["block"]
             with Summa(grid, M, N, K, block=block if isinstance(block, tuple) else (block, block),
-                       kb=case.get("kb"), engine="numpy", slices=slices, groups=groups,
-                       transport_options=options) as plan:
+                       kb=case.get("kb"), engine="numpy", slices=slices, groups=groups, scheme=scheme,
+                       bits=bits, transport_options=options) as plan:
                 a, bt, c = plan.distribute(A, B, C0, transa=ta, transb=tb)
                 out = plan(a, bt, c, alpha=alpha, beta=beta)
                 whole = out.gather(0)
@@ -90,6 +97,8 @@ def repro(comm) -> dict:
             model = depth * K * (M * (q - 1) + N * (p - 1))
             if digest != refs[key]:
                 failures.append(f"bits differ: {case}")
+            if info.scheme != scheme or (bits != "auto" and info.bits != bits):
+                failures.append(f"info says scheme {info.scheme}, {info.bits} bits: {case}")
             if sent != model:
                 failures.append(f"bytes_sent {sent} != model {model}: {case}")
             if "max_count" in case and size > 1 and not calls > msgs > 0:
@@ -109,14 +118,16 @@ def io(comm, directory) -> dict:
             for i, (g, b) in enumerate(itertools.product(GRIDS[size], [(1, 1), (5, 5), (17, 13), (64, 64)]))
             for ta, tb in [TRANS[i % 4]]]
     runs.append(dict(grid=None, block=(13, 13), transa=False, transb=True, alpha=2.0, beta=-1.0))
+    runs.append(dict(grid=None, block=(17, 13), kb=9, transa=True, transb=False, scheme="ozaki2"))
     for i, run in enumerate(runs):
         ta, tb = run["transa"], run["transb"]
         alpha, beta = run.get("alpha", 1.0), run.get("beta", 0.0)
+        scheme = run.get("scheme", "ozaki1")
         out = DatasetRef(os.path.join(directory, f"out{size}.h5"), f"/C{i}")
         cfg = RunConfig(a=DatasetRef(src, "/AT" if ta else "/A"), b=DatasetRef(src, "/BT" if tb else "/B"),
                         out=out, c=DatasetRef(src, "/C0") if beta else None, transa=ta, transb=tb,
                         alpha=alpha, beta=beta, grid=run["grid"], block=run["block"], engine="numpy",
-                        force=True, progress="off",
+                        scheme=scheme, kb=run.get("kb"), force=True, progress="off",
                         report=os.path.join(directory, f"run{size}_{i}.json"))
         report = execute(cfg, comm=comm)
         if rank == 0:
@@ -129,9 +140,15 @@ def io(comm, directory) -> dict:
             with h5py.File(out.file, "r") as f:
                 written = f[out.path][...]
                 attr = f[out.path].attrs["ozhpc_sha256"]
-            ref = sha256_of_matrix(ozhpc.gemm(A, B, C0, alpha=alpha, beta=beta, engine="numpy"))
+                plan_attrs = {k: f[out.path].attrs.get(f"ozhpc_{k}") for k in ("scheme", "bits", "moduli")}
+            ref = sha256_of_matrix(ozhpc.gemm(A, B, C0, alpha=alpha, beta=beta, scheme=scheme, engine="numpy"))
             if not (report["sha256"] == ref == sha256_of_matrix(written) == attr):
                 failures.append(f"sha256 differs: {run}")
+            if (plan_attrs["scheme"] != report["scheme"] or report["scheme"] != scheme
+                    or plan_attrs["bits"] != report["bits"]
+                    or (scheme == "ozaki2" and not plan_attrs["moduli"] == report["moduli"] == report["pair_gemms"])):
+                failures.append(f"scheme/bits/moduli in report {report['scheme']}/{report['bits']}/"
+                                f"{report['moduli']} and attributes {plan_attrs}: {run}")
             with open(cfg.report) as f:
                 saved = json.load(f)
             if saved["sha256"] != ref or saved["ranks"] != size:

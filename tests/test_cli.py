@@ -51,9 +51,89 @@ def test_gemm_writes_bitwise_result_and_report(inputs, tmp_path):
     assert (rep["m"], rep["n"], rep["k"]) == (40, 20, 30)
     assert {"read", "split", "multiply", "combine", "write"} <= set(rep["seconds"])
     assert rep["slices"] >= 1 and rep["pair_gemms"] >= rep["slices"]
+    assert (rep["scheme"], rep["bits"], rep["moduli"]) == ("ozaki1", 7 * rep["slices"], None)
+    assert rep["config"]["scheme"] == "ozaki1" and rep["config"]["bits"] == "auto"
+    with h5py.File(out, "r") as f:
+        attrs = dict(f["C"].attrs)
+    assert attrs["ozhpc_scheme"] == "ozaki1" and attrs["ozhpc_slices"] == rep["slices"]
+    assert attrs["ozhpc_groups"] == rep["groups"] and attrs["ozhpc_bits"] == rep["bits"]
+    assert f"scheme ozaki1: {rep['slices']} slices, {rep['groups']} groups, {rep['pair_gemms']} pair GEMMs" in r.stdout
     assert rep["config"]["transb"] is True and rep["config"]["alpha"] == 2.0
     assert file_digest(inputs) == before, "inputs must never be modified"
     assert sorted(os.listdir(tmp_path)) == ["in.h5", "out.h5", "run.json"], "no temporary files left"
+
+
+def test_gemm_scheme_ozaki2_end_to_end(inputs, tmp_path):
+    """--scheme ozaki2 (with several k-panels on one rank): the bits of ozhpc.gemm(scheme="ozaki2"),
+    and the report, the output attributes and the summary line say which scheme, bits and moduli."""
+    out, report = tmp_path / "out.h5", tmp_path / "run.json"
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/Bt", "--transb", "--alpha", "2", "--beta", "-1",
+                 "--c", f"{inputs}:/C0", "-o", f"{out}:/C", "--scheme", "ozaki2", "--block", "16", "--panel", "7",
+                 "--report", report, "--progress", "off"])
+    assert r.returncode == 0, r.stderr
+    a, bt, c0 = read(inputs, "A"), read(inputs, "Bt"), read(inputs, "C0")
+    want, info = ozhpc.gemm(a, bt, c0, alpha=2.0, beta=-1.0, transb=True, engine="numpy", scheme="ozaki2", info=True)
+    got = read(out, "C")
+    assert got.tobytes() == want.tobytes()
+    scheme1 = ozhpc.gemm(a, bt, c0, alpha=2.0, beta=-1.0, transb=True, engine="numpy")
+    assert got.tobytes() != scheme1.tobytes(), "the two schemes round differently (on this data)"
+    rep = json.loads(report.read_text())
+    assert rep["sha256"] == sha256_of_matrix(got)
+    assert (rep["scheme"], rep["bits"], rep["moduli"]) == ("ozaki2", info.bits, info.slices)
+    assert rep["pair_gemms"] == rep["moduli"] == rep["slices"] and rep["panels"] == 5
+    assert rep["config"]["scheme"] == "ozaki2" and rep["config"]["bits"] == "auto"
+    with h5py.File(out, "r") as f:
+        attrs = dict(f["C"].attrs)
+    assert (attrs["ozhpc_scheme"], attrs["ozhpc_bits"], attrs["ozhpc_moduli"]) == ("ozaki2", info.bits, info.slices)
+    assert "ozhpc_slices" not in attrs and "ozhpc_groups" not in attrs
+    assert f"scheme ozaki2: {info.bits} bits, {info.slices} moduli ({info.slices} int8 GEMMs)" in r.stdout
+
+    # --bits: the accuracy knob of scheme II; fewer bits, fewer moduli, other bits of C.
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C24", "--scheme", "ozaki2",
+                 "--bits", "24", "--report", report])
+    assert r.returncode == 0, r.stderr
+    want24, info24 = ozhpc.gemm(a, read(inputs, "B"), engine="numpy", scheme="ozaki2", bits=24, info=True)
+    assert read(out, "C24").tobytes() == want24.tobytes()
+    rep = json.loads(report.read_text())
+    assert (rep["scheme"], rep["bits"], rep["moduli"]) == ("ozaki2", 24, info24.slices)
+    assert rep["config"]["bits"] == 24 and info24.slices < info.slices
+
+
+def test_scheme_and_bits_parse_into_runconfig():
+    from ozhpc.cli import build_parser, config_from_args
+
+    def config(*extra):
+        return config_from_args(build_parser().parse_args(["gemm", "a.h5:/A", "b.h5:/B", "-o", "c.h5:/C", *extra]))
+
+    cfg = config()
+    assert (cfg.scheme, cfg.bits, cfg.slices, cfg.groups) == ("ozaki1", "auto", "auto", "auto")
+    cfg = config("--scheme", "ozaki2", "--bits", "40")
+    assert (cfg.scheme, cfg.bits) == ("ozaki2", 40)
+    assert cfg.describe()["scheme"] == "ozaki2" and cfg.describe()["bits"] == 40
+    # "auto" is always allowed, for the other scheme's options too.
+    assert config("--scheme", "ozaki2", "--slices", "auto", "--groups", "auto").bits == "auto"
+    assert config("--scheme", "ozaki1", "--bits", "auto", "--slices", "5").slices == 5
+    assert config("--bits", "8", "--scheme", "ozaki2").bits == 8
+    assert config("--bits", "100", "--scheme", "ozaki2").bits == 100
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--scheme", "ozaki2", "--slices", "8"],
+     "--slices 8 is an option of --scheme ozaki1; with --scheme ozaki2 leave it out and set the accuracy with --bits"),
+    (["--scheme", "ozaki2", "--groups", "all", "--slices", "5"],
+     "--slices 5 and --groups all are options of --scheme ozaki1; with --scheme ozaki2 leave them out and set "
+     "the accuracy with --bits"),
+    (["--bits", "40"],
+     "--bits 40 needs --scheme ozaki2 (the scheme here is ozaki1, whose accuracy is set by --slices)"),
+    (["--scheme", "ozaki1", "--bits", "12"],
+     "--bits 12 needs --scheme ozaki2 (the scheme here is ozaki1, whose accuracy is set by --slices)"),
+])
+def test_options_of_the_other_scheme_are_one_error(inputs, tmp_path, extra, message):
+    out = tmp_path / "o.h5"
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C", *extra])
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"ozhpc gemm: error: {message}"]
+    assert not out.exists()
 
 
 def test_existing_output_needs_force_and_is_kept(inputs, tmp_path):
@@ -105,6 +185,10 @@ def test_bad_input_is_one_clear_message_and_exit_2(inputs, tmp_path, a, b, extra
     (["--block", "0"], "--block must be positive, got '0'"),
     (["--grid", "2by2"], "--grid must be N or MxN with positive integers, got '2by2'"),
     (["--engine", "gpu"], "invalid choice: 'gpu'"),
+    (["--scheme", "ozaki3"], "argument --scheme: invalid choice: 'ozaki3'"),
+    (["--bits", "many"], "argument --bits: --bits must be 'auto' or an integer, got 'many'"),
+    (["--scheme", "ozaki2", "--bits", "7"], "argument --bits: --bits must be between 8 and 100, got 7"),
+    (["--scheme", "ozaki2", "--bits", "101"], "argument --bits: --bits must be between 8 and 100, got 101"),
 ])
 def test_bad_options_exit_2(inputs, tmp_path, extra, message):
     r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{tmp_path}/o.h5:/C", *extra])
@@ -130,9 +214,12 @@ def test_gen_is_reproducible_and_check_reports_errors(inputs, tmp_path):
 def test_info_and_help():
     r = run_cli(["info"])
     assert r.returncode == 0 and "engine numpy: available" in r.stdout and "h5py" in r.stdout
-    for command in ("gen", "gemm", "check", "info", "demo"):
+    for command in ("gen", "gemm", "run", "check", "info", "demo"):
         h = run_cli([command, "--help"])
         assert h.returncode == 0 and "usage: ozhpc " + command in h.stdout
+    h = " ".join(run_cli(["gemm", "--help"]).stdout.split())  # argparse wraps the lines
+    assert "--scheme {ozaki1,ozaki2}" in h and "one int8 GEMM per modulus (about 16 for FP64 accuracy)" in h
+    assert "--bits BITS scheme ozaki2: integer bits per operand entry (8..100)" in h
 
 
 def test_demo_runs_end_to_end(tmp_path):

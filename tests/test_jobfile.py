@@ -78,6 +78,26 @@ def error_of(path, **kw):
      "unknown table [layuot] (did you mean [layout]?); allowed tables: "
      "[inputs], [output], [gemm], [layout], [ozaki], [run]"),
     ("[gemm]\nbeta = 0.5\n", 'gemm.beta = 0.5 needs an input C: add inputs.c = "FILE.h5:/C"'),
+    ("[ozaki]\nscheme = \"ozaki3\"\n", 'ozaki.scheme must be one of "ozaki1", "ozaki2", got string "ozaki3"'),
+    ("[ozaki]\nscheme = \"ozaki2\"\nbits = 7\n", "ozaki.bits must be between 8 and 100, got 7"),
+    ("[ozaki]\nscheme = \"ozaki2\"\nbits = 101\n", "ozaki.bits must be between 8 and 100, got 101"),
+    ("[ozaki]\nscheme = \"ozaki2\"\nbits = \"many\"\n", "ozaki.bits must be 'auto' or an integer, got 'many'"),
+    ("[ozaki]\nscheme = \"ozaki2\"\nbits = true\n", 'ozaki.bits must be "auto" or an integer, got boolean true'),
+    ("[ozaki]\nscheme = \"ozaki2\"\nbits = 40.0\n", 'ozaki.bits must be "auto" or an integer, got float 40.0'),
+    ("[ozaki]\nbit = 40\n",
+     "unknown key ozaki.bit (did you mean ozaki.bits?); allowed in [ozaki]: scheme, slices, groups, bits, engine"),
+    ("[ozaki]\nscheme = \"ozaki2\"\nslices = 8\n",
+     'ozaki.slices = 8 is an option of ozaki.scheme = "ozaki1"; with ozaki.scheme = "ozaki2" leave it out '
+     "and set the accuracy with ozaki.bits"),
+    ("[ozaki]\ngroups = \"all\"\nscheme = \"ozaki2\"\nslices = 8\nbits = 40\n",
+     'ozaki.slices = 8 and ozaki.groups = "all" are options of ozaki.scheme = "ozaki1"; with ozaki.scheme = '
+     '"ozaki2" leave them out and set the accuracy with ozaki.bits'),
+    ("[ozaki]\nbits = 40\n",
+     'ozaki.bits = 40 needs ozaki.scheme = "ozaki2" (the scheme here is "ozaki1", whose accuracy is set by '
+     'ozaki.slices)'),
+    ("[ozaki]\nscheme = \"ozaki1\"\nslices = 6\nbits = 30\n",
+     'ozaki.bits = 30 needs ozaki.scheme = "ozaki2" (the scheme here is "ozaki1", whose accuracy is set by '
+     'ozaki.slices)'),
 ])
 def test_bad_values_name_file_table_and_key(jobdir, extra, message):
     path = write_job(jobdir, GOOD + extra)
@@ -155,8 +175,10 @@ grid = "1x3"
 block = "8x4"
 panel = 3
 [ozaki]
+scheme = "ozaki1"
 slices = 9
 groups = "all"
+bits = "auto"
 engine = "numpy"
 [run]
 progress = "off"
@@ -168,9 +190,21 @@ transport = "mpi-host"
     assert cfg == RunConfig(a=DatasetRef(f"{d}/in.h5", "/A"), b=DatasetRef(f"{d}/in.h5", "/B"),
                             c=DatasetRef(f"{d}/in.h5", "/C0"), out=DatasetRef(f"{d}/out.h5", "/C"),
                             report=f"{d}/run.json", force=True, transa=False, transb=False,
-                            alpha=2.0, beta=-1.5, grid=(1, 3), block=(8, 4), slices=9, groups="all",
+                            alpha=2.0, beta=-1.5, grid=(1, 3), block=(8, 4), scheme="ozaki1", slices=9,
+                            groups="all", bits="auto",
                             engine="numpy", progress="off", transport="mpi-host", kb=3)
     assert isinstance(cfg.alpha, float)
+
+
+@pytest.mark.parametrize("ozaki, scheme, bits, slices", [
+    ('scheme = "ozaki2"\nbits = 40\n', "ozaki2", 40, "auto"),
+    ('scheme = "ozaki2"\nbits = "auto"\nslices = "auto"\ngroups = "auto"\n', "ozaki2", "auto", "auto"),
+    ('scheme = "ozaki1"\nbits = "auto"\nslices = 6\n', "ozaki1", "auto", 6),
+    ('slices = 6\n', "ozaki1", "auto", 6),
+])
+def test_scheme_and_bits_keys(jobdir, ozaki, scheme, bits, slices):
+    cfg = load_job(write_job(jobdir, GOOD + "[ozaki]\n" + ozaki))
+    assert (cfg.scheme, cfg.bits, cfg.slices, cfg.groups) == (scheme, bits, slices, "auto")
 
 
 def test_defaults_come_from_runconfig_only(jobdir):
@@ -239,6 +273,31 @@ def test_cli_errors_exit_2_with_the_message(jobdir):
     assert proc.returncode == 2 and "does not exist" in proc.stderr
 
 
+def test_scheme_ozaki2_job_through_the_cli(jobdir, tmp_path):
+    """``ozhpc run`` with [ozaki] scheme = "ozaki2": the bits of ozhpc.gemm(scheme="ozaki2", bits=...),
+    the report says so; an option of the other scheme is one error line, exit 2, no output."""
+    import ozhpc
+
+    path = write_job(jobdir, GOOD + '[layout]\nblock = 4\npanel = 3\n[ozaki]\nscheme = "ozaki2"\nbits = 30\n'
+                                    '[run]\nprogress = "off"\n')
+    proc = run_cli(["run", path])
+    assert proc.returncode == 0, proc.stderr
+    with h5py.File(jobdir / "in.h5", "r") as f:
+        want, info = ozhpc.gemm(f["A"][...], f["B"][...], engine="numpy", scheme="ozaki2", bits=30, info=True)
+    report = json.loads((jobdir / "run.json").read_text())
+    assert report["sha256"] == sha256_of_dataset(jobdir / "out.h5", "/C") == hashlib.sha256(want.tobytes()).hexdigest()
+    assert (report["scheme"], report["bits"], report["moduli"]) == ("ozaki2", 30, info.slices)
+    assert report["config"]["scheme"] == "ozaki2" and report["config"]["bits"] == 30
+
+    bad = write_job(jobdir, GOOD.replace("out.h5", "bad.h5") + '[ozaki]\nscheme = "ozaki2"\ngroups = 3\n', "bad.toml")
+    proc = run_cli(["run", bad])
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f'ozhpc run: error: {bad}: ozaki.groups = 3 is an option of ozaki.scheme = "ozaki1"; with ozaki.scheme = '
+        '"ozaki2" leave it out and set the accuracy with ozaki.bits']
+    assert not (jobdir / "bad.h5").exists()
+
+
 def sha256_of_dataset(path, name):
     with h5py.File(path, "r") as f:
         data = f[name][...]
@@ -248,8 +307,8 @@ def sha256_of_dataset(path, name):
 
 REPORT_FIELDS = {
     "ozhpc_version", "date", "host", "python", "numpy", "config", "m", "n", "k", "ranks", "grid",
-    "block", "engine", "slices", "groups", "pair_gemms", "error_bound", "seconds", "bytes_sent",
-    "gflops", "tflops", "sha256",
+    "block", "engine", "scheme", "bits", "moduli", "slices", "groups", "pair_gemms", "error_bound", "seconds",
+    "bytes_sent", "gflops", "tflops", "sha256",
 }
 PHASES = {"read", "split", "multiply", "combine", "write", "total"}
 

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.mpi
 
 MPIEXEC = shutil.which("mpiexec")
 WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 M, K, N = 157, 301, 96
 JOB_TIMEOUT = 240
 
@@ -35,6 +36,8 @@ def mpiexec(n, args, timeout=JOB_TIMEOUT, env=None, cwd=None):
     cmd = [MPIEXEC, "-n", str(n), sys.executable] + list(args)
     full_env = dict(os.environ)
     full_env.pop("OZHPC_TEST_FAIL_RANK", None)
+    # This checkout's ozhpc, not an installed copy (the worker's sys.path[0] is tests/).
+    full_env["PYTHONPATH"] = REPO + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
@@ -107,6 +110,8 @@ FAILURES = {
     "unknown option": (dict(), ["--blok", "3"], "--blok"),
     "groups below 1": (dict(), ["--groups", "0"], "--groups must be at least 1, got 0"),
     "groups above 2s-1": (dict(), ["--slices", "4", "--groups", "9"], "--groups 9 is more than the 7 groups"),
+    "slices with scheme ozaki2": (dict(), ["--scheme", "ozaki2", "--slices", "6"],
+                                  "--slices 6 is an option of --scheme ozaki1; with --scheme ozaki2 leave it out"),
     "GPU transport, CPU engine": (dict(), ["--transport", "nccl"], "transport 'nccl' moves GPU panels"),
 }
 
