@@ -6,19 +6,31 @@ and, as a ratio to it, for ozhpc with fixed slice counts and with "auto" (below 
 native).
 
     python3 bench/accuracy.py [--m 64] [--k 256 4096] [--samples 40] [--out bench/results/x.md]
+
+``--scheme ozaki2`` measures Ozaki scheme II instead: fixed integer widths (``--bits``) in
+place of the slice columns, "auto" with its bits and moduli, and ``--margins``: the bits
+"auto" would pick with ``AUTO_BITS_MARGIN`` = M (``53 + spread + M``), which is how that
+constant is chosen.
+
+    python3 bench/accuracy.py --scheme ozaki2 [--bits 48 50 ...] [--margins -8 -7 ...] [--seed 1]
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import platform
 import sys
 
 import numpy as np
 
-import ozhpc
-from ozhpc.matrices import standard_matrix
-from ozhpc.reference import relative_errors, sample_indices
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's ozhpc
+
+import ozhpc  # noqa: E402
+from ozhpc.engines import crt  # noqa: E402
+from ozhpc.matrices import standard_matrix  # noqa: E402
+from ozhpc.ozaki.plan import FP64_BITS  # noqa: E402
+from ozhpc.reference import exact_entry, relative_errors, sample_indices  # noqa: E402
 
 
 def main(argv=None):
@@ -26,28 +38,51 @@ def main(argv=None):
     p.add_argument("--m", type=int, default=64, help="rows of A and columns of B (default 64)")
     p.add_argument("--k", type=int, nargs="+", default=[256, 4096])
     p.add_argument("--phi", type=float, nargs="+", default=[0.0, 0.5, 1.0, 2.0, 4.0])
-    p.add_argument("--slices", type=int, nargs="+", default=list(range(6, 14)))
-    p.add_argument("--groups", default="auto", help="auto (triangle) or all")
+    p.add_argument("--scheme", choices=["ozaki1", "ozaki2"], default="ozaki1")
+    p.add_argument("--slices", type=int, nargs="+", default=list(range(6, 14)), help="ozaki1 columns")
+    p.add_argument("--groups", default="auto", help="ozaki1: auto (triangle) or all")
+    p.add_argument("--bits", type=int, nargs="*", default=list(range(48, 61, 2)),
+                   help="ozaki2 columns: fixed integer bits per entry (default 48 50 .. 60)")
+    p.add_argument("--margins", type=int, nargs="*", default=list(range(-8, 1)),
+                   help="ozaki2 columns: bits = 53 + spread + M, i.e. auto with AUTO_BITS_MARGIN = M "
+                        "(default -8 .. 0)")
     p.add_argument("--samples", type=int, default=40)
+    p.add_argument("--seed", type=int, default=1,
+                   help="A from seed S, B from S + 1, the sampled entries from S + 2 (default 1)")
     p.add_argument("--out", help="also write the table as markdown here")
     args = p.parse_args(argv)
+    scheme2 = args.scheme == "ozaki2"
 
-    header = ["phi", "k", "native max err", "auto s", "auto/native"] + [f"s={s}" for s in args.slices]
+    if scheme2:
+        header = (["phi", "k", "native max err", "spread", "auto bits", "moduli", "auto/native"]
+                  + [f"b={b}" for b in args.bits] + [f"M={mg:+d}" for mg in args.margins])
+    else:
+        header = ["phi", "k", "native max err", "auto s", "auto/native"] + [f"s={s}" for s in args.slices]
     rows = []
     for phi in args.phi:
         for k in args.k:
-            a = standard_matrix(args.m, k, phi, seed=1)
-            b = standard_matrix(k, args.m, phi, seed=2)
-            idx = sample_indices(args.m, args.m, args.samples, seed=3)
-            native = relative_errors(a @ b, a, b, idx).max()
+            a = standard_matrix(args.m, k, phi, seed=args.seed)
+            b = standard_matrix(k, args.m, phi, seed=args.seed + 1)
+            idx = sample_indices(args.m, args.m, args.samples, seed=args.seed + 2)
+            exact = [exact_entry(a[i], b[:, j]) for i, j in idx]
+            native = relative_errors(a @ b, a, b, idx, exact).max()
 
             def ratio(c):
-                return relative_errors(c, a, b, idx).max() / native
+                return relative_errors(c, a, b, idx, exact).max() / native
 
-            c, info = ozhpc.gemm(a, b, groups=args.groups, engine="numpy", info=True)
-            row = [f"{phi:g}", str(k), f"{native:.2e}", str(info.slices), f"{ratio(c):.2g}"]
-            row += [f"{ratio(ozhpc.gemm(a, b, slices=s, groups=args.groups, engine='numpy')):.2g}"
-                    for s in args.slices]
+            if scheme2:
+                c, info = ozhpc.gemm(a, b, engine="numpy", scheme="ozaki2", info=True)
+                row = [f"{phi:g}", str(k), f"{native:.2e}", str(info.spread_bits), str(info.bits),
+                       str(info.pair_gemms), f"{ratio(c):.2g}"]
+                fixed = list(args.bits) + [max(crt.MIN_BITS, min(crt.MAX_BITS, FP64_BITS + info.spread_bits + mg))
+                                           for mg in args.margins]
+                row += [f"{ratio(ozhpc.gemm(a, b, engine='numpy', scheme='ozaki2', bits=bt)):.2g}"
+                        for bt in fixed]
+            else:
+                c, info = ozhpc.gemm(a, b, groups=args.groups, engine="numpy", info=True)
+                row = [f"{phi:g}", str(k), f"{native:.2e}", str(info.slices), f"{ratio(c):.2g}"]
+                row += [f"{ratio(ozhpc.gemm(a, b, slices=s, groups=args.groups, engine='numpy')):.2g}"
+                        for s in args.slices]
             rows.append(row)
             print(" | ".join(row), flush=True)
 
@@ -55,14 +90,26 @@ def main(argv=None):
     table += ["| " + " | ".join(r) + " |" for r in rows]
     print("\n".join(table))
     if args.out:
+        command = f"python3 bench/accuracy.py {' '.join(sys.argv[1:] if argv is None else argv)}"
         with open(args.out, "w") as f:
-            f.write(f"# ozhpc accuracy vs native FP64 GEMM\n\n"
-                    f"Date: {datetime.date.today()}, machine: {platform.node()} ({platform.processor() or 'cpu'}), "
-                    f"NumPy {np.__version__}.\n"
-                    f"Command: `python3 bench/accuracy.py {' '.join(sys.argv[1:] if argv is None else argv)}`\n\n"
-                    f"Max over {args.samples} sampled entries of |C - exact| / (|A||B|), m = n = {args.m}; "
-                    f"ozhpc columns are ratios to native (below 1 = more accurate than native); "
-                    f"groups = {args.groups}; round-to-nearest int8 digits, 7 bits per slice.\n\n")
+            if scheme2:
+                f.write(f"# ozhpc accuracy vs native FP64 GEMM: Ozaki scheme II\n\n"
+                        f"Date: {datetime.date.today()}, machine: {platform.node()} "
+                        f"({os.cpu_count()}-core CPU, {platform.machine()}), NumPy {np.__version__}, "
+                        f"engine numpy.\nCommand: `{command}`\n\n"
+                        f"Max over {args.samples} sampled entries of |C - exact| / (|A||B|), m = n = {args.m}; "
+                        f"ozhpc columns are ratios to native (below 1 = more accurate than native). "
+                        f"spread: the exponent-spread statistic (bits); auto bits = 53 + spread + "
+                        f"AUTO_BITS_MARGIN; moduli = int8 GEMMs; b=N: N bits per entry; M=m: bits = "
+                        f"53 + spread + m (what auto gives with AUTO_BITS_MARGIN = m).\n\n")
+            else:
+                f.write(f"# ozhpc accuracy vs native FP64 GEMM\n\n"
+                        f"Date: {datetime.date.today()}, machine: {platform.node()} "
+                        f"({platform.processor() or 'cpu'}), NumPy {np.__version__}.\n"
+                        f"Command: `{command}`\n\n"
+                        f"Max over {args.samples} sampled entries of |C - exact| / (|A||B|), m = n = {args.m}; "
+                        f"ozhpc columns are ratios to native (below 1 = more accurate than native); "
+                        f"groups = {args.groups}; round-to-nearest int8 digits, 7 bits per slice.\n\n")
             f.write("\n".join(table) + "\n")
 
 

@@ -180,7 +180,14 @@ class ModularPlan:
 
 
 AUTO_BITS_MARGIN = -3
-"""Bits added to ``53 + spread`` by scheme II's "auto" (bench/accuracy.py measures it)."""
+"""Bits added to ``53 + spread`` by scheme II's "auto". Measured, not derived
+(``bench/accuracy.py --scheme ozaki2``, bench/results/accuracy_ozaki2_2026-12-01.md: standard
+matrices, phi 0 .. 4, k = 256 and 4096, m = n = 64, 40 sampled entries): the worst auto/native
+error ratio is 1.1 with -5, 0.59 with -4 and 0.17 with -3; on five more matrix sets -4 reaches
+0.94, -3 at most 0.26; on the matrices of tests/test_ozaki2.py -4 gives 1.13 (fails), -3 0.23.
+As for scheme I, round-to-nearest operands give an unbiased error that cancels over k; -3 is the
+smallest margin at or below native in every set, with a factor of about 4 in hand (one bit less
+would leave none). phi = 0 (spread 3, 53 bits) is the tightest case."""
 
 
 def auto_bits(spread: int) -> int:
