@@ -166,6 +166,44 @@ def tune_split(cp, n, reps, tiles, slices=8):
     return rows
 
 
+def tune_ozaki2(cp, n, reps, panels, crt_tiles, bits=56):
+    """Scheme II at one size: diagonal-product TOP/s per k panel (0 = whole k) and CRT-kernel
+    time per tile. Returns (rows, best config)."""
+    from dataclasses import replace
+    from ozhpc.engines.cutile_engine import CutileEngine
+    from ozhpc.ozaki.plan import ModularPlan
+    from ozhpc.ozaki.scales import exponents, row_abs_max
+    a, b = make_inputs(cp, n, 0.5, 7)
+    bt = b.T
+    e, f = exponents(cp, row_abs_max(cp, a)), exponents(cp, row_abs_max(cp, bt))
+    plan = ModularPlan.for_k(bits, n)
+    base = CutileEngine()
+    da, eb = plan.split(base, a, e), plan.split(base, bt, f)
+    pa, pb = base._as_padded(da), base._as_padded(eb)
+    sums = cp.empty((plan.moduli, pa.shape[1], pb.shape[1]), dtype=cp.int32)
+    rows, best = [], base.config
+    best_pair = best_crt = float("inf")
+    for panel in panels:
+        eng = CutileEngine(config=replace(base.config, diagonal_k_panel=panel))
+        t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, True), reps)
+        rows.append({"what": f"diagonal k panel {panel or 'whole k'}", "seconds": t,
+                     "tops": 2 * n**3 * plan.moduli / t / 1e12})
+        print("tune ozaki2", rows[-1], flush=True)
+        if t < best_pair:
+            best_pair, best = t, replace(best, diagonal_k_panel=panel)
+    crt_best = (best.crt_rows, best.crt_cols)
+    for tr, tc in crt_tiles:
+        eng = CutileEngine(config=replace(base.config, crt_rows=tr, crt_cols=tc))
+        t = time_events(cp, lambda: plan.combine(eng, sums, e, f), reps)
+        rows.append({"what": f"CRT tile {tr} x {tc}", "seconds": t, "tops": float("nan")})
+        print("tune ozaki2", rows[-1], flush=True)
+        if t < best_crt:
+            best_crt, crt_best = t, (tr, tc)
+    del da, eb, pa, pb, sums, a, b
+    cp.get_default_memory_pool().free_all_blocks()
+    return rows, replace(best, crt_rows=crt_best[0], crt_cols=crt_best[1])
+
+
 def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
     """``methods``: (scheme, slices-or-bits) pairs."""
     from ozhpc.ozaki.plan import make_plan
@@ -289,6 +327,10 @@ def markdown(result) -> str:
             lines.append(f"| {cfg} | {t.get('tops', float('nan')):.0f} | "
                          f"{t.get('compile_s', float('nan')):.1f} |" if "tops" in t
                          else f"| {cfg} | failed: {t['error_message'][:80]} | |")
+    if result.get("tune_ozaki2"):
+        lines += ["", f"Scheme II sweep (n = {result.get('tune_size')}, 56 bits; the fastest is used above):", "",
+                  "| variant | time s | TOP/s |", "|---|---|---|"]
+        lines += [f"| {t['what']} | {t['seconds']:.4f} | {t['tops']:.0f} |" for t in result["tune_ozaki2"]]
     if result.get("tune_split"):
         lines += ["", f"Split-kernel tile sweep (8 slices, n = {result.get('tune_size')}, GB/s = 16 n^2 bytes / "
                   "time; the table above uses the config's tile):", "",
@@ -313,6 +355,8 @@ def main(argv=None) -> int:
     p.add_argument("--tune", action="store_true",
                    help="sweep pair-kernel configs at --tune-size first and use the fastest")
     p.add_argument("--tune-size", type=int, default=16384)
+    p.add_argument("--tune-ozaki2", action="store_true",
+                   help="sweep scheme II's diagonal k panel and CRT tile at --tune-size first and use the best")
     p.add_argument("--out", help="write OUT.json and OUT.md")
     p.add_argument("--child-emulation", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -346,6 +390,15 @@ def main(argv=None) -> int:
         print("tuned:", eng.describe(), flush=True)
         result["tune_split"] = tune_split(cp, args.tune_size, args.reps,
                                           [(32, 128), (16, 128), (32, 64), (64, 64), (16, 256)])
+    if args.tune_ozaki2:
+        from ozhpc.engines.cutile_engine import CutileEngine
+        rows, cfg = tune_ozaki2(cp, args.tune_size, args.reps, [0, 8192, 4096],
+                                [(16, 64), (32, 64), (8, 64), (8, 128)])
+        eng = CutileEngine(config=cfg, occupancy=eng.launcher.occupancy, num_ctas=eng.launcher.num_ctas,
+                           pair_index=eng.launcher.pair_index)
+        result["tune_ozaki2"] = rows
+        result["tune_size"] = args.tune_size
+        print("tuned (scheme II):", cfg, flush=True)
     methods = ([("ozaki1", s if s == "auto" else int(s)) for s in args.slices]
                + [("ozaki2", b if b == "auto" else int(b)) for b in args.bits])
     for n in args.sizes:

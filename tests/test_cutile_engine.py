@@ -411,3 +411,48 @@ def test_ozaki2_large_problem_int32_blocks_equal_int64(gpu):
     want = ozhpc.gemm(a, b, scheme="ozaki2", bits=53, engine=wide)
     assert wide.launcher.last_pair_index == "int64"
     assert bool(cp.all(got.view(cp.int64) == want.view(cp.int64)))
+
+
+# ------------------------------------------------------------------ "auto" statistic kernels
+def _gap_rows(rng):
+    return np.stack([
+        rng.standard_normal(300) * 2.0**-1060,                   # subnormal row
+        np.concatenate([[1.7e308], rng.standard_normal(299) * 1e-300]),
+        np.concatenate([[np.inf, -np.inf, np.nan, 0.0, -0.0, 5e-324], rng.standard_normal(294)]),
+        np.zeros(300),
+        (rng.random(300) - 0.5) * np.exp(4 * rng.standard_normal(300)),
+        np.concatenate([[2.0**-1022], rng.standard_normal(299) * 2.0**-1070]),
+    ] + [phi_matrix(rng, 1, 300, phi)[0] for phi in (0, 0.5, 1, 2, 4)])
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_gap_codes_match_numpy(gpu, layout):
+    from ozhpc.engines.base import NO_GAP
+    engine, cp = gpu
+    x = _gap_rows(np.random.default_rng(40))
+    e = exponents(np, row_abs_max(np, x))
+    want = NumpyEngine().entry_gaps(x, e)
+    xd = cp.asarray(x)
+    if layout == "F":
+        xd = cp.asfortranarray(xd)
+    elif layout == "strided":
+        xd = cp.asarray(np.repeat(x, 2, axis=1))[:, ::2]
+    got = cp.asnumpy(engine.entry_gaps(xd, cp.asarray(e)))
+    assert_same_bits(got[:, :x.shape[1]], want)
+    assert got.shape[1] % 128 == 0 and np.all(got[:, x.shape[1]:] == NO_GAP)
+
+
+def test_gap_counts_and_spread_match_numpy(gpu):
+    from ozhpc.ozaki.scales import spread_bits
+    engine, cp = gpu
+    rng = np.random.default_rng(41)
+    ref = NumpyEngine()
+    for phi in (0, 0.5, 2, 4):
+        x = phi_matrix(rng, 333, 517, phi)
+        x[5] = 0.0
+        e = exponents(np, row_abs_max(np, x))
+        gaps_w, gaps_g = ref.entry_gaps(x, e), engine.entry_gaps(cp.asarray(x), cp.asarray(e))
+        limits = rng.integers(0, 64, 333).astype(np.int32)
+        assert_same_bits(cp.asnumpy(engine.count_gaps_le(gaps_g, cp.asarray(limits))),
+                         ref.count_gaps_le(gaps_w, limits))
+        assert spread_bits(cp, gaps_g, count_le=engine.count_gaps_le) == spread_bits(np, gaps_w)

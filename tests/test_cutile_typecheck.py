@@ -65,10 +65,14 @@ def _signatures(cfg: ck.TileConfig):
     ]
     crt = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                  _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
-                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols])
+                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, acc_dtype == ct.int32])
            for acc_dtype in (ct.float64, ct.int32)]
+    gaps = [_sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.int8, 2, big),
+                  cfg.split_rows, cfg.split_cols, trans]) for trans in (False, True)]
+    count = [_sig([_array(ct.int8, 2, big), _array(ct.int32, 1), _array(ct.int32, 1),
+                   ck.COUNT_ROWS, ck.GAP_COLS])]
     return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine,
-            "residue": residue, "crt": crt}
+            "residue": residue, "crt": crt, "gaps": gaps, "count": count}
 
 
 @pytest.mark.parametrize("gpu_code", GPU_CODES)
@@ -95,7 +99,7 @@ def test_tiles_are_powers_of_two_and_k_bound_holds():
                   cfg.residue_rows, cfg.residue_cols):
             assert v > 0 and v & (v - 1) == 0
         # k panels start on k-tile boundaries (16-byte aligned slices for TMA)
-        assert cfg.pair_k_panel % cfg.pair_k == 0
+        assert cfg.pair_k_panel % cfg.pair_k == 0 and cfg.diagonal_k_panel % cfg.pair_k == 0
         # one pair over one k-tile always fits an int32 accumulator
         assert cfg.pair_k * ck.DIGIT_MAX**2 < 2**31
     assert ck.K_PAIR_LIMIT * ck.DIGIT_MAX**2 < 2**31 <= (ck.K_PAIR_LIMIT + 1) * ck.DIGIT_MAX**2

@@ -68,10 +68,15 @@ def test_nonfinite_pattern_matches_numpy(seed, m, n, k, data):
             x.flat[data.draw(st.integers(0, x.size - 1))] = data.draw(special)
     with np.errstate(all="ignore"):
         want = a @ b
+        # Where a product of finite entries overflows (1e300 * 1e300), IEEE makes it an inf
+        # product and the BLAS's summation order decides between inf and NaN; ozhpc sums the
+        # finite products exactly (docs/numerics.md). Compare only where no such product exists.
+        finite_mag = np.abs(np.where(np.isfinite(a), a, 0)) @ np.abs(np.where(np.isfinite(b), b, 0))
     got = ozhpc.gemm(a, b, slices=4, engine="numpy")
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    assert np.array_equal(np.isposinf(got), np.isposinf(want))
-    assert np.array_equal(np.isneginf(got), np.isneginf(want))
+    defined = np.isfinite(finite_mag)
+    assert np.array_equal(np.isnan(got)[defined], np.isnan(want)[defined])
+    assert np.array_equal(np.isposinf(got)[defined], np.isposinf(want)[defined])
+    assert np.array_equal(np.isneginf(got)[defined], np.isneginf(want)[defined])
 
 
 def test_zero_rows_subnormals_and_empty_shapes(rng):

@@ -390,10 +390,15 @@ def test_nonfinite_pattern_matches_scheme_one_and_numpy(seed, m, n, k, data):
         native = a @ b
     one = ozhpc.gemm(a, b, engine="numpy")
     two = ozhpc.gemm(a, b, engine="numpy", scheme="ozaki2")
-    for want in (one, native):
-        assert np.array_equal(np.isnan(two), np.isnan(want))
-        assert np.array_equal(np.isposinf(two), np.isposinf(want))
-        assert np.array_equal(np.isneginf(two), np.isneginf(want))
+    # Where finite products overflow (1e300 * 1e300), a BLAS's inf/NaN depend on its summation
+    # order (inf - inf), so native is compared only where |A||B| of the finite parts is finite.
+    with np.errstate(all="ignore"):
+        finite_mag = np.abs(np.where(np.isfinite(a), a, 0)) @ np.abs(np.where(np.isfinite(b), b, 0))
+    defined = np.isfinite(finite_mag)
+    for want, where in ((one, np.ones_like(defined)), (native, defined)):
+        assert np.array_equal(np.isnan(two)[where], np.isnan(want)[where])
+        assert np.array_equal(np.isposinf(two)[where], np.isposinf(want)[where])
+        assert np.array_equal(np.isneginf(two)[where], np.isneginf(want)[where])
 
 
 def test_moduli_depend_on_bits_and_k_only(rng):

@@ -40,7 +40,7 @@ from ..errors import InputError
 from ..ozaki import special
 from ..ozaki.gemm import GemmInfo, Stopwatch, check_k, epilogue, make_info, op_rows
 from ..ozaki.plan import make_plan
-from ..ozaki.scales import entry_gaps, exponents, row_abs_max, spread_bits
+from ..ozaki.scales import exponents, row_abs_max, spread_bits
 from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
@@ -171,8 +171,8 @@ class Summa:
         if (self.bits if self.scheme == "ozaki2" else self.slices) == "auto":
             def summed_over(comm):
                 return lambda counts: eng.asarray(_allreduce(comm, eng.to_host(counts), MPI.SUM))
-            local[0] = max(spread_bits(xp, entry_gaps(xp, a_loc, e), summed_over(g.row_comm)),
-                           spread_bits(xp, entry_gaps(xp, b_loc, f), summed_over(g.col_comm)))
+            local[0] = max(spread_bits(xp, eng.entry_gaps(a_loc, e), summed_over(g.row_comm), eng.count_gaps_le),
+                           spread_bits(xp, eng.entry_gaps(b_loc, f), summed_over(g.col_comm), eng.count_gaps_le))
         local[1] = special.has_nonfinite(xp, a_loc) or special.has_nonfinite(xp, b_loc)
         spread, nonfinite = (int(v) for v in _allreduce(g.comm, local, MPI.MAX))
         nonfinite = bool(nonfinite)

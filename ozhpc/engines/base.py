@@ -46,6 +46,12 @@ LATER_DIGIT_MAX = 2 ** (BITS - 1)
 """Largest |digit| of slices p >= 1: the remainder after a rounded digit is at most half a unit."""
 
 
+MAX_GAP = 63
+"""Exponent gaps are clipped here: a median entry 63 bits down already asks for the most slices."""
+NO_GAP = 127
+"""Gap code of zero and non-finite entries: never counted."""
+
+
 def digit_bound(p: int) -> int:
     return DIGIT_MAX if p == 0 else LATER_DIGIT_MAX
 
@@ -126,6 +132,25 @@ class Engine(ABC):
         engine: int32).
         """
         return self.xp.zeros((ngroups, m, n), dtype=self.xp.float64)
+
+    def entry_gaps(self, x, exps):
+        """int8 gap ``e_i - exponent(|a_ij|)`` per entry, clipped to [0, MAX_GAP]; NO_GAP for 0,
+        inf, NaN (the input of the "auto" spread statistic, :func:`ozhpc.ozaki.scales.spread_bits`).
+
+        An entry with gap ``g`` satisfies ``2**(e_i-g-1) <= |a_ij| < 2**(e_i-g)`` (unclipped).
+        An engine may return extra NO_GAP columns (padding): they are never counted.
+        """
+        xp = self.xp
+        mag = xp.abs(x)
+        keep = xp.isfinite(mag) & (mag > 0)
+        _, ex = xp.frexp(xp.where(keep, mag, 1.0))
+        gap = xp.clip(xp.asarray(exps).reshape(-1, 1).astype(xp.int32) - ex, 0, MAX_GAP).astype(xp.int8)
+        return xp.where(keep, gap, xp.int8(NO_GAP))
+
+    def count_gaps_le(self, gaps, limits):
+        """int64 per-row counts of ``gaps[i, j] <= limits[i]`` (``limits`` int, one per row)."""
+        xp = self.xp
+        return (gaps <= xp.asarray(limits).reshape(-1, 1).astype(xp.int8)).sum(axis=1, dtype=xp.int64)
 
     def asarray(self, x):
         """Move ``x`` to this engine's device (no copy when already there)."""

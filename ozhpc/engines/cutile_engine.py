@@ -169,6 +169,32 @@ class CutileEngine(Engine):
                                          cp.full((1, 1), crt.inv_m, dtype=cp.float64))
         return self._crt_tables[key]
 
+    def entry_gaps(self, x, exps):
+        """Gap codes by :func:`cutile_kernels._gap_kernel`, columns padded with NO_GAP to a
+        multiple of ``GAP_COLS`` (the count kernel's tile)."""
+        x = cp.asarray(x, dtype=cp.float64)
+        rows, cols = x.shape
+        out = cp.empty((rows, _roundup(cols, ck.GAP_COLS)), dtype=cp.int8)
+        if rows == 0:
+            return out
+        if cols == 0:
+            out.fill(ck.NO_GAP)
+            return out
+        src, trans = (x, False) if x.flags.c_contiguous else \
+            (x.T, True) if x.T.flags.c_contiguous else (cp.ascontiguousarray(x), False)
+        e = cp.ascontiguousarray(cp.asarray(exps).astype(cp.int32, copy=False).ravel())
+        self.launcher.launch_gaps(self._stream(), src, trans, e, out)
+        return out
+
+    def count_gaps_le(self, gaps, limits):
+        if gaps.shape[1] % ck.GAP_COLS or not gaps.flags.c_contiguous:
+            return super().count_gaps_le(gaps, limits)   # not this engine's layout
+        out = cp.empty(gaps.shape[0], dtype=cp.int32)
+        if gaps.shape[0]:
+            lim = cp.ascontiguousarray(cp.asarray(limits).astype(cp.int32, copy=False).ravel())
+            self.launcher.launch_count(self._stream(), gaps, lim, out)
+        return out.astype(cp.int64)
+
     def _k_chunks(self, k: int, slices: int, ngroups: int, diagonal: bool = False):
         kc = ck.k_chunk(slices, ngroups, self.k_limit, PAD, diagonal)
         return [(k0, min(k, k0 + kc)) for k0 in range(0, k, kc)]

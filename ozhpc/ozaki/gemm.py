@@ -15,7 +15,7 @@ from ..engines import Engine, get_engine
 from ..errors import InputError
 from . import special
 from .plan import ModularPlan, SlicePlan, make_plan
-from .scales import entry_gaps, exponents, row_abs_max, spread_bits
+from .scales import exponents, row_abs_max, spread_bits
 
 
 @dataclass
@@ -153,7 +153,8 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     f = exponents(xp, row_abs_max(xp, b_rows))
     spread = 0
     if (bits if scheme == "ozaki2" else slices) == "auto":
-        spread = max(spread_bits(xp, entry_gaps(xp, a_rows, e)), spread_bits(xp, entry_gaps(xp, b_rows, f)))
+        spread = max(spread_bits(xp, eng.entry_gaps(a_rows, e), count_le=eng.count_gaps_le),
+                     spread_bits(xp, eng.entry_gaps(b_rows, f), count_le=eng.count_gaps_le))
     plan = make_plan(slices, groups, spread, scheme=scheme, bits=bits, k=k)
     check_k(plan, k)
     nonfinite = special.has_nonfinite(xp, a_rows) or special.has_nonfinite(xp, b_rows)

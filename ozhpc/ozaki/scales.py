@@ -6,13 +6,7 @@ distributed run derives the same exponents and picks the same slice count.
 """
 from __future__ import annotations
 
-from ..engines.base import BITS, DIGIT_MAX
-
-MAX_GAP = 63
-"""Exponent gaps are clipped here: a median entry 63 bits down already asks for the most slices."""
-NO_GAP = 127
-"""Gap code of zero and non-finite entries: never counted."""
-
+from ..engines.base import BITS, DIGIT_MAX, MAX_GAP, NO_GAP  # noqa: F401  (gap codes: Engine.entry_gaps)
 
 def row_abs_max(xp, x):
     """Max of |x| over the finite entries of each row (0 for an empty or all-zero row)."""
@@ -35,19 +29,7 @@ def exponents(xp, rowmax):
     return e + (first > DIGIT_MAX).astype(xp.int32)
 
 
-def entry_gaps(xp, x, exps):
-    """int8 gap ``e_i - exponent(|a_ij|)`` per entry, clipped to [0, MAX_GAP]; NO_GAP for 0, inf, NaN.
-
-    An entry with gap ``g`` satisfies ``2**(e_i-g-1) <= |a_ij| < 2**(e_i-g)`` (unclipped).
-    """
-    mag = xp.abs(x)
-    keep = xp.isfinite(mag) & (mag > 0)
-    _, ex = xp.frexp(xp.where(keep, mag, 1.0))
-    gap = xp.clip(exps.reshape(-1, 1).astype(xp.int32) - ex, 0, MAX_GAP).astype(xp.int8)
-    return xp.where(keep, gap, xp.int8(NO_GAP))
-
-
-def spread_bits(xp, gaps, sum_rows=None) -> int:
+def spread_bits(xp, gaps, sum_rows=None, count_le=None) -> int:
     """Bits between the scale and the median nonzero entry, maximised over rows (0 if all are zero).
 
     The median gap of row i is the smallest ``g`` with ``2 * #{gap <= g} >= #{nonzero}``; the
@@ -55,15 +37,19 @@ def spread_bits(xp, gaps, sum_rows=None) -> int:
     per-row binary search over ``g`` in [0, MAX_GAP]: seven counting passes over the int8 gaps.
     ``sum_rows(counts)`` adds the per-row counts of the other pieces of each row (an exact
     integer SUM-allreduce in a distributed run), so every piece agrees on the median.
+    ``gaps`` come from :meth:`Engine.entry_gaps`; ``count_le(gaps, limits)`` is the engine's
+    :meth:`Engine.count_gaps_le` (per-row counts of ``gaps <= limits``; exact integers, so
+    every engine finds the same median).
     """
     sum_rows = sum_rows or (lambda counts: counts)
+    count_le = count_le or (lambda g, lim: (g <= lim.reshape(-1, 1).astype(xp.int8)).sum(axis=1, dtype=xp.int64))
     rows = gaps.shape[0]
-    total = sum_rows((gaps <= MAX_GAP).sum(axis=1, dtype=xp.int64))
+    total = sum_rows(count_le(gaps, xp.full(rows, MAX_GAP, dtype=xp.int32)))
     lo = xp.zeros(rows, dtype=xp.int32)
     hi = xp.full(rows, MAX_GAP, dtype=xp.int32)
     for _ in range(MAX_GAP.bit_length()):
         mid = (lo + hi) // 2
-        below = sum_rows((gaps <= mid.reshape(-1, 1).astype(xp.int8)).sum(axis=1, dtype=xp.int64))
+        below = sum_rows(count_le(gaps, mid))
         enough = 2 * below >= total
         hi = xp.where(enough, mid, hi)
         lo = xp.where(enough, lo, mid + 1)
