@@ -60,11 +60,11 @@ def _signatures(cfg: ck.TileConfig):
                for acc_dtype in (ct.float64, ct.int32)]
     residue = [
         _sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.float64, 2), _array(ct.int8, 3, big),
-              _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans])
-        for trans in (False, True)
+              _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans, short])
+        for trans in (False, True) for short in (False, True)
     ]
     crt = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
-                 _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
+                 _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
                  _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, acc_dtype == ct.int32])
            for acc_dtype in (ct.float64, ct.int32)]
     gaps = [_sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.int8, 2, big),

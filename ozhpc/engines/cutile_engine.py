@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 try:
     import cupy as cp
 except ImportError as exc:  # pragma: no cover - depends on the machine
@@ -155,17 +157,20 @@ class CutileEngine(Engine):
             self._stream(), src, trans, e, buf, nslices))
 
     def residues(self, x, exps, crt):
-        mod = self._device_tables(crt)[0]
+        table = self._device_tables(crt)[0]
         return self._slices_of(x, exps, crt.count, lambda src, trans, e, buf: self.launcher.launch_residues(
-            self._stream(), src, trans, e, mod, buf, crt.bits))
+            self._stream(), src, trans, e, table, buf, crt.bits))
 
     def _device_tables(self, crt):
-        """The CRT constants on this device: moduli, weights, M pieces (1, 7), 1/M (1, 1)."""
+        """The CRT constants on this device: the (N, TABLE_COLS) table (moduli, weights),
+        M pieces (1, 7), 1/M (1, 1)."""
         key = (crt.bits, crt.count)
         if key not in self._crt_tables:
+            table = np.zeros((crt.count, ck.TABLE_COLS), dtype=np.float64)
+            table[:, :5] = crt.moduli
+            table[:, 5:5 + crt.weights.shape[1]] = crt.weights
             with self.device:
-                self._crt_tables[key] = (cp.asarray(crt.moduli), cp.asarray(crt.weights),
-                                         cp.asarray(crt.m_pieces).reshape(1, -1),
+                self._crt_tables[key] = (cp.asarray(table), cp.asarray(crt.m_pieces).reshape(1, -1),
                                          cp.full((1, 1), crt.inv_m, dtype=cp.float64))
         return self._crt_tables[key]
 

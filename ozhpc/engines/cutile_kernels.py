@@ -165,18 +165,28 @@ def _rint_any(t):
     return ct.where(mag >= _TWO52, t, r)
 
 
-def _balanced(y, MOD, l, SMALL: ConstBool):
-    """Balanced residue of exact integers ``|y| < 2**53`` modulo ``MOD[l, 0]`` (row layout of
-    :attr:`crt.CrtTables.moduli`): unique, so the rounding of the quotients does not matter.
+TABLE_COLS = 16
+"""Row layout of the scheme II constant table (one row per modulus, one tile load per row):
+``p, fl(1/p), lo, hi, balanced(2**52 mod p)``, the 7 pieces of ``W_l``, zeros."""
+
+
+def _entry(row, i: int):
+    """Column ``i`` of a (1, TABLE_COLS) table row as a (1, 1) tile."""
+    return ct.extract(row, (0, i), (1, 1))
+
+
+def _balanced(y, row, SMALL: ConstBool):
+    """Balanced residue of exact integers ``|y| < 2**53`` modulo ``p`` (``row``: the modulus's
+    table row): unique, so the rounding of the quotients does not matter.
     SMALL (``|y| < 2**31``): the first quotient is off by at most one, so one reduction and
     the range fix-ups suffice."""
-    p = ct.load(MOD, (l, 0), (1, 1))
-    inv_p = ct.load(MOD, (l, 1), (1, 1))
+    p = _entry(row, 0)
+    inv_p = _entry(row, 1)
     r = y - _rint_small(y * inv_p) * p
     if not SMALL:
         r = r - _rint_small(r * inv_p) * p
-    r = ct.where(r > ct.load(MOD, (l, 3), (1, 1)), r - p, r)
-    return ct.where(r < ct.load(MOD, (l, 2), (1, 1)), r + p, r)
+    r = ct.where(r > _entry(row, 3), r - p, r)
+    return ct.where(r < _entry(row, 2), r + p, r)
 
 
 def _swizzle(tile_id, num_m, num_n, GROUP_M: ConstInt):
@@ -339,13 +349,15 @@ def _combine_kernel(ACC: BigArray, RE, CE, C, TM: ConstInt, TN: ConstInt):
 
 
 @ct.kernel
-def _residue_kernel(X, EXPS, MOD, OUT: BigArray, nmod: int, bits: int,
-                    TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
+                    TR: ConstInt, TC: ConstInt, TRANS: ConstBool, SHORT: ConstBool):
     """Scheme II: balanced residues of ``X = rint(x * 2**(bits - e_i))`` modulo each of the
-    ``nmod`` moduli in MOD, for a (TR, TC) tile of the rows of X (TRANS as in the split).
+    ``nmod`` moduli in TAB, for a (TR, TC) tile of the rows of X (TRANS as in the split).
 
     ``X`` (up to 2**100) is split exactly as ``H * 2**52 + L``; its residue is
-    ``balanced(balanced(H) * (2**52 mod p) + balanced(L))``.
+    ``balanced(balanced(H) * (2**52 mod p) + balanced(L))``, or with SHORT (``bits <= 80``:
+    ``|H * (2**52 mod p)| < 2**35``, so ``H * c + L`` is an exact integer below 2**52)
+    ``balanced(H * (2**52 mod p) + L)``: the same unique residue with one reduction pair.
     """
     bi = ct.bid(0)
     bj = ct.bid(1)
@@ -360,18 +372,23 @@ def _residue_kernel(X, EXPS, MOD, OUT: BigArray, nmod: int, bits: int,
     high = _rint_small(big * (1.0 / _crt.SPLIT))
     low = big - high * _crt.SPLIT
     for l in range(nmod):
-        r = _balanced(high, MOD, l, False) * ct.load(MOD, (l, 4), (1, 1)) + _balanced(low, MOD, l, False)
-        r = _balanced(r, MOD, l, True)
+        row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
+        if SHORT:
+            r = _balanced(high * _entry(row, 4) + low, row, False)
+        else:
+            r = _balanced(high, row, False) * _entry(row, 4) + _balanced(low, row, False)
+            r = _balanced(r, row, True)
         ct.store(OUT, (l, bi, bj), r.astype(ct.int32).astype(ct.int8).reshape((1, TR, TC)))
 
 
 @ct.kernel
-def _crt_kernel(ACC: BigArray, RE, CE, MOD, W, MP, INVM, C, shift: int,
+def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
                 TM: ConstInt, TN: ConstInt, INT_SUMS: ConstBool):
     """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` in NumPy's order.
 
-    ACC: int32 sums of the pair kernel or float64 accumulators, one per modulus; W: the
-    pieces of the CRT weights (N, 7); MP: the pieces of M (1, 7); INVM: fl(1/M) (1, 1).
+    ACC: int32 sums of the pair kernel or float64 accumulators, one per modulus; TAB: the
+    constant table (N, TABLE_COLS), one tile load per modulus; MP: the pieces of M (1, 7);
+    INVM: fl(1/M) (1, 1).
     INT_SUMS: ACC is int32 (one reduction per residue suffices).
     """
     bm = ct.bid(0)
@@ -386,16 +403,23 @@ def _crt_kernel(ACC: BigArray, RE, CE, MOD, W, MP, INVM, C, shift: int,
     s4 = ct.zeros((TM, TN), ct.float64)
     s5 = ct.zeros((TM, TN), ct.float64)
     s6 = ct.zeros((TM, TN), ct.float64)
-    for l in range(ACC.shape[0]):
-        y = ct.load(ACC, (l, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN))
-        r = _balanced(y.astype(ct.float64), MOD, l, INT_SUMS)
-        s0 = s0 + r * ct.load(W, (l, 0), (1, 1))
-        s1 = s1 + r * ct.load(W, (l, 1), (1, 1))
-        s2 = s2 + r * ct.load(W, (l, 2), (1, 1))
-        s3 = s3 + r * ct.load(W, (l, 3), (1, 1))
-        s4 = s4 + r * ct.load(W, (l, 4), (1, 1))
-        s5 = s5 + r * ct.load(W, (l, 5), (1, 1))
-        s6 = s6 + r * ct.load(W, (l, 6), (1, 1))
+    nmod = ACC.shape[0]
+    # The next modulus's sums are loaded before this one's arithmetic (software pipelining:
+    # the runtime loop otherwise waits for each load; 27 ms at n = 16384, 17 moduli).
+    y_next = ct.load(ACC, (0, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN))
+    for l in range(nmod):
+        y = y_next
+        y_next = ct.load(ACC, (min(l + 1, nmod - 1), bm, bn), (1, TM, TN),
+                         padding_mode=ZERO).reshape((TM, TN))
+        row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
+        r = _balanced(y.astype(ct.float64), row, INT_SUMS)
+        s0 = s0 + r * _entry(row, 5)
+        s1 = s1 + r * _entry(row, 6)
+        s2 = s2 + r * _entry(row, 7)
+        s3 = s3 + r * _entry(row, 8)
+        s4 = s4 + r * _entry(row, 9)
+        s5 = s5 + r * _entry(row, 10)
+        s6 = s6 + r * _entry(row, 11)
     x = ((((((s0 * unit + s1) * unit + s2) * unit + s3) * unit + s4) * unit + s5) * unit) + s6
     q = _rint_small(x * ct.load(INVM, (0, 0), (1, 1)))
     s0 = s0 - q * ct.load(MP, (0, 0), (1, 1))
@@ -480,6 +504,9 @@ KERNELS = {
 # ----------------------------------------------------------------------------------------
 # 4. Launchers (grid + kernel cached per (shape, dtype, device, capability))
 # ----------------------------------------------------------------------------------------
+
+SHORT_RESIDUE_BITS = 80
+"""Up to this many bits the residue kernel takes its one-reduction path (see ``_residue_kernel``)."""
 
 GAP_COLS = 128
 """Gap-code buffers have a multiple of this many columns (NO_GAP padding), the count kernel's tile width."""
@@ -584,7 +611,7 @@ class Launcher:
                   (acc, row_exps, col_exps, c, cfg.combine_rows, cfg.combine_cols))
 
 
-    def launch_residues(self, stream, x, trans: bool, exps, mod, out, bits: int) -> None:
+    def launch_residues(self, stream, x, trans: bool, exps, table, out, bits: int) -> None:
         cfg = self.config
         rows, cols = out.shape[1], out.shape[2]
         key = self._key("residue", x, out) + (trans,)
@@ -592,8 +619,8 @@ class Launcher:
         if grid is None:
             grid = self._cache[key] = (_cdiv(rows, cfg.residue_rows), _cdiv(cols, cfg.residue_cols), 1)
         ct.launch(stream, grid, _residue_kernel,
-                  (x, exps, mod, out, int(out.shape[0]), int(bits), cfg.residue_rows, cfg.residue_cols,
-                   bool(trans)))
+                  (x, exps, table, out, int(out.shape[0]), int(bits), cfg.residue_rows, cfg.residue_cols,
+                   bool(trans), bits <= SHORT_RESIDUE_BITS))
 
     def launch_gaps(self, stream, x, trans: bool, exps, out) -> None:
         cfg = self.config
@@ -610,7 +637,7 @@ class Launcher:
                   (gaps, limits, out, COUNT_ROWS, GAP_COLS))
 
     def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int) -> None:
-        """``tables``: device arrays (moduli, weights, m_pieces (1, 7), inv_m (1, 1))."""
+        """``tables``: device arrays (table (N, TABLE_COLS), m_pieces (1, 7), inv_m (1, 1))."""
         cfg = self.config
         key = self._key("crt", acc, c)
         grid = self._cache.get(key)
