@@ -456,3 +456,20 @@ def test_gap_counts_and_spread_match_numpy(gpu):
         assert_same_bits(cp.asnumpy(engine.count_gaps_le(gaps_g, cp.asarray(limits))),
                          ref.count_gaps_le(gaps_w, limits))
         assert spread_bits(cp, gaps_g, count_le=engine.count_gaps_le) == spread_bits(np, gaps_w)
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_row_stats_match_numpy(gpu, layout):
+    """Row maxima (the scales) and the inf/NaN flag from the one-pass kernel."""
+    engine, cp = gpu
+    x = _gap_rows(np.random.default_rng(42))
+    for data in (x, np.where(np.isfinite(x), x, 1.0)):
+        want = NumpyEngine().row_stats(data)
+        xd = cp.asarray(data)
+        if layout == "F":
+            xd = cp.asfortranarray(xd)
+        elif layout == "strided":
+            xd = cp.asarray(np.repeat(data, 2, axis=1))[:, ::2]
+        got = engine.row_stats(xd)
+        assert_same_bits(cp.asnumpy(got[0]), want[0])
+        assert got[1] == want[1]

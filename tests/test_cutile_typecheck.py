@@ -71,8 +71,10 @@ def _signatures(cfg: ck.TileConfig):
                   cfg.split_rows, cfg.split_cols, trans]) for trans in (False, True)]
     count = [_sig([_array(ct.int8, 2, big), _array(ct.int32, 1), _array(ct.int32, 1),
                    ck.COUNT_ROWS, ck.GAP_COLS])]
+    row_stats = [_sig([_array(ct.float64, 2), _array(ct.float64, 1), _array(ct.int32, 1),
+                       ck.COUNT_ROWS, ck.GAP_COLS, trans]) for trans in (False, True)]
     return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine,
-            "residue": residue, "crt": crt, "gaps": gaps, "count": count}
+            "residue": residue, "crt": crt, "gaps": gaps, "count": count, "row_stats": row_stats}
 
 
 @pytest.mark.parametrize("gpu_code", GPU_CODES)

@@ -40,7 +40,7 @@ from ..errors import InputError
 from ..ozaki import special
 from ..ozaki.gemm import GemmInfo, Stopwatch, check_k, epilogue, make_info, op_rows
 from ..ozaki.plan import make_plan
-from ..ozaki.scales import exponents, row_abs_max, spread_bits
+from ..ozaki.scales import exponents, spread_bits
 from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
@@ -165,15 +165,16 @@ class Summa:
         b_loc = eng.asarray(bt.local).astype(xp.float64, copy=False)
 
         # 1-2. global scales, plan and special-value flag; identical on every rank.
-        e = exponents(xp, eng.asarray(_allreduce(g.row_comm, eng.to_host(row_abs_max(xp, a_loc)), MPI.MAX)))
-        f = exponents(xp, eng.asarray(_allreduce(g.col_comm, eng.to_host(row_abs_max(xp, b_loc)), MPI.MAX)))
+        (amax, bad_a), (bmax, bad_b) = eng.row_stats(a_loc), eng.row_stats(b_loc)
+        e = exponents(xp, eng.asarray(_allreduce(g.row_comm, eng.to_host(amax), MPI.MAX)))
+        f = exponents(xp, eng.asarray(_allreduce(g.col_comm, eng.to_host(bmax), MPI.MAX)))
         local = np.zeros(2, dtype=np.int64)
         if (self.bits if self.scheme == "ozaki2" else self.slices) == "auto":
             def summed_over(comm):
                 return lambda counts: eng.asarray(_allreduce(comm, eng.to_host(counts), MPI.SUM))
             local[0] = max(spread_bits(xp, eng.entry_gaps(a_loc, e), summed_over(g.row_comm), eng.count_gaps_le),
                            spread_bits(xp, eng.entry_gaps(b_loc, f), summed_over(g.col_comm), eng.count_gaps_le))
-        local[1] = special.has_nonfinite(xp, a_loc) or special.has_nonfinite(xp, b_loc)
+        local[1] = bad_a or bad_b
         spread, nonfinite = (int(v) for v in _allreduce(g.comm, local, MPI.MAX))
         nonfinite = bool(nonfinite)
         plan = make_plan(self.slices, self.groups, spread, scheme=self.scheme, bits=self.bits, k=self.k)
@@ -182,8 +183,8 @@ class Summa:
 
         # 3. split own blocks once.
         s = plan.slices
-        da = plan.split(eng, special.finite_part(xp, a_loc), e)
-        eb = plan.split(eng, special.finite_part(xp, b_loc), f)
+        da = plan.split(eng, special.finite_part(xp, a_loc, bad_a), e)
+        eb = plan.split(eng, special.finite_part(xp, b_loc, bad_b), f)
         ca = special.classify(xp, a_loc) if nonfinite else None
         cb = special.classify(xp, b_loc) if nonfinite else None
         del a_loc, b_loc

@@ -52,6 +52,14 @@ NO_GAP = 127
 """Gap code of zero and non-finite entries: never counted."""
 
 
+def row_abs_max(xp, x):
+    """Max of |x| over the finite entries of each row (0 for an empty or all-zero row)."""
+    if x.shape[1] == 0:
+        return xp.zeros(x.shape[0], dtype=xp.float64)
+    mag = xp.abs(x)
+    return xp.where(xp.isfinite(mag), mag, 0.0).max(axis=1)
+
+
 def digit_bound(p: int) -> int:
     return DIGIT_MAX if p == 0 else LATER_DIGIT_MAX
 
@@ -132,6 +140,12 @@ class Engine(ABC):
         engine: int32).
         """
         return self.xp.zeros((ngroups, m, n), dtype=self.xp.float64)
+
+    def row_stats(self, x):
+        """``(row_abs_max(x), whether x holds inf or NaN)``: the scales' input and the
+        special-value flag, both needed before the split."""
+        xp = self.xp
+        return row_abs_max(xp, x), bool(x.size) and not bool(xp.isfinite(x).all())
 
     def entry_gaps(self, x, exps):
         """int8 gap ``e_i - exponent(|a_ij|)`` per entry, clipped to [0, MAX_GAP]; NO_GAP for 0,

@@ -174,6 +174,18 @@ class CutileEngine(Engine):
                                          cp.full((1, 1), crt.inv_m, dtype=cp.float64))
         return self._crt_tables[key]
 
+    def row_stats(self, x):
+        x = cp.asarray(x, dtype=cp.float64)
+        rows, cols = x.shape
+        amax = cp.zeros(rows, dtype=cp.float64)
+        if rows == 0 or cols == 0:
+            return amax, False
+        src, trans = (x, False) if x.flags.c_contiguous else \
+            (x.T, True) if x.T.flags.c_contiguous else (cp.ascontiguousarray(x), False)
+        bad = cp.empty(rows, dtype=cp.int32)
+        self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad)
+        return amax, bool(bad.any())
+
     def entry_gaps(self, x, exps):
         """Gap codes by :func:`cutile_kernels._gap_kernel`, columns padded with NO_GAP to a
         multiple of ``GAP_COLS`` (the count kernel's tile)."""

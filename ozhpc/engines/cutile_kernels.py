@@ -81,9 +81,11 @@ class TileConfig:
     """k per launch of scheme II's diagonal products (0: the whole k). A group is one product,
     so k panels bring no L2 reuse across pairs and each costs a load and a store of the sums:
     at n = 16384 the 4096 panels of scheme I ran at 901-913 TOP/s (1036 for scheme I)."""
-    crt_rows: int = 16
+    crt_rows: int = 32
     crt_cols: int = 64
-    """CRT tile: seven float64 piece sums live in registers, so smaller than the combine tile."""
+    """CRT tile: seven float64 piece sums live in registers (no spills at 32 x 64, CPU AOT).
+    n = 16384, 17 moduli, H200: 22.4 ms at 32 x 64, 27-28 ms at 16 x 64 and 8 x 128, 52 ms at 8 x 64
+    (``bench/gpu_gemm.py --tune-ozaki2``)."""
     residue_rows: int = 16
     residue_cols: int = 128
     """Residue tile: 32 x 128 (the split's) spills on sm_90 (CPU AOT: 255 registers, 8 B stack),
@@ -478,6 +480,29 @@ def _gap_kernel(X, EXPS, OUT: BigArray, TR: ConstInt, TC: ConstInt, TRANS: Const
 
 
 @ct.kernel
+def _row_stats_kernel(X, AMAX, BAD, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+    """For TR rows of X (TRANS: X holds their transpose): the max of |x| over the finite
+    entries, and the number of inf/NaN entries. One read of X instead of NumPy-style passes."""
+    bi = ct.bid(0)
+    amax = ct.zeros((TR,), ct.float64)
+    bad = ct.zeros((TR,), ct.int32)
+    if TRANS:
+        ntiles = ct.cdiv(X.shape[0], TC)
+    else:
+        ntiles = ct.cdiv(X.shape[1], TC)
+    for j in range(ntiles):
+        if TRANS:
+            x = ct.transpose(ct.load(X, (j, bi), (TC, TR), padding_mode=ZERO))
+        else:
+            x = ct.load(X, (bi, j), (TR, TC), padding_mode=ZERO)
+        finite = ((ct.bitcast(x, ct.int64) >> 52) & 0x7FF) != 0x7FF
+        amax = ct.maximum(amax, ct.max(ct.where(finite, ct.abs(x), 0.0), axis=1))
+        bad = bad + ct.sum((~finite).astype(ct.int32), axis=1)
+    ct.store(AMAX, (bi,), amax)
+    ct.store(BAD, (bi,), bad)
+
+
+@ct.kernel
 def _count_kernel(G: BigArray, LIM, OUT, TR: ConstInt, TC: ConstInt):
     """``OUT[i] = #{j: G[i, j] <= LIM[i]}`` for a block of TR rows (G's columns a multiple of TC)."""
     bi = ct.bid(0)
@@ -498,6 +523,7 @@ KERNELS = {
     "crt": _crt_kernel,
     "gaps": _gap_kernel,
     "count": _count_kernel,
+    "row_stats": _row_stats_kernel,
 }
 
 
@@ -630,6 +656,10 @@ class Launcher:
         if grid is None:
             grid = self._cache[key] = (_cdiv(rows, cfg.split_rows), _cdiv(cols, cfg.split_cols), 1)
         ct.launch(stream, grid, _gap_kernel, (x, exps, out, cfg.split_rows, cfg.split_cols, bool(trans)))
+
+    def launch_row_stats(self, stream, x, trans: bool, amax, bad) -> None:
+        ct.launch(stream, (max(1, _cdiv(amax.shape[0], COUNT_ROWS)), 1, 1), _row_stats_kernel,
+                  (x, amax, bad, COUNT_ROWS, GAP_COLS, bool(trans)))
 
     def launch_count(self, stream, gaps, limits, out) -> None:
         """``gaps`` columns must be a multiple of ``GAP_COLS``."""

@@ -15,7 +15,7 @@ from ..engines import Engine, get_engine
 from ..errors import InputError
 from . import special
 from .plan import ModularPlan, SlicePlan, make_plan
-from .scales import exponents, row_abs_max, spread_bits
+from .scales import exponents, spread_bits
 
 
 @dataclass
@@ -149,17 +149,17 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
         c_dev = eng.asarray(C).astype(xp.float64, copy=False)
 
     clock = Stopwatch(eng)
-    e = exponents(xp, row_abs_max(xp, a_rows))
-    f = exponents(xp, row_abs_max(xp, b_rows))
+    (amax, bad_a), (bmax, bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
+    e, f = exponents(xp, amax), exponents(xp, bmax)
     spread = 0
     if (bits if scheme == "ozaki2" else slices) == "auto":
         spread = max(spread_bits(xp, eng.entry_gaps(a_rows, e), count_le=eng.count_gaps_le),
                      spread_bits(xp, eng.entry_gaps(b_rows, f), count_le=eng.count_gaps_le))
     plan = make_plan(slices, groups, spread, scheme=scheme, bits=bits, k=k)
     check_k(plan, k)
-    nonfinite = special.has_nonfinite(xp, a_rows) or special.has_nonfinite(xp, b_rows)
-    da = plan.split(eng, special.finite_part(xp, a_rows), e)
-    eb = plan.split(eng, special.finite_part(xp, b_rows), f)
+    nonfinite = bad_a or bad_b
+    da = plan.split(eng, special.finite_part(xp, a_rows, bad_a), e)
+    eb = plan.split(eng, special.finite_part(xp, b_rows, bad_b), f)
     clock.lap("split")
     ab = plan.multiply_combine(eng, da, eb, e, f)
     clock.lap("multiply")

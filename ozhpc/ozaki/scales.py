@@ -6,15 +6,7 @@ distributed run derives the same exponents and picks the same slice count.
 """
 from __future__ import annotations
 
-from ..engines.base import BITS, DIGIT_MAX, MAX_GAP, NO_GAP  # noqa: F401  (gap codes: Engine.entry_gaps)
-
-def row_abs_max(xp, x):
-    """Max of |x| over the finite entries of each row (0 for an empty or all-zero row)."""
-    if x.shape[1] == 0:
-        return xp.zeros(x.shape[0], dtype=xp.float64)
-    mag = xp.abs(x)
-    return xp.where(xp.isfinite(mag), mag, 0.0).max(axis=1)
-
+from ..engines.base import BITS, DIGIT_MAX, MAX_GAP, NO_GAP, row_abs_max  # noqa: F401  (re-exported)
 
 def exponents(xp, rowmax):
     """Row exponents ``e_i`` from the (global) row maxima.

@@ -17,9 +17,10 @@ def has_nonfinite(xp, x) -> bool:
     return bool(x.size) and not bool(xp.isfinite(x).all())
 
 
-def finite_part(xp, x):
-    """``x`` with non-finite entries replaced by 0 (``x`` itself when all are finite)."""
-    if not has_nonfinite(xp, x):
+def finite_part(xp, x, nonfinite=None):
+    """``x`` with non-finite entries replaced by 0 (``x`` itself when all are finite;
+    ``nonfinite``: whether ``x`` holds inf/NaN, when the caller knows already)."""
+    if not (has_nonfinite(xp, x) if nonfinite is None else nonfinite):
         return x
     return xp.where(xp.isfinite(x), x, 0.0)
 
