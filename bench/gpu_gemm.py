@@ -180,19 +180,13 @@ def tune_ozaki2(cp, n, reps, panels, crt_tiles, bits=56):
     base = CutileEngine()
     da, eb = plan.split(base, a, e), plan.split(base, bt, f)
     pa, pb = base._as_padded(da), base._as_padded(eb)
-    sums = cp.empty((plan.moduli, pa.shape[1], pb.shape[1]), dtype=cp.int8)   # the fused path's residues
-    moduli = base._moduli_table(plan.tables)
+    sums = cp.empty((plan.moduli, pa.shape[1], pb.shape[1]), dtype=cp.int32)
     rows, best = [], base.config
     best_pair = best_crt = float("inf")
     for panel in panels:
         eng = CutileEngine(config=replace(base.config, diagonal_k_panel=panel))
-        if panel:   # k panels need int32 sums (the REDUCE epilogue takes the whole k)
-            wide = cp.empty(sums.shape, dtype=cp.int32)
-            t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, wide, True), reps)
-            del wide
-        else:
-            t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, True, moduli), reps)
-        rows.append({"what": f"diagonal k panel {panel or 'whole k, int8 residues'}", "seconds": t,
+        t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, True), reps)
+        rows.append({"what": f"diagonal k panel {panel or 'whole k'}", "seconds": t,
                      "tops": 2 * n**3 * plan.moduli / t / 1e12})
         print("tune ozaki2", rows[-1], flush=True)
         if t < best_pair:
@@ -262,15 +256,12 @@ def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
                          split_gbps=(8 + plan.slices) * n * n / ts / 1e9,
                          multiply_seconds=tf,
                          pair_tops=2.0 * n**3 * plan.pair_gemms / tf / 1e12)
-            if eng.last_path in ("int32-sums", "int8-residues") and eng.last_blocks == (1, 1):
-                # The two kernels of that path alone: int32 pair sums (scheme II: int8 residues),
-                # then combine (CRT).
+            if eng.last_path == "int32-sums" and eng.last_blocks == (1, 1):
+                # The two kernels of that path alone: int32 pair sums, then combine.
                 pa, pb = eng._as_padded(da), eng._as_padded(eb)
+                sums = cp.empty((plan.groups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
                 diagonal = scheme == "ozaki2"
-                moduli = eng._moduli_table(plan.tables) if diagonal else None
-                sums = cp.empty((plan.groups, pa.shape[1], pb.shape[1]),
-                                dtype=cp.int8 if diagonal else cp.int32)
-                tp = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, diagonal, moduli), reps)
+                tp = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, diagonal), reps)
                 tc = time_events(cp, lambda: plan.combine(eng, sums, e, f), reps)
                 entry.update(pair_kernel_seconds=tp,
                              pair_kernel_tops=2.0 * n**3 * plan.pair_gemms / tp / 1e12,

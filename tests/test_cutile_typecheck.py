@@ -50,12 +50,11 @@ def _signatures(cfg: ck.TileConfig):
         for trans in (False, True)
     ]
     pair_args = [cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m]
-    flags = [(ct.int32, accumulate, diagonal, False) for accumulate in (False, True)
-             for diagonal in (False, True)] + [(ct.int8, False, True, True)]
-    pair = [_sig([_array(ct.int8, 3), _array(ct.int8, 3), _array(out, 3), _array(ct.int32, 2),
-                  *pair_args, *f]) for out, *f in flags]
-    pair_int64 = [_sig([_array(ct.int8, 3, big), _array(ct.int8, 3, big), _array(out, 3, big),
-                        _array(ct.int32, 2), *pair_args, *f]) for out, *f in flags]
+    flags = [(accumulate, diagonal) for accumulate in (False, True) for diagonal in (False, True)]
+    pair = [_sig([_array(ct.int8, 3), _array(ct.int8, 3), _array(ct.int32, 3), *pair_args, *f])
+            for f in flags]
+    pair_int64 = [_sig([_array(ct.int8, 3, big), _array(ct.int8, 3, big), _array(ct.int32, 3, big),
+                        *pair_args, *f]) for f in flags]
     combine = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                      _array(ct.float64, 2), cfg.combine_rows, cfg.combine_cols])
                for acc_dtype in (ct.float64, ct.int32)]
@@ -66,9 +65,8 @@ def _signatures(cfg: ck.TileConfig):
     ]
     crt = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                  _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
-                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, acc_dtype != ct.float64,
-                 acc_dtype == ct.int8])
-           for acc_dtype in (ct.float64, ct.int32, ct.int8)]
+                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, acc_dtype == ct.int32])
+           for acc_dtype in (ct.float64, ct.int32)]
     gaps = [_sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.int8, 2, big),
                   cfg.split_rows, cfg.split_cols, trans]) for trans in (False, True)]
     count = [_sig([_array(ct.int8, 2, big), _array(ct.int32, 1), _array(ct.int32, 1),

@@ -95,9 +95,6 @@ class CutileEngine(Engine):
                                     occupancy=occupancy, num_ctas=num_ctas, pair_index=pair_index)
         self._padded: dict[int, tuple] = {}
         self._crt_tables: dict[tuple[int, int], tuple] = {}
-        self._moduli: dict[int, object] = {}
-        with self.device:
-            self.launcher._no_moduli = cp.zeros((1, 4), dtype=cp.int32)  # REDUCE off: never read
         self.workspace_bytes = 0
         self.last_path = None
         self.last_blocks = (1, 1)
@@ -189,15 +186,6 @@ class CutileEngine(Engine):
         self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad)
         return amax, bool(bad.any())
 
-    def _moduli_table(self, crt):
-        """int32 ``(N, 4)``: p, lo, hi, 0 per modulus (the pair kernel's REDUCE epilogue)."""
-        if crt.count not in self._moduli:
-            with self.device:
-                table = cp.zeros((crt.count, 4), dtype=cp.int32)
-                table[:, :3] = cp.asarray(crt.moduli[:, [0, 2, 3]]).astype(cp.int32)
-                self._moduli[crt.count] = table
-        return self._moduli[crt.count]
-
     def entry_gaps(self, x, exps):
         """Gap codes by :func:`cutile_kernels._gap_kernel`, columns padded with NO_GAP to a
         multiple of ``GAP_COLS`` (the count kernel's tile)."""
@@ -236,7 +224,7 @@ class CutileEngine(Engine):
             return x
         return cp.ascontiguousarray(x)
 
-    def _pair_sums(self, pa, pb, k0: int, k1: int, sums, diagonal: bool = False, moduli=None) -> None:
+    def _pair_sums(self, pa, pb, k0: int, k1: int, sums, diagonal: bool = False) -> None:
         """int32 group sums of padded slices over k in [k0, k1) (k0 a multiple of PAD).
 
         ``diagonal`` (scheme II): the groups are independent products, so they are launched
@@ -246,8 +234,7 @@ class CutileEngine(Engine):
         for g0 in range(0, sums.shape[0], step):
             g = slice(g0, g0 + step)
             self.launcher.launch_pair(self._stream(), self._int32_operand(a[g]),
-                                      self._int32_operand(b[g]), sums[g], diagonal,
-                                      None if moduli is None else moduli[g])
+                                      self._int32_operand(b[g]), sums[g], diagonal)
 
     def _group_step(self, *arrays) -> int:
         """Most leading-axis entries (groups) per launch whose views of ``arrays`` all have
@@ -295,8 +282,8 @@ class CutileEngine(Engine):
         out = cp.empty((m, n), dtype=cp.float64)
         if m == 0 or n == 0:
             return out
-        if acc.dtype not in (cp.float64, cp.int32) and not (crt is not None and acc.dtype == cp.int8):
-            acc = acc.astype(cp.float64)   # int8: the balanced residues of the REDUCE path
+        if acc.dtype not in (cp.float64, cp.int32):
+            acc = acc.astype(cp.float64)
         acc = cp.ascontiguousarray(acc)
         re = cp.ascontiguousarray(cp.asarray(row_exps).astype(cp.int32, copy=False).ravel())
         ce = cp.ascontiguousarray(cp.asarray(col_exps).astype(cp.int32, copy=False).ravel())
@@ -310,8 +297,7 @@ class CutileEngine(Engine):
         """Pair GEMMs over the whole k, then the combine; the same bits as the three steps.
 
         When k fits one int32 chunk (``fused``), the pair kernel's int32 group sums go
-        straight to the combine kernel (no float64 accumulators, half the workspace; scheme II:
-        the pair kernel stores int8 residues, a quarter of that);
+        straight to the combine kernel (no float64 accumulators, half the workspace);
         otherwise float64 accumulators take the chunk sums. Either way the work is
         blocked over M/N so the workspace stays within ``memory_fraction`` of free memory.
         """
@@ -327,8 +313,8 @@ class CutileEngine(Engine):
         diagonal = crt is not None
         chunks = self._k_chunks(k, s, ngroups, diagonal)
         single = self.fused and len(chunks) == 1
-        self.last_path = ("int8-residues" if diagonal else "int32-sums") if single else "float64-acc"
-        per_elem = (1 if diagonal else 4) * ngroups if single else 12 * ngroups
+        self.last_path = "int32-sums" if single else "float64-acc"
+        per_elem = 4 * ngroups if single else 12 * ngroups
         free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
         budget = max(int(free * self.memory_fraction), per_elem * 128 * 128)
         # Blocks small enough for the int32-indexed (TMA) pair kernel too: an int32 sums
@@ -370,11 +356,6 @@ class CutileEngine(Engine):
     def _block(self, pa, pb, re, ce, *, chunks, single: bool, ngroups: int, crt=None):
         """C of one padded M/N block (shape (pa rows, pb rows))."""
         diagonal = crt is not None
-        if single and diagonal:
-            # The pair kernel reduces each sum to its int8 balanced residue in the epilogue.
-            residues = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int8)
-            self._pair_sums(pa, pb, *chunks[0], residues, True, self._moduli_table(crt))
-            return self.combine(residues, re, ce, crt=crt)
         sums = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
         if single:
             self._pair_sums(pa, pb, *chunks[0], sums, diagonal)

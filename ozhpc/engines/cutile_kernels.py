@@ -267,13 +267,11 @@ def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
         rest = rest - digit * _pow2(-a) * _pow2(-b)
 
 
-def _pair_body(DA, EB, S, P, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
-               ACCUMULATE: ConstBool, DIAGONAL: ConstBool, REDUCE: ConstBool):
+def _pair_body(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
+               ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """``S[g] = sum_{p+q=g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0]
     (``S[g] +=`` with ACCUMULATE: the launcher's k panels; ``S[g] = DA[g] @ EB[g]^T``
-    with DIAGONAL: scheme II's one product per modulus). REDUCE (scheme II, the whole k in
-    this launch): S is int8 and takes the balanced residue of the sum modulo ``P[g, 0]``
-    (``P[g]`` = ``p, lo, hi``): a quarter of the stores, and the CRT reads int8.
+    with DIAGONAL: scheme II's one product per modulus).
 
     The launcher guarantees ``k * group_product_bound(s, d) < 2**31`` (it chunks k on the host).
     The epilogue stores int32: converting the 128x128 accumulator to float64 inside this
@@ -292,16 +290,7 @@ def _pair_body(DA, EB, S, P, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: 
         else:
             acc = ct.zeros((TM, TN), ct.int32)
         acc = _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM, TN, TK, DIAGONAL)
-        if REDUCE:
-            # Any integer quotient leaves |r| < p (floor or truncating division alike); the
-            # two fix-ups then give the unique balanced residue.
-            p = ct.load(P, (g, 0), (1, 1))
-            r = acc - (acc // p) * p
-            r = ct.where(r > ct.load(P, (g, 2), (1, 1)), r - p, r)
-            r = ct.where(r < ct.load(P, (g, 1), (1, 1)), r + p, r)
-            ct.store(S, (g, bm, bn), r.astype(ct.int8).reshape((1, TM, TN)))
-        else:
-            ct.store(S, (g, bm, bn), acc.reshape((1, TM, TN)))
+        ct.store(S, (g, bm, bn), acc.reshape((1, TM, TN)))
 
 
 # Two index widths of one body. On sm_90 tileiras 13.4 emits TMA loads/stores and a
@@ -311,18 +300,18 @@ def _pair_body(DA, EB, S, P, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: 
 # The engine copies operand blocks so that the int32 kernel applies at any size.
 
 @ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
-def _pair_kernel(DA, EB, S, P, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
-                 ACCUMULATE: ConstBool, DIAGONAL: ConstBool, REDUCE: ConstBool):
+def _pair_kernel(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
+                 ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """Pair kernel, int32 indices: only for arrays that pass :func:`fits_int32`."""
-    _pair_body(DA, EB, S, P, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL, REDUCE)
+    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
 
 
 @ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
-def _pair_kernel_int64(DA: BigArray, EB: BigArray, S: BigArray, P,
+def _pair_kernel_int64(DA: BigArray, EB: BigArray, S: BigArray,
                        TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
-                       ACCUMULATE: ConstBool, DIAGONAL: ConstBool, REDUCE: ConstBool):
+                       ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """Pair kernel, dynamic int64 indices: any size, one compile, no TMA on sm_90."""
-    _pair_body(DA, EB, S, P, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL, REDUCE)
+    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
 
 
 PAIR_KERNELS = {"int32": _pair_kernel, "int64": _pair_kernel_int64}
@@ -396,14 +385,13 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
 
 @ct.kernel
 def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
-                TM: ConstInt, TN: ConstInt, INT_SUMS: ConstBool, RESIDUES: ConstBool):
+                TM: ConstInt, TN: ConstInt, INT_SUMS: ConstBool):
     """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` in NumPy's order.
 
     ACC: int32 sums of the pair kernel or float64 accumulators, one per modulus; TAB: the
     constant table (N, TABLE_COLS), one tile load per modulus; MP: the pieces of M (1, 7);
     INVM: fl(1/M) (1, 1).
-    INT_SUMS: ACC is int32 (one reduction per residue suffices); RESIDUES: ACC is int8 balanced
-    residues already (the pair kernel's REDUCE epilogue).
+    INT_SUMS: ACC is int32 (one reduction per residue suffices).
     """
     bm = ct.bid(0)
     bn = ct.bid(1)
@@ -426,10 +414,7 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
         y_next = ct.load(ACC, (min(l + 1, nmod - 1), bm, bn), (1, TM, TN),
                          padding_mode=ZERO).reshape((TM, TN))
         row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
-        if RESIDUES:
-            r = y.astype(ct.float64)
-        else:
-            r = _balanced(y.astype(ct.float64), row, INT_SUMS)
+        r = _balanced(y.astype(ct.float64), row, INT_SUMS)
         s0 = s0 + r * _entry(row, 5)
         s1 = s1 + r * _entry(row, 6)
         s2 = s2 + r * _entry(row, 7)
@@ -589,7 +574,6 @@ class Launcher:
             hints["num_ctas"] = num_ctas
         self._pair = {name: k.replace_hints(**hints) if hints else k
                       for name, k in PAIR_KERNELS.items()}
-        self._no_moduli = None   # placeholder table for launches without REDUCE (set by the engine)
 
     def pair_index_for(self, *arrays) -> str:
         """The pair kernel (index width) for these arrays: int32 when they all fit."""
@@ -618,10 +602,9 @@ class Launcher:
         ct.launch(stream, grid, _split_kernel,
                   (x, exps, out, int(nslices), cfg.split_rows, cfg.split_cols, bool(trans)))
 
-    def launch_pair(self, stream, da, eb, sums, diagonal: bool = False, moduli=None) -> None:
+    def launch_pair(self, stream, da, eb, sums, diagonal: bool = False) -> None:
         """``sums[g] = sum_{p+q=g} da[p] @ eb[q].T`` (int32; ``diagonal``: ``da[g] @ eb[g].T``);
-        the caller bounds k. ``moduli`` (scheme II; int32 ``(N, 4)``: p, lo, hi, 0): ``sums`` is
-        int8 and takes the balanced residues, the whole k in one launch.
+        the caller bounds k.
 
         One launch per k panel of ``config.pair_k_panel``, later panels adding into ``sums``:
         within a panel the GROUP_M row tiles of A and the B tiles they share stay in L2
@@ -629,11 +612,7 @@ class Launcher:
         """
         cfg = self.config
         k = da.shape[2]
-        reduce = moduli is not None
-        if reduce and not (diagonal and sums.dtype.itemsize == 1):
-            raise ValueError("residue sums need diagonal products and an int8 output")
-        width = (0 if reduce else cfg.diagonal_k_panel if diagonal else cfg.pair_k_panel) or max(k, 1)
-        table = moduli if reduce else self._no_moduli
+        width = (cfg.diagonal_k_panel if diagonal else cfg.pair_k_panel) or max(k, 1)
         for k0 in range(0, max(k, 1), width):
             a, b = da[:, :, k0:k0 + width], eb[:, :, k0:k0 + width]
             key = self._key("pair", a, b, sums) + (a.strides, b.strides, sums.strides)
@@ -644,8 +623,8 @@ class Launcher:
             grid, index = entry
             self.last_pair_index = index
             ct.launch(stream, grid, self._pair[index],
-                      (a, b, sums, table, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m, k0 > 0,
-                       bool(diagonal), reduce))
+                      (a, b, sums, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m, k0 > 0,
+                       bool(diagonal)))
 
     def launch_combine(self, stream, acc, row_exps, col_exps, c) -> None:
         cfg = self.config
@@ -696,7 +675,7 @@ class Launcher:
             grid = self._cache[key] = (_cdiv(c.shape[0], cfg.crt_rows), _cdiv(c.shape[1], cfg.crt_cols), 1)
         ct.launch(stream, grid, _crt_kernel,
                   (acc, row_exps, col_exps, *tables, c, int(shift), cfg.crt_rows, cfg.crt_cols,
-                   acc.dtype.kind == "i", acc.dtype.itemsize == 1))
+                   acc.dtype.kind == "i"))
 
 
 def widest_group(slices: int, ngroups: int) -> int:
