@@ -12,17 +12,20 @@ Steps (design.md, "SUMMA with Ozaki"):
 
 1. Row scales of op(A): local row maxima, MAX-allreduce over the process row; column
    scales of op(B) likewise over the process column. Exact and order-free.
-2. Slice count ("auto"): per-row counts of exponent gaps SUM-allreduced along the same
+2. Slice count or bits ("auto"): per-row counts of exponent gaps SUM-allreduced along the same
    communicators (a binary search for each row's median gap), then a MAX over the grid (with the "any
-   non-finite input" flag in the same call). Every rank derives the same plan.
-3. Each rank splits its own blocks once into int8 slices (and int8 class codes when
-   some input is non-finite anywhere).
+   non-finite input" flag in the same call). Every rank derives the same plan (scheme II: the
+   moduli follow from the bits and the global k).
+3. Each rank splits its own blocks once into int8 slices -- scheme I digits or scheme II
+   residues, :mod:`ozhpc.ozaki.plan` -- (and int8 class codes when some input is non-finite
+   anywhere).
 4. For each k-panel t: the owner column broadcasts its A slice panel along the process
    row, the owner row its B slice panel along the process column (non-blocking: panel
    t+1 is posted before panel t is multiplied), and every rank adds the slice-pair
    products into its group accumulators -- exactly, so neither the panel width nor the
    grid can change a bit of the result.
-5. One fixed-order combine per rank, special values, alpha/beta.
+5. One fixed-order combine (scheme II: the CRT reconstruction) per rank, special values,
+   alpha/beta.
 
 Memory per rank: its pieces of op(A), op(B)^T and C, their slices, the accumulators and
 two panel buffers per operand.

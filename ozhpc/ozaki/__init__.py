@@ -1,5 +1,5 @@
-"""The Ozaki scheme I with int8 slices (see design notes in README and docs/numerics.md)."""
+"""The Ozaki schemes: I (int8 digit slices) and II (int8 residues modulo coprimes); see docs/numerics.md."""
 from .gemm import GemmInfo, gemm
-from .plan import SlicePlan, make_plan
+from .plan import ModularPlan, SlicePlan, make_plan
 
-__all__ = ["gemm", "GemmInfo", "SlicePlan", "make_plan"]
+__all__ = ["gemm", "GemmInfo", "ModularPlan", "SlicePlan", "make_plan"]
