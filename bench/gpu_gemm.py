@@ -106,39 +106,48 @@ def run_emulation(n, phi, seed, reps, samples):
         return {"n": n, "error_message": f"{type(exc).__name__}: {exc}"}
 
 
-def tune(cp, n, reps, configs):
-    """int32 pair-kernel TOP/s per tile config at one size, 7 slices (28 pair GEMMs)."""
+def tune(cp, n, reps, configs, diagonal=False):
+    """int32 pair-kernel TOP/s per tile config at one size: scheme I with 7 slices (28 pair
+    GEMMs), or with ``diagonal`` scheme II's products for 56 bits (17 moduli, whole k)."""
     from dataclasses import replace
     from ozhpc.engines.cutile_engine import CutileEngine
+    from ozhpc.ozaki.plan import ModularPlan
     from ozhpc.ozaki.scales import exponents, row_abs_max
     a, b = make_inputs(cp, n, 0.5, 7)
+    plan = ModularPlan.for_k(56, n)
+    depth, gemms = (plan.moduli, plan.moduli) if diagonal else (7, 28)
     rows = []
     for cfg in configs:
         base = CutileEngine()
+        panel = "diagonal_k_panel" if diagonal else "pair_k_panel"
         tc = replace(base.config, pair_m=cfg["m"], pair_n=cfg["n"], pair_k=cfg["k"],
                      group_m=cfg.get("group", base.config.group_m),
-                     pair_k_panel=cfg.get("panel", base.config.pair_k_panel))
+                     **{panel: cfg.get("panel", getattr(base.config, panel))})
         eng = CutileEngine(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"),
                            pair_index=cfg.get("index", "auto"))
         bt = b.T
         e, f = exponents(cp, row_abs_max(cp, a)), exponents(cp, row_abs_max(cp, bt))
-        da, eb = eng.split(a, e, 7), eng.split(bt, f, 7)
+        if diagonal:
+            da, eb = plan.split(eng, a, e), plan.split(eng, bt, f)
+        else:
+            da, eb = eng.split(a, e, 7), eng.split(bt, f, 7)
         t0 = time.perf_counter()
         try:
             pa, pb = eng._as_padded(da), eng._as_padded(eb)
-            sums = cp.empty((7, n, n), dtype=cp.int32)
-            eng._pair_sums(pa, pb, 0, n, sums)
+            sums = cp.empty((depth, n, n), dtype=cp.int32)
+            eng._pair_sums(pa, pb, 0, n, sums, diagonal)
             eng.synchronize()
             compile_s = time.perf_counter() - t0
-            t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums), reps)
-            rows.append(dict(cfg, seconds=t, tops=2 * n**3 * 28 / t / 1e12, compile_s=compile_s,
+            t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, diagonal), reps)
+            rows.append(dict(cfg, seconds=t, tops=2 * n**3 * gemms / t / 1e12, compile_s=compile_s,
                              ran=eng.launcher.last_pair_index))
             rows[-1]["_engine_args"] = dict(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"),
                                             pair_index=cfg.get("index", "auto"))
         except Exception as exc:
             rows.append(dict(cfg, error_message=f"{type(exc).__name__}: {exc}"[:300]))
         print("tune", rows[-1], flush=True)
-        del da, eb
+        del da, eb, sums
+        cp.get_default_memory_pool().free_all_blocks()
     return rows
 
 
@@ -327,6 +336,13 @@ def markdown(result) -> str:
             lines.append(f"| {cfg} | {t.get('tops', float('nan')):.0f} | "
                          f"{t.get('compile_s', float('nan')):.1f} |" if "tops" in t
                          else f"| {cfg} | failed: {t['error_message'][:80]} | |")
+    if result.get("tune_diagonal"):
+        lines += ["", f"Diagonal-product tile sweep (scheme II, 56 bits, n = {result.get('tune_size')}; the fastest "
+                  "is used above):", "", "| config | TOP/s | compile s |", "|---|---|---|"]
+        for t in result["tune_diagonal"]:
+            cfg = {k: v for k, v in t.items() if k not in ("seconds", "tops", "compile_s", "error_message", "ran")}
+            lines.append(f"| {cfg} | {t['tops']:.0f} | {t['compile_s']:.1f} |" if "tops" in t
+                         else f"| {cfg} | failed: {t['error_message'][:80]} | |")
     if result.get("tune_ozaki2"):
         lines += ["", f"Scheme II sweep (n = {result.get('tune_size')}, 56 bits; the fastest is used above):", "",
                   "| variant | time s | TOP/s |", "|---|---|---|"]
@@ -355,6 +371,9 @@ def main(argv=None) -> int:
     p.add_argument("--tune", action="store_true",
                    help="sweep pair-kernel configs at --tune-size first and use the fastest")
     p.add_argument("--tune-size", type=int, default=16384)
+    p.add_argument("--tune-diagonal", action="store_true",
+                   help="sweep pair-kernel tiles for scheme II's diagonal products at --tune-size first "
+                        "and use the best")
     p.add_argument("--tune-ozaki2", action="store_true",
                    help="sweep scheme II's diagonal k panel and CRT tile at --tune-size first and use the best")
     p.add_argument("--out", help="write OUT.json and OUT.md")
@@ -390,6 +409,21 @@ def main(argv=None) -> int:
         print("tuned:", eng.describe(), flush=True)
         result["tune_split"] = tune_split(cp, args.tune_size, args.reps,
                                           [(32, 128), (16, 128), (32, 64), (64, 64), (16, 256)])
+    if args.tune_diagonal:
+        from ozhpc.engines.cutile_engine import CutileEngine
+        rows = tune(cp, args.tune_size, args.reps, [
+            dict(m=256, n=128, k=64),                       # the table default
+            dict(m=256, n=128, k=64, group=16),
+            dict(m=256, n=128, k=64, group=4),
+            dict(m=128, n=256, k=64),
+            dict(m=256, n=128, k=128),
+            dict(m=128, n=128, k=128, occ=2, ctas=1),
+        ], diagonal=True)
+        best = max((r for r in rows if "tops" in r), key=lambda r: r["tops"])
+        eng = CutileEngine(**best["_engine_args"])
+        result["tune_diagonal"] = [{k: v for k, v in r.items() if k != "_engine_args"} for r in rows]
+        result["tune_size"] = args.tune_size
+        print("tuned (diagonal):", eng.describe(), flush=True)
     if args.tune_ozaki2:
         from ozhpc.engines.cutile_engine import CutileEngine
         rows, cfg = tune_ozaki2(cp, args.tune_size, args.reps, [0, 8192, 4096],
