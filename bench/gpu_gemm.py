@@ -200,17 +200,17 @@ def tune_ozaki2(cp, n, reps, panels, crt_tiles, bits=56):
         print("tune ozaki2", rows[-1], flush=True)
         if t < best_pair:
             best_pair, best = t, replace(best, diagonal_k_panel=panel)
-    crt_best = (best.crt_rows, best.crt_cols)
-    for tr, tc in crt_tiles:
-        eng = CutileEngine(config=replace(base.config, crt_rows=tr, crt_cols=tc))
+    crt_best = (best.crt_rows, best.crt_cols, best.crt_occupancy)
+    for tr, tc, occ in crt_tiles:
+        eng = CutileEngine(config=replace(base.config, crt_rows=tr, crt_cols=tc, crt_occupancy=occ))
         t = time_events(cp, lambda: plan.combine(eng, sums, e, f), reps)
-        rows.append({"what": f"CRT tile {tr} x {tc}", "seconds": t, "tops": float("nan")})
+        rows.append({"what": f"CRT tile {tr} x {tc}, occupancy {occ}", "seconds": t, "tops": float("nan")})
         print("tune ozaki2", rows[-1], flush=True)
         if t < best_crt:
-            best_crt, crt_best = t, (tr, tc)
+            best_crt, crt_best = t, (tr, tc, occ)
     del da, eb, pa, pb, sums, a, b
     cp.get_default_memory_pool().free_all_blocks()
-    return rows, replace(best, crt_rows=crt_best[0], crt_cols=crt_best[1])
+    return rows, replace(best, crt_rows=crt_best[0], crt_cols=crt_best[1], crt_occupancy=crt_best[2])
 
 
 def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
@@ -427,7 +427,8 @@ def main(argv=None) -> int:
     if args.tune_ozaki2:
         from ozhpc.engines.cutile_engine import CutileEngine
         rows, cfg = tune_ozaki2(cp, args.tune_size, args.reps, [0, 8192, 4096],
-                                [(16, 64), (32, 64), (8, 64), (8, 128)])
+                                [(32, 64, 1), (32, 64, 2), (16, 64, 2), (16, 64, 4), (8, 64, 4),
+                                 (16, 32, 4)])
         eng = CutileEngine(config=cfg, occupancy=eng.launcher.occupancy, num_ctas=eng.launcher.num_ctas,
                            pair_index=eng.launcher.pair_index)
         result["tune_ozaki2"] = rows

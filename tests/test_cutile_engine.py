@@ -311,12 +311,12 @@ def test_residue_edge_values(gpu):
 @pytest.mark.parametrize("acc_dtype", ["int32", "float64"])
 def test_crt_combine_bits(gpu, acc_dtype):
     """The reconstruction alone, on sums anywhere in the accumulator's range and scales that
-    give normal, subnormal, zero and overflowing results."""
+    give normal, subnormal, zero and overflowing results; 1, 2, 3, 4 and 7 pieces."""
     from ozhpc.engines import crt
     engine, cp = gpu
     rng = np.random.default_rng(23)
     m, n = 97, 130
-    for bits, count in ((53, 16), (60, 17), (100, 30)):
+    for bits, count in ((8, 3), (30, 9), (40, 12), (53, 16), (60, 17), (100, 30)):
         tables = crt.crt_tables(bits, count)
         if acc_dtype == "int32":
             acc = rng.integers(-2**31, 2**31, size=(count, m, n), dtype=np.int64).astype(np.int32)

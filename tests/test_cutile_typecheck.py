@@ -14,6 +14,7 @@ ct = pytest.importorskip("cuda.tile")
 compilation = pytest.importorskip("cuda.tile.compilation")
 
 from ozhpc.engines import cutile_kernels as ck  # noqa: E402
+from ozhpc.engines import crt as crt_tables  # noqa: E402
 from ozhpc.engines.base import group_product_bound  # noqa: E402
 
 GPU_CODES = ("sm_90", "sm_100")
@@ -65,8 +66,8 @@ def _signatures(cfg: ck.TileConfig):
     ]
     crt = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                  _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
-                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, acc_dtype == ct.int32])
-           for acc_dtype in (ct.float64, ct.int32)]
+                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, acc_dtype == ct.int32, pieces])
+           for acc_dtype in (ct.float64, ct.int32) for pieces in range(1, crt_tables.MAX_PIECES + 1)]
     gaps = [_sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.int8, 2, big),
                   cfg.split_rows, cfg.split_cols, trans]) for trans in (False, True)]
     count = [_sig([_array(ct.int8, 2, big), _array(ct.int32, 1), _array(ct.int32, 1),

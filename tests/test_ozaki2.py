@@ -139,8 +139,10 @@ def test_crt_tables_reconstruct_the_integers():
         assert big_m > 4 * crt.product_bound(bits, k) >= math.prod(t.primes[:-1])  # fewest moduli
 
         def value(pieces):
-            return sum(int(v) << (crt.PIECE_BITS * (crt.PIECES - 1 - i)) for i, v in enumerate(pieces))
+            return sum(int(v) << (crt.PIECE_BITS * (len(pieces) - 1 - i)) for i, v in enumerate(pieces))
 
+        assert 2 ** (crt.PIECE_BITS * (t.pieces - 1)) <= big_m < 2 ** (crt.PIECE_BITS * t.pieces)  # fewest
+        assert t.weights.shape == (len(t.primes), t.pieces)
         assert value(t.m_pieces) == big_m and t.inv_m == 1.0 / big_m and t.shift == -2 * bits
         for l, p in enumerate(t.primes):
             w = value(t.weights[l])

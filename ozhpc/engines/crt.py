@@ -10,7 +10,8 @@ extra factor of two makes the quotient below unambiguous). Then ``C = C' * 2**(e
 
 Reconstruction, the same operations on every engine (:func:`ozhpc.engines.numpy_engine`
 is the reference), with ``W_l = (M/p_l) * ((M/p_l)**-1 mod p_l) mod M`` and every big
-integer held as ``PIECES`` FP64 pieces of ``PIECE_BITS`` bits (most significant first):
+integer held as ``P`` FP64 pieces of ``PIECE_BITS`` bits (most significant first; ``P`` the
+fewest that hold ``M``, :attr:`CrtTables.pieces`, so the work per entry follows the moduli):
 
 1. ``r_l = balanced(S_l mod p_l)`` for the group sums ``S_l``;
 2. ``s_t = sum_l r_l * W_l[t]``: exact integers (each term < 2**43, at most 32 terms);
@@ -19,7 +20,7 @@ integer held as ``PIECES`` FP64 pieces of ``PIECE_BITS`` bits (most significant 
    ``K`` (on every engine, FMA or not);
 4. ``P_t = s_t - K * M[t]`` (exact), carries propagated from the least significant piece
    (``c = rint(P_t / 2**PIECE_BITS)``, exact) so every piece but the first is balanced;
-5. ``total = P_6 + P_5 * 2**36 + ...`` added from the least significant piece (each
+5. ``total = P_{P-1} + P_{P-2} * 2**36 + ...`` added from the least significant piece (each
    product exact, so an FMA rounds like a multiply and an add), then one exact-or-once
    rounded ``ldexp(total, e_i + f_j - 2 bits)``.
 
@@ -37,8 +38,8 @@ from functools import lru_cache
 import numpy as np
 
 PIECE_BITS = 36
-PIECES = 7
-"""Big integers (M, the CRT weights) as 7 pieces of 36 bits: M < 2**252."""
+MAX_PIECES = 7
+"""Big integers (M, the CRT weights) as at most 7 pieces of 36 bits: M < 2**252."""
 
 RESIDUE_MAX = 128
 """Largest |balanced residue| (modulus 256 gives -128..127; odd moduli at most 127)."""
@@ -87,10 +88,15 @@ def moduli_needed(bits: int, k: int) -> int:
     raise ValueError(f"{bits} bits and k = {k} need more than {len(MODULI)} moduli")
 
 
-def _pieces(value: int) -> list[float]:
-    """``value`` (0 <= value < 2**(PIECES*PIECE_BITS)) as PIECES exact FP64 integers, most significant first."""
+def pieces_for(value: int) -> int:
+    """Fewest PIECE_BITS-bit pieces that hold ``0 <= value`` (at least one)."""
+    return max(1, -(-value.bit_length() // PIECE_BITS))
+
+
+def _pieces(value: int, count: int) -> list[float]:
+    """``value`` (0 <= value < 2**(count*PIECE_BITS)) as ``count`` exact FP64 integers, most significant first."""
     mask = (1 << PIECE_BITS) - 1
-    return [float((value >> (PIECE_BITS * (PIECES - 1 - t))) & mask) for t in range(PIECES)]
+    return [float((value >> (PIECE_BITS * (count - 1 - t))) & mask) for t in range(count)]
 
 
 @dataclass(frozen=True)
@@ -98,8 +104,8 @@ class CrtTables:
     """Constants of one (bits, moduli count) choice, as the kernels read them.
 
     ``moduli`` float64 ``(N, 5)``: ``p, fl(1/p), lo, hi, balanced(2**52 mod p)``;
-    ``weights`` float64 ``(N, PIECES)``: the pieces of ``W_l``; ``m_pieces`` float64
-    ``(PIECES,)``: the pieces of ``M``; ``inv_m``: ``fl(1/M)``; ``shift = -2 * bits``.
+    ``weights`` float64 ``(N, pieces)``: the pieces of ``W_l``; ``m_pieces`` float64
+    ``(pieces,)``: the pieces of ``M``; ``inv_m``: ``fl(1/M)``; ``shift = -2 * bits``.
     """
 
     bits: int
@@ -114,6 +120,11 @@ class CrtTables:
         return -2 * self.bits
 
     @property
+    def pieces(self) -> int:
+        """Pieces per big integer: the fewest that hold M (4 for the 16-17 moduli of 53-56 bits)."""
+        return self.m_pieces.shape[0]
+
+    @property
     def primes(self) -> tuple[int, ...]:
         return MODULI[:self.count]
 
@@ -126,20 +137,21 @@ def crt_tables(bits: int, count: int) -> CrtTables:
         raise ValueError(f"moduli count must be in [1, {len(MODULI)}], got {count}")
     ps = MODULI[:count]
     big_m = math.prod(ps)
-    if big_m >= 2 ** (PIECES * PIECE_BITS):
-        raise ValueError(f"{count} moduli exceed the {PIECES * PIECE_BITS}-bit reconstruction")
+    pieces = pieces_for(big_m)
+    if pieces > MAX_PIECES:
+        raise ValueError(f"{count} moduli exceed the {MAX_PIECES * PIECE_BITS}-bit reconstruction")
     mod = np.empty((count, 5), dtype=np.float64)
-    weights = np.empty((count, PIECES), dtype=np.float64)
+    weights = np.empty((count, pieces), dtype=np.float64)
     for i, p in enumerate(ps):
         lo, hi = balanced_range(p)
         c52 = (2**52) % p
         c52 = c52 - p if c52 > hi else c52
         mod[i] = (p, 1.0 / p, lo, hi, c52)
         ml = big_m // p
-        weights[i] = _pieces(ml * pow(ml, -1, p) % big_m)
+        weights[i] = _pieces(ml * pow(ml, -1, p) % big_m, pieces)
     for a in (mod, weights):
         a.setflags(write=False)
-    m_pieces = np.array(_pieces(big_m), dtype=np.float64)
+    m_pieces = np.array(_pieces(big_m, pieces), dtype=np.float64)
     m_pieces.setflags(write=False)
     return CrtTables(bits, count, mod, weights, m_pieces, 1.0 / big_m)
 

@@ -163,14 +163,16 @@ class CutileEngine(Engine):
 
     def _device_tables(self, crt):
         """The CRT constants on this device: the (N, TABLE_COLS) table (moduli, weights),
-        M pieces (1, 7), 1/M (1, 1)."""
+        M pieces (1, MP_COLS), 1/M (1, 1)."""
         key = (crt.bits, crt.count)
         if key not in self._crt_tables:
             table = np.zeros((crt.count, ck.TABLE_COLS), dtype=np.float64)
-            table[:, :5] = crt.moduli
-            table[:, 5:5 + crt.weights.shape[1]] = crt.weights
+            table[:, :ck.WEIGHT_COL] = crt.moduli
+            table[:, ck.WEIGHT_COL:ck.WEIGHT_COL + crt.pieces] = crt.weights
+            m_row = np.zeros((1, ck.MP_COLS), dtype=np.float64)
+            m_row[0, :crt.pieces] = crt.m_pieces
             with self.device:
-                self._crt_tables[key] = (cp.asarray(table), cp.asarray(crt.m_pieces).reshape(1, -1),
+                self._crt_tables[key] = (cp.asarray(table), cp.asarray(m_row),
                                          cp.full((1, 1), crt.inv_m, dtype=cp.float64))
         return self._crt_tables[key]
 
@@ -288,7 +290,8 @@ class CutileEngine(Engine):
         re = cp.ascontiguousarray(cp.asarray(row_exps).astype(cp.int32, copy=False).ravel())
         ce = cp.ascontiguousarray(cp.asarray(col_exps).astype(cp.int32, copy=False).ravel())
         if crt is not None:
-            self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt), out, crt.shift)
+            self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt), out, crt.shift,
+                                      crt.pieces)
         else:
             self.launcher.launch_combine(self._stream(), acc, re, ce, out)
         return out

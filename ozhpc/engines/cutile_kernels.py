@@ -83,9 +83,12 @@ class TileConfig:
     at n = 16384 the 4096 panels of scheme I ran at 901-913 TOP/s (1036 for scheme I)."""
     crt_rows: int = 32
     crt_cols: int = 64
-    """CRT tile: seven float64 piece sums live in registers (no spills at 32 x 64, CPU AOT).
-    n = 16384, 17 moduli, H200: 22.4 ms at 32 x 64, 27-28 ms at 16 x 64 and 8 x 128, 52 ms at 8 x 64
-    (``bench/gpu_gemm.py --tune-ozaki2``)."""
+    crt_occupancy: int = 1
+    """CRT tile and CTAs per SM: the float64 piece sums (4 for 16-17 moduli, up to 7) live in
+    registers. CPU AOT, sm_90, 4 pieces: 32 x 64 220 registers; 16 x 64 at occupancy 4 116,
+    8 x 64 at occupancy 4 96, no spills; 7 pieces at 32 x 64 spill 80 B. H200, n = 16384,
+    17 moduli, 7 pieces (before the piece count followed M): 22.4 ms at 32 x 64, 27-28 ms at
+    16 x 64 and 8 x 128 (``bench/gpu_gemm.py --tune-ozaki2``)."""
     residue_rows: int = 16
     residue_cols: int = 128
     """Residue tile: 32 x 128 (the split's) spills on sm_90 (CPU AOT: 255 registers, 8 B stack),
@@ -169,7 +172,10 @@ def _rint_any(t):
 
 TABLE_COLS = 16
 """Row layout of the scheme II constant table (one row per modulus, one tile load per row):
-``p, fl(1/p), lo, hi, balanced(2**52 mod p)``, the 7 pieces of ``W_l``, zeros."""
+``p, fl(1/p), lo, hi, balanced(2**52 mod p)``, the pieces of ``W_l`` (up to 7), zeros."""
+WEIGHT_COL = 5
+MP_COLS = 8
+"""The pieces of M as one (1, 8) zero-padded row (tile shapes are powers of two)."""
 
 
 def _entry(row, i: int):
@@ -385,26 +391,22 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
 
 @ct.kernel
 def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
-                TM: ConstInt, TN: ConstInt, INT_SUMS: ConstBool):
+                TM: ConstInt, TN: ConstInt, INT_SUMS: ConstBool, PIECES: ConstInt):
     """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` in NumPy's order.
 
     ACC: int32 sums of the pair kernel or float64 accumulators, one per modulus; TAB: the
-    constant table (N, TABLE_COLS), one tile load per modulus; MP: the pieces of M (1, 7);
-    INVM: fl(1/M) (1, 1).
+    constant table (N, TABLE_COLS), one tile load per modulus; MP: the pieces of M
+    (1, MP_COLS, zero padded); INVM: fl(1/M) (1, 1).
     INT_SUMS: ACC is int32 (one reduction per residue suffices).
+    PIECES: pieces per big integer (:attr:`CrtTables.pieces`): the piece sums are a tuple
+    unrolled at compile time, so 17 moduli keep 4 float64 sums per entry instead of 7.
     """
     bm = ct.bid(0)
     bn = ct.bid(1)
     # Powers of two as float64 tiles: a Python float literal in a kernel may be typed float32,
     # where 2**72 and up overflow (the first H200 run gave NaN everywhere).
     unit = _pow2_const(_crt.PIECE_BITS)
-    s0 = ct.zeros((TM, TN), ct.float64)
-    s1 = ct.zeros((TM, TN), ct.float64)
-    s2 = ct.zeros((TM, TN), ct.float64)
-    s3 = ct.zeros((TM, TN), ct.float64)
-    s4 = ct.zeros((TM, TN), ct.float64)
-    s5 = ct.zeros((TM, TN), ct.float64)
-    s6 = ct.zeros((TM, TN), ct.float64)
+    s = tuple(ct.zeros((TM, TN), ct.float64) for _ in ct.static_iter(range(PIECES)))
     nmod = ACC.shape[0]
     # The next modulus's sums are loaded before this one's arithmetic (software pipelining:
     # the runtime loop otherwise waits for each load; 27 ms at n = 16384, 17 moduli).
@@ -415,47 +417,25 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
                          padding_mode=ZERO).reshape((TM, TN))
         row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
         r = _balanced(y.astype(ct.float64), row, INT_SUMS)
-        s0 = s0 + r * _entry(row, 5)
-        s1 = s1 + r * _entry(row, 6)
-        s2 = s2 + r * _entry(row, 7)
-        s3 = s3 + r * _entry(row, 8)
-        s4 = s4 + r * _entry(row, 9)
-        s5 = s5 + r * _entry(row, 10)
-        s6 = s6 + r * _entry(row, 11)
-    x = ((((((s0 * unit + s1) * unit + s2) * unit + s3) * unit + s4) * unit + s5) * unit) + s6
+        s = tuple(s[t] + r * _entry(row, WEIGHT_COL + t) for t in ct.static_iter(range(PIECES)))
+    x = s[0]
+    for t in ct.static_iter(range(1, PIECES)):
+        x = x * unit + s[t]
     q = _rint_small(x * ct.load(INVM, (0, 0), (1, 1)))
-    s0 = s0 - q * ct.load(MP, (0, 0), (1, 1))
-    s1 = s1 - q * ct.load(MP, (0, 1), (1, 1))
-    s2 = s2 - q * ct.load(MP, (0, 2), (1, 1))
-    s3 = s3 - q * ct.load(MP, (0, 3), (1, 1))
-    s4 = s4 - q * ct.load(MP, (0, 4), (1, 1))
-    s5 = s5 - q * ct.load(MP, (0, 5), (1, 1))
-    s6 = s6 - q * ct.load(MP, (0, 6), (1, 1))
+    m_row = ct.load(MP, (0, 0), (1, MP_COLS))
+    s = tuple(s[t] - q * _entry(m_row, t) for t in ct.static_iter(range(PIECES)))
+    # Carries from the least significant piece up (NumPy: pieces[t-1] += rint(pieces[t] / unit)).
     inv_unit = _pow2_const(-_crt.PIECE_BITS)
-    c = _rint_small(s6 * inv_unit)
-    s6 = s6 - c * unit
-    s5 = s5 + c
-    c = _rint_small(s5 * inv_unit)
-    s5 = s5 - c * unit
-    s4 = s4 + c
-    c = _rint_small(s4 * inv_unit)
-    s4 = s4 - c * unit
-    s3 = s3 + c
-    c = _rint_small(s3 * inv_unit)
-    s3 = s3 - c * unit
-    s2 = s2 + c
-    c = _rint_small(s2 * inv_unit)
-    s2 = s2 - c * unit
-    s1 = s1 + c
-    c = _rint_small(s1 * inv_unit)
-    s1 = s1 - c * unit
-    s0 = s0 + c
-    total = s6 + s5 * unit
-    total = total + s4 * _pow2_const(2 * _crt.PIECE_BITS)
-    total = total + s3 * _pow2_const(3 * _crt.PIECE_BITS)
-    total = total + s2 * _pow2_const(4 * _crt.PIECE_BITS)
-    total = total + s1 * _pow2_const(5 * _crt.PIECE_BITS)
-    total = total + s0 * _pow2_const(6 * _crt.PIECE_BITS)
+    low = ()
+    carried = s[PIECES - 1]
+    for t in ct.static_iter(range(PIECES - 1, 0, -1)):
+        c = _rint_small(carried * inv_unit)
+        low = (carried - c * unit,) + low
+        carried = s[t - 1] + c
+    pieces = (carried,) + low
+    total = pieces[PIECES - 1]
+    for t in ct.static_iter(range(PIECES - 2, -1, -1)):
+        total = total + pieces[t] * _pow2_const(_crt.PIECE_BITS * (PIECES - 1 - t))
     ct.store(C, (bm, bn), _ldexp(total, _row_col_scale(RE, CE, bm, bn, TM, TN) + shift))
 
 
@@ -574,6 +554,7 @@ class Launcher:
             hints["num_ctas"] = num_ctas
         self._pair = {name: k.replace_hints(**hints) if hints else k
                       for name, k in PAIR_KERNELS.items()}
+        self._crt = _crt_kernel.replace_hints(occupancy=self.config.crt_occupancy)
 
     def pair_index_for(self, *arrays) -> str:
         """The pair kernel (index width) for these arrays: int32 when they all fit."""
@@ -666,16 +647,17 @@ class Launcher:
         ct.launch(stream, (max(1, _cdiv(gaps.shape[0], COUNT_ROWS)), 1, 1), _count_kernel,
                   (gaps, limits, out, COUNT_ROWS, GAP_COLS))
 
-    def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int) -> None:
-        """``tables``: device arrays (table (N, TABLE_COLS), m_pieces (1, 7), inv_m (1, 1))."""
+    def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int) -> None:
+        """``tables``: device arrays (table (N, TABLE_COLS), m_pieces (1, MP_COLS), inv_m (1, 1));
+        ``pieces``: :attr:`CrtTables.pieces`."""
         cfg = self.config
         key = self._key("crt", acc, c)
         grid = self._cache.get(key)
         if grid is None:
             grid = self._cache[key] = (_cdiv(c.shape[0], cfg.crt_rows), _cdiv(c.shape[1], cfg.crt_cols), 1)
-        ct.launch(stream, grid, _crt_kernel,
+        ct.launch(stream, grid, self._crt,
                   (acc, row_exps, col_exps, *tables, c, int(shift), cfg.crt_rows, cfg.crt_cols,
-                   acc.dtype.kind == "i"))
+                   acc.dtype.kind == "i", int(pieces)))
 
 
 def widest_group(slices: int, ngroups: int) -> int:

@@ -115,7 +115,7 @@ def _balanced(y, row):
 
 
 CRT_ROWS = 512
-"""Rows of C per CRT block: the PIECES partial sums take 7 x 8 bytes per entry."""
+"""Rows of C per CRT block: the partial sums take up to 7 pieces x 8 bytes per entry."""
 
 
 def _crt_combine(acc, row_exps, col_exps, crt):
@@ -127,24 +127,25 @@ def _crt_combine(acc, row_exps, col_exps, crt):
     unit = 2.0 ** _crt.PIECE_BITS
     for i0 in range(0, m, CRT_ROWS):
         sums = acc[:, i0:i0 + CRT_ROWS].astype(np.float64)
-        pieces = np.zeros((_crt.PIECES,) + sums.shape[1:], dtype=np.float64)
+        npieces = crt.pieces
+        pieces = np.zeros((npieces,) + sums.shape[1:], dtype=np.float64)
         for l in range(n_mod):
             r = _balanced(sums[l], crt.moduli[l])
-            for t in range(_crt.PIECES):
+            for t in range(npieces):
                 pieces[t] += r * crt.weights[l, t]
         x = pieces[0]
-        for t in range(1, _crt.PIECES):
+        for t in range(1, npieces):
             x = x * unit + pieces[t]
         quotient = np.rint(x * crt.inv_m)
-        for t in range(_crt.PIECES):
+        for t in range(npieces):
             pieces[t] -= quotient * crt.m_pieces[t]
-        for t in range(_crt.PIECES - 1, 0, -1):
+        for t in range(npieces - 1, 0, -1):
             carry = np.rint(pieces[t] * (1.0 / unit))
             pieces[t] -= carry * unit
             pieces[t - 1] += carry
-        total = pieces[_crt.PIECES - 1]
-        for t in range(_crt.PIECES - 2, -1, -1):
-            total = total + pieces[t] * 2.0 ** (_crt.PIECE_BITS * (_crt.PIECES - 1 - t))
+        total = pieces[npieces - 1]
+        for t in range(npieces - 2, -1, -1):
+            total = total + pieces[t] * 2.0 ** (_crt.PIECE_BITS * (npieces - 1 - t))
         with np.errstate(over="ignore"):
             out[i0:i0 + CRT_ROWS] = np.ldexp(total, scale[i0:i0 + CRT_ROWS])
     return out
