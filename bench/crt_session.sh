@@ -1,7 +1,7 @@
 #!/bin/bash
-# One device call on nvidia-h200 for scheme II's CRT kernel (issue 4): its bitwise tests first,
-# then the CRT tile/occupancy sweep and the gemm table with the winner, then the whole GPU suite,
-# then n = 32768 with what is left of BUDGET_S.
+# One device call on nvidia-h200 for scheme II (issue 4): the bitwise tests of the CRT, residue and
+# "auto"-statistic kernels first, then the CRT tile/occupancy sweep and the gemm table with the
+# winner, then the whole GPU suite, then n = 32768 with what is left of BUDGET_S.
 # Usage (device tool, carry [".tile"]):
 #   source .tile/tile-env.sh && export PYTHONPATH=$PWD:$PYTHONPATH && BUDGET_S=500 bash bench/crt_session.sh
 set -o pipefail
@@ -11,7 +11,7 @@ mkdir -p /tmp/ctc /tmp/ctt
 T0=$(date +%s); left() { echo $(( ${BUDGET_S:-500} - $(date +%s) + T0 )); }
 nvidia-smi -L
 timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_cutile_engine.py \
-  -k "crt_combine or gemm_ozaki2_bits or ozaki2_paths" -x > "$OUT/crt_tests.txt" 2>&1
+  -k "crt_combine or gemm_ozaki2_bits or ozaki2_paths or gap_counts or residue" -x > "$OUT/crt_tests.txt" 2>&1
 tail -3 "$OUT/crt_tests.txt"; echo "crt tests done at $(( $(date +%s) - T0 )) s"
 timeout 170 python3 bench/gpu_gemm.py --tune-ozaki2 --tune-size 16384 --sizes 8192 16384 --slices auto \
   --bits 53 auto --reps 3 --out "$OUT/gpu_gemm" > "$OUT/gpu_gemm.txt" 2>&1; tail -30 "$OUT/gpu_gemm.md"

@@ -292,17 +292,17 @@ def markdown(result) -> str:
              f"- tile config: {result['device']['tile_config']}",
              "- inputs: phi = 0.5, `(rand - 0.5) * exp(0.5 * randn)`; errors: max over "
              f"{result['samples']} sampled entries of |C - exact| / (|A||B|)", "",
-             "| n | method | slices (pairs) / bits (moduli) | time s | TFLOP/s | x DGEMM | error | split s | multiply s | combine s | pair TOP/s | split GB/s | pair kernel, blocks |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| n | method | slices (pairs) / bits (moduli) | time s | TFLOP/s | x DGEMM | error | scales s | split s | multiply s | combine s | pair TOP/s | split GB/s | pair kernel, blocks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         n = row["n"]
         lines.append(f"| {n} | cuBLAS DGEMM | - | {row['dgemm_seconds']:.4f} | {row['dgemm_tflops']:.1f} "
-                     f"| 1.00 | {row['dgemm_error']:.2e} | | | | | | |")
+                     f"| 1.00 | {row['dgemm_error']:.2e} | | | | | | | |")
         emu = row.get("emulation")
         if emu and "tflops" in emu:
             lines.append(f"| {n} | cuBLAS FP64 emulation (eager) | - | {emu['seconds']:.4f} | "
                          f"{emu['tflops']:.1f} | {row['dgemm_seconds'] / emu['seconds']:.2f} | "
-                         f"{emu['error']:.2e} | | | | | | |")
+                         f"{emu['error']:.2e} | | | | | | | |")
         for o in row["ozaki"]:
             ph = o["phases"]
             what = (f"{o['slices']}={o['used_slices']} ({o['pair_gemms']})" if o.get("scheme", "ozaki1") == "ozaki1"
@@ -310,11 +310,11 @@ def markdown(result) -> str:
             lines.append(
                 f"| {n} | ozhpc cutile {o.get('scheme', 'ozaki1')} | {what} | "
                 f"{o['seconds']:.4f} | {o['tflops']:.1f} | {o['vs_dgemm']:.2f} | {o['error']:.2e} | "
-                f"{ph.get('split', 0):.4f} | {ph.get('multiply', 0):.4f} | {ph.get('combine', 0):.4f} | "
+                f"{ph.get('scales', 0):.4f} | {ph.get('split', 0):.4f} | {ph.get('multiply', 0):.4f} | {ph.get('combine', 0):.4f} | "
                 f"{o.get('pair_tops', float('nan')):.0f} | {o.get('split_gbps', float('nan')):.0f} | "
                 f"{o.get('pair_index')}, {o.get('blocks')} |")
-    lines += ["", "Phases from GemmInfo.seconds (wall, synchronised): split = scales + spread + "
-              "both splits; multiply = fused pair GEMMs + combine kernel; combine = special "
+    lines += ["", "Phases from GemmInfo.seconds (wall, synchronised): scales = row maxima, exponents "
+              "and the \"auto\" statistic; split = both splits (slices or residues); multiply = fused pair GEMMs + combine kernel; combine = special "
               "values + alpha/beta. pair TOP/s = 2 n^3 pairs / (multiply_combine: pair kernel + combine "
               "kernel, CUDA events); "
               "split GB/s = (8 + s) n^2 bytes / (split of A, CUDA events)."]
@@ -427,8 +427,7 @@ def main(argv=None) -> int:
     if args.tune_ozaki2:
         from ozhpc.engines.cutile_engine import CutileEngine
         rows, cfg = tune_ozaki2(cp, args.tune_size, args.reps, [0, 8192, 4096],
-                                [(32, 64, 1), (32, 64, 2), (16, 64, 2), (16, 64, 4), (8, 64, 4),
-                                 (16, 32, 4)])
+                                [(16, 64, 4), (32, 64, 2), (8, 64, 4), (16, 128, 2)])
         eng = CutileEngine(config=cfg, occupancy=eng.launcher.occupancy, num_ctas=eng.launcher.num_ctas,
                            pair_index=eng.launcher.pair_index)
         result["tune_ozaki2"] = rows

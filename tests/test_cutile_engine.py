@@ -452,9 +452,10 @@ def test_gap_counts_and_spread_match_numpy(gpu):
         x[5] = 0.0
         e = exponents(np, row_abs_max(np, x))
         gaps_w, gaps_g = ref.entry_gaps(x, e), engine.entry_gaps(cp.asarray(x), cp.asarray(e))
-        limits = rng.integers(0, 64, 333).astype(np.int32)
-        assert_same_bits(cp.asnumpy(engine.count_gaps_le(gaps_g, cp.asarray(limits))),
-                         ref.count_gaps_le(gaps_w, limits))
+        for width in (1, 3, 8):   # 3: not a kernel width, the generic path
+            limits = rng.integers(0, 64, (333, width)).astype(np.int32)
+            assert_same_bits(cp.asnumpy(engine.count_gaps_le(gaps_g, cp.asarray(limits))),
+                             ref.count_gaps_le(gaps_w, limits))
         assert spread_bits(cp, gaps_g, count_le=engine.count_gaps_le) == spread_bits(np, gaps_w)
 
 

@@ -16,6 +16,7 @@ compilation = pytest.importorskip("cuda.tile.compilation")
 from ozhpc.engines import cutile_kernels as ck  # noqa: E402
 from ozhpc.engines import crt as crt_tables  # noqa: E402
 from ozhpc.engines.base import group_product_bound  # noqa: E402
+from ozhpc.ozaki.scales import COUNT_WIDTH  # noqa: E402
 
 GPU_CODES = ("sm_90", "sm_100")
 BYTECODE = "13.4"
@@ -66,12 +67,12 @@ def _signatures(cfg: ck.TileConfig):
     ]
     crt = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                  _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
-                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, acc_dtype == ct.int32, pieces])
+                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, pieces])
            for acc_dtype in (ct.float64, ct.int32) for pieces in range(1, crt_tables.MAX_PIECES + 1)]
     gaps = [_sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.int8, 2, big),
                   cfg.split_rows, cfg.split_cols, trans]) for trans in (False, True)]
-    count = [_sig([_array(ct.int8, 2, big), _array(ct.int32, 1), _array(ct.int32, 1),
-                   ck.COUNT_ROWS, ck.GAP_COLS])]
+    count = [_sig([_array(ct.int8, 2, big), _array(ct.int32, 2), _array(ct.int32, 2),
+                   *ck.COUNT_TILE, width]) for width in (1, COUNT_WIDTH)]
     row_stats = [_sig([_array(ct.float64, 2), _array(ct.float64, 1), _array(ct.int32, 1),
                        ck.COUNT_ROWS, ck.GAP_COLS, trans]) for trans in (False, True)]
     return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine,
@@ -101,6 +102,7 @@ def test_tiles_are_powers_of_two_and_k_bound_holds():
                   cfg.combine_rows, cfg.combine_cols, cfg.crt_rows, cfg.crt_cols,
                   cfg.residue_rows, cfg.residue_cols):
             assert v > 0 and v & (v - 1) == 0
+        assert ck.GAP_COLS % ck.COUNT_TILE[1] == 0
         # k panels start on k-tile boundaries (16-byte aligned slices for TMA)
         assert cfg.pair_k_panel % cfg.pair_k == 0 and cfg.diagonal_k_panel % cfg.pair_k == 0
         # one pair over one k-tile always fits an int32 accumulator

@@ -126,7 +126,7 @@ def test_info_reports_what_was_done():
     b = standard_matrix(40, 20, 0.5, 2)
     _, info = ozhpc.gemm(a, b, slices=7, groups="all", engine="numpy", info=True)
     assert (info.m, info.n, info.k, info.slices, info.groups, info.pair_gemms) == (30, 20, 40, 7, 13, 49)
-    assert set(info.seconds) == {"split", "multiply", "combine"}
+    assert set(info.seconds) == {"scales", "split", "multiply", "combine"}
     assert info.engine == "numpy" and 0 < info.truncation_bound < 1e-12
 
 

@@ -186,6 +186,22 @@ def test_spread_is_the_largest_median_gap(seed, rows, cols, phi, zeros):
     assert spread_bits(np, NumpyEngine().entry_gaps(x, e)) == want
 
 
+@pytest.mark.parametrize("chunk", [1 << 22, 50])
+def test_gap_counts_are_the_counts_of_every_limit(monkeypatch, chunk):
+    """count_gaps_le (histograms per chunk of rows) == direct counting, for several limits per
+    row, NO_GAP entries (never counted) and row chunks that do not divide the rows."""
+    from ozhpc.engines import base
+    from ozhpc.ozaki.scales import MAX_GAP, NO_GAP
+    monkeypatch.setattr(base, "GAP_HISTOGRAM_ENTRIES", chunk)
+    rng = np.random.default_rng(3)
+    gaps = rng.integers(0, MAX_GAP + 1, (37, 29)).astype(np.int8)
+    gaps[rng.random(gaps.shape) < 0.2] = NO_GAP
+    limits = rng.integers(0, MAX_GAP + 1, (37, 5))
+    want = np.array([[np.sum(gaps[i] <= lim) for lim in limits[i]] for i in range(37)])
+    got = base.count_gaps_le(np, gaps, limits)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
 def test_too_long_k_is_an_input_error():
     from ozhpc.errors import InputError
     from ozhpc.ozaki.gemm import check_k

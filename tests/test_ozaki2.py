@@ -130,6 +130,26 @@ def test_residues_of_extreme_rows():
         assert not got[:, 2].any()
 
 
+def test_one_reduction_gives_the_balanced_residue_for_every_modulus():
+    """Step 1 of the CRT at its limits, for all moduli (the smallest too): |y| up to the
+    largest sum that max_exact_k allows, exact ties y = (q + 1/2) p of the even modulus,
+    residues next to the range ends."""
+    from ozhpc.engines.numpy_engine import _balanced
+    top = 2**53 - 2**10
+    assert ModularPlan.for_k(53, 1).max_exact_k() * crt.RESIDUE_MAX**2 <= top
+    assert crt.MIN_MODULUS == min(crt.MODULI) > 4
+    rng = np.random.default_rng(5)
+    for p in crt.MODULI:
+        row = np.array([p, 1.0 / p, *crt.balanced_range(p)])
+        ys = [top, top - p, top - p // 2, 2**52 - 1, p // 2, p // 2 + 1, p - 1, 0]
+        ys += [q * p + off for q in (top // p - 1, 3) for off in (-(p // 2), p // 2, p - 1)]
+        ys += [int(v) for v in rng.integers(-top, top + 1, 200)]
+        ys = [y for y in ys if abs(y) <= top]
+        ys += [-y for y in ys]
+        got = _balanced(np.array(ys, dtype=np.float64), row)
+        assert got.tolist() == [balanced(y, p) for y in ys], p
+
+
 def test_crt_tables_reconstruct_the_integers():
     """W_l = 1 mod p_l and 0 mod the others; the pieces give W_l and M back; moduli coprime."""
     assert all(math.gcd(p, q) == 1 for i, p in enumerate(crt.MODULI) for q in crt.MODULI[i + 1:])

@@ -52,6 +52,28 @@ NO_GAP = 127
 """Gap code of zero and non-finite entries: never counted."""
 
 
+GAP_HISTOGRAM_ENTRIES = 1 << 22
+"""Gap entries per histogram chunk of :func:`count_gaps_le` (32 MiB of int64 bin indices)."""
+
+
+def count_gaps_le(xp, gaps, limits):
+    """``out[i, l] = #{j: gaps[i, j] <= limits[i, l]}`` (int64) for gap codes (NO_GAP never
+    counts) and limits in [0, MAX_GAP]: one pass per chunk of rows (per-row histograms,
+    cumulated), whatever the number of limits."""
+    limits = xp.asarray(limits).astype(xp.int64)
+    rows, cols = gaps.shape
+    bins = MAX_GAP + 1
+    out = xp.zeros(limits.shape, dtype=xp.int64)
+    step = max(1, GAP_HISTOGRAM_ENTRIES // max(1, cols))
+    for r0 in range(0, rows, step):
+        g = gaps[r0:r0 + step].astype(xp.int64)
+        nr = g.shape[0]
+        index = (xp.arange(nr, dtype=xp.int64).reshape(-1, 1) * bins + g)[g <= MAX_GAP]
+        cum = xp.cumsum(xp.bincount(index, minlength=nr * bins).reshape(nr, bins), axis=1)
+        out[r0:r0 + nr] = xp.take_along_axis(cum, limits[r0:r0 + nr], axis=1)
+    return out
+
+
 def row_abs_max(xp, x):
     """Max of |x| over the finite entries of each row (0 for an empty or all-zero row)."""
     if x.shape[1] == 0:
@@ -162,9 +184,8 @@ class Engine(ABC):
         return xp.where(keep, gap, xp.int8(NO_GAP))
 
     def count_gaps_le(self, gaps, limits):
-        """int64 per-row counts of ``gaps[i, j] <= limits[i]`` (``limits`` int, one per row)."""
-        xp = self.xp
-        return (gaps <= xp.asarray(limits).reshape(-1, 1).astype(xp.int8)).sum(axis=1, dtype=xp.int64)
+        """int64 counts ``out[i, l] = #{j: gaps[i, j] <= limits[i, l]}`` (limits in [0, MAX_GAP])."""
+        return count_gaps_le(self.xp, gaps, limits)
 
     def asarray(self, x):
         """Move ``x`` to this engine's device (no copy when already there)."""

@@ -13,7 +13,11 @@ is the reference), with ``W_l = (M/p_l) * ((M/p_l)**-1 mod p_l) mod M`` and ever
 integer held as ``P`` FP64 pieces of ``PIECE_BITS`` bits (most significant first; ``P`` the
 fewest that hold ``M``, :attr:`CrtTables.pieces`, so the work per entry follows the moduli):
 
-1. ``r_l = balanced(S_l mod p_l)`` for the group sums ``S_l``;
+1. ``r_l = balanced(S_l mod p_l)`` for the sums ``S_l`` (exact integers, ``|S_l| <= 2**53 -
+   2**10``: :meth:`ModularPlan.max_exact_k`): one reduction ``r = S - rint(S * fl(1/p)) * p``
+   and one conditional ``+-p``. The quotient is off by less than 1/2 (relative error 2**-52
+   of ``|S/p| < 2**53 / MIN_MODULUS``) and ``q * p`` stays below 2**53 (exact, FMA or not),
+   so ``|r| < p``. The balanced residue is unique: any correct rounding gives the same;
 2. ``s_t = sum_l r_l * W_l[t]``: exact integers (each term < 2**43, at most 32 terms);
 3. ``K = rint(x / M)`` with ``x`` = the pieces ``s`` summed in FP64: ``x = K*M + C'``
    and ``|C'| < M/4``, so the rounding errors of ``x`` (relative 2**-50) cannot move
@@ -66,6 +70,8 @@ def _coprime_moduli(limit: int = 256, count: int = 64) -> tuple[int, ...]:
 MODULI = _coprime_moduli()
 """256, 255, 253, 251, 247, 241, 239, 233, 229, 227, 223, 217, 211, ... (log2 of the
 product grows by 7.4-8 bits per modulus)."""
+MIN_MODULUS = min(MODULI)
+"""29: step 1's single reduction needs ``2**53 / p * 2**-52 < 1/2``, i.e. p > 4."""
 
 
 def balanced_range(p: int) -> tuple[int, int]:

@@ -190,7 +190,7 @@ class CutileEngine(Engine):
 
     def entry_gaps(self, x, exps):
         """Gap codes by :func:`cutile_kernels._gap_kernel`, columns padded with NO_GAP to a
-        multiple of ``GAP_COLS`` (the count kernel's tile)."""
+        multiple of ``GAP_COLS`` (the count kernel's tiles divide it)."""
         x = cp.asarray(x, dtype=cp.float64)
         rows, cols = x.shape
         out = cp.empty((rows, _roundup(cols, ck.GAP_COLS)), dtype=cp.int8)
@@ -206,11 +206,13 @@ class CutileEngine(Engine):
         return out
 
     def count_gaps_le(self, gaps, limits):
-        if gaps.shape[1] % ck.GAP_COLS or not gaps.flags.c_contiguous:
+        limits = cp.asarray(limits)
+        width = limits.shape[1]
+        if gaps.shape[1] % ck.GAP_COLS or not gaps.flags.c_contiguous or width & (width - 1):
             return super().count_gaps_le(gaps, limits)   # not this engine's layout
-        out = cp.empty(gaps.shape[0], dtype=cp.int32)
+        out = cp.empty(limits.shape, dtype=cp.int32)
         if gaps.shape[0]:
-            lim = cp.ascontiguousarray(cp.asarray(limits).astype(cp.int32, copy=False).ravel())
+            lim = cp.ascontiguousarray(limits.astype(cp.int32, copy=False))
             self.launcher.launch_count(self._stream(), gaps, lim, out)
         return out.astype(cp.int64)
 

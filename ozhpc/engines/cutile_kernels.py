@@ -81,14 +81,15 @@ class TileConfig:
     """k per launch of scheme II's diagonal products (0: the whole k). A group is one product,
     so k panels bring no L2 reuse across pairs and each costs a load and a store of the sums:
     at n = 16384 the 4096 panels of scheme I ran at 901-913 TOP/s (1036 for scheme I)."""
-    crt_rows: int = 32
+    crt_rows: int = 16
     crt_cols: int = 64
-    crt_occupancy: int = 1
+    crt_occupancy: int = 4
     """CRT tile and CTAs per SM: the float64 piece sums (4 for 16-17 moduli, up to 7) live in
-    registers. CPU AOT, sm_90, 4 pieces: 32 x 64 220 registers; 16 x 64 at occupancy 4 116,
-    8 x 64 at occupancy 4 96, no spills; 7 pieces at 32 x 64 spill 80 B. H200, n = 16384,
-    17 moduli, 7 pieces (before the piece count followed M): 22.4 ms at 32 x 64, 27-28 ms at
-    16 x 64 and 8 x 128 (``bench/gpu_gemm.py --tune-ozaki2``)."""
+    registers. CPU AOT, sm_90, 4 pieces: 16 x 64 at occupancy 4 116 registers, 32 x 64 at
+    occupancy 1 220, no spills. H200, n = 16384, 17 moduli, 4 pieces (``bench/gpu_gemm.py
+    --tune-ozaki2``, 2026-12-01): 8.2 ms at 16 x 64 / occupancy 4, 9.9-10.0 ms at occupancy 2,
+    10-11 ms for 8 x 64 and 16 x 32 at occupancy 4, 20.9 ms at 32 x 64 / occupancy 1 (22.4 ms
+    there with 7 pieces, before the piece count followed M)."""
     residue_rows: int = 16
     residue_cols: int = 128
     """Residue tile: 32 x 128 (the split's) spills on sm_90 (CPU AOT: 255 registers, 8 B stack),
@@ -183,18 +184,20 @@ def _entry(row, i: int):
     return ct.extract(row, (0, i), (1, 1))
 
 
-def _balanced(y, row, SMALL: ConstBool):
-    """Balanced residue of exact integers ``|y| < 2**53`` modulo ``p`` (``row``: the modulus's
-    table row): unique, so the rounding of the quotients does not matter.
-    SMALL (``|y| < 2**31``): the first quotient is off by at most one, so one reduction and
-    the range fix-ups suffice."""
+def _balanced(y, row):
+    """Balanced residue of exact integers ``|y| <= 2**53 - 2**10`` modulo ``p`` (``row``: the
+    modulus's table row): one reduction and the range fix-ups, step 1 of :mod:`ozhpc.engines.crt`
+    (unique, so the rounding of the quotient does not matter)."""
     p = _entry(row, 0)
-    inv_p = _entry(row, 1)
-    r = y - _rint_small(y * inv_p) * p
-    if not SMALL:
-        r = r - _rint_small(r * inv_p) * p
+    r = y - _rint_small(y * _entry(row, 1)) * p
     r = ct.where(r > _entry(row, 3), r - p, r)
     return ct.where(r < _entry(row, 2), r + p, r)
+
+
+def _small_int8(r):
+    """Exact integers in [-128, 127] (float64) to int8: the low bits of ``r + 1.5 * 2**52``
+    are r in two's complement (an add and a truncation instead of a float-to-int conversion)."""
+    return ct.bitcast(r + _RINT_MAGIC, ct.int64).astype(ct.int8)
 
 
 def _swizzle(tile_id, num_m, num_n, GROUP_M: ConstInt):
@@ -365,7 +368,7 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
     ``X`` (up to 2**100) is split exactly as ``H * 2**52 + L``; its residue is
     ``balanced(balanced(H) * (2**52 mod p) + balanced(L))``, or with SHORT (``bits <= 80``:
     ``|H * (2**52 mod p)| < 2**35``, so ``H * c + L`` is an exact integer below 2**52)
-    ``balanced(H * (2**52 mod p) + L)``: the same unique residue with one reduction pair.
+    ``balanced(H * (2**52 mod p) + L)``: the same unique residue with one reduction.
     """
     bi = ct.bid(0)
     bj = ct.bid(1)
@@ -382,22 +385,20 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
     for l in range(nmod):
         row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
         if SHORT:
-            r = _balanced(high * _entry(row, 4) + low, row, False)
+            r = _balanced(high * _entry(row, 4) + low, row)
         else:
-            r = _balanced(high, row, False) * _entry(row, 4) + _balanced(low, row, False)
-            r = _balanced(r, row, True)
-        ct.store(OUT, (l, bi, bj), r.astype(ct.int32).astype(ct.int8).reshape((1, TR, TC)))
+            r = _balanced(_balanced(high, row) * _entry(row, 4) + _balanced(low, row), row)
+        ct.store(OUT, (l, bi, bj), _small_int8(r).reshape((1, TR, TC)))
 
 
 @ct.kernel
 def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
-                TM: ConstInt, TN: ConstInt, INT_SUMS: ConstBool, PIECES: ConstInt):
+                TM: ConstInt, TN: ConstInt, PIECES: ConstInt):
     """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` in NumPy's order.
 
     ACC: int32 sums of the pair kernel or float64 accumulators, one per modulus; TAB: the
     constant table (N, TABLE_COLS), one tile load per modulus; MP: the pieces of M
     (1, MP_COLS, zero padded); INVM: fl(1/M) (1, 1).
-    INT_SUMS: ACC is int32 (one reduction per residue suffices).
     PIECES: pieces per big integer (:attr:`CrtTables.pieces`): the piece sums are a tuple
     unrolled at compile time, so 17 moduli keep 4 float64 sums per entry instead of 7.
     """
@@ -416,7 +417,7 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
         y_next = ct.load(ACC, (min(l + 1, nmod - 1), bm, bn), (1, TM, TN),
                          padding_mode=ZERO).reshape((TM, TN))
         row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
-        r = _balanced(y.astype(ct.float64), row, INT_SUMS)
+        r = _balanced(y.astype(ct.float64), row)
         s = tuple(s[t] + r * _entry(row, WEIGHT_COL + t) for t in ct.static_iter(range(PIECES)))
     x = s[0]
     for t in ct.static_iter(range(1, PIECES)):
@@ -483,15 +484,19 @@ def _row_stats_kernel(X, AMAX, BAD, TR: ConstInt, TC: ConstInt, TRANS: ConstBool
 
 
 @ct.kernel
-def _count_kernel(G: BigArray, LIM, OUT, TR: ConstInt, TC: ConstInt):
-    """``OUT[i] = #{j: G[i, j] <= LIM[i]}`` for a block of TR rows (G's columns a multiple of TC)."""
+def _count_kernel(G: BigArray, LIM, OUT, TR: ConstInt, TC: ConstInt, L: ConstInt):
+    """``OUT[i, l] = #{j: G[i, j] <= LIM[i, l]}`` for a block of TR rows and L limits per row,
+    one pass over G (its columns a multiple of TC)."""
     bi = ct.bid(0)
-    lim = ct.load(LIM, (bi,), (TR,), padding_mode=ZERO).reshape((TR, 1))
-    count = ct.zeros((TR,), ct.int32)
+    lims = ct.load(LIM, (bi, 0), (TR, L), padding_mode=ZERO)
+    lim = tuple(ct.extract(lims, (0, l), (TR, 1)) for l in ct.static_iter(range(L)))
+    counts = tuple(ct.zeros((TR,), ct.int32) for _ in ct.static_iter(range(L)))
     for j in range(ct.cdiv(G.shape[1], TC)):
         g = ct.load(G, (bi, j), (TR, TC), padding_mode=ZERO).astype(ct.int32)
-        count = count + ct.sum((g <= lim).astype(ct.int32), axis=1)
-    ct.store(OUT, (bi,), count)
+        counts = tuple(counts[l] + ct.sum((g <= lim[l]).astype(ct.int32), axis=1)
+                       for l in ct.static_iter(range(L)))
+    for l in ct.static_iter(range(L)):
+        ct.store(OUT, (bi, l), counts[l].reshape((TR, 1)))
 
 
 KERNELS = {
@@ -515,8 +520,12 @@ SHORT_RESIDUE_BITS = 80
 """Up to this many bits the residue kernel takes its one-reduction path (see ``_residue_kernel``)."""
 
 GAP_COLS = 128
-"""Gap-code buffers have a multiple of this many columns (NO_GAP padding), the count kernel's tile width."""
+"""Gap-code buffers have a multiple of this many columns (NO_GAP padding), the row-statistics tile width."""
 COUNT_ROWS = 32
+"""Rows per block of the row-statistics kernel."""
+COUNT_TILE = (16, 32)
+"""The count kernel's tile: with 8 limits per row, 16 x 32 needs 123 registers; 32 x 128 spills
+1.6 KB and 32 x 64 344 B (CPU AOT, sm_90). Its width divides GAP_COLS."""
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -643,9 +652,11 @@ class Launcher:
                   (x, amax, bad, COUNT_ROWS, GAP_COLS, bool(trans)))
 
     def launch_count(self, stream, gaps, limits, out) -> None:
-        """``gaps`` columns must be a multiple of ``GAP_COLS``."""
-        ct.launch(stream, (max(1, _cdiv(gaps.shape[0], COUNT_ROWS)), 1, 1), _count_kernel,
-                  (gaps, limits, out, COUNT_ROWS, GAP_COLS))
+        """``gaps`` columns must be a multiple of ``GAP_COLS``; ``limits`` and ``out`` (rows, L),
+        L a power of two."""
+        rows, cols = COUNT_TILE
+        ct.launch(stream, (max(1, _cdiv(gaps.shape[0], rows)), 1, 1), _count_kernel,
+                  (gaps, limits, out, rows, cols, limits.shape[1]))
 
     def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int) -> None:
         """``tables``: device arrays (table (N, TABLE_COLS), m_pieces (1, MP_COLS), inv_m (1, 1));
@@ -657,7 +668,7 @@ class Launcher:
             grid = self._cache[key] = (_cdiv(c.shape[0], cfg.crt_rows), _cdiv(c.shape[1], cfg.crt_cols), 1)
         ct.launch(stream, grid, self._crt,
                   (acc, row_exps, col_exps, *tables, c, int(shift), cfg.crt_rows, cfg.crt_cols,
-                   acc.dtype.kind == "i", int(pieces)))
+                   int(pieces)))
 
 
 def widest_group(slices: int, ngroups: int) -> int:

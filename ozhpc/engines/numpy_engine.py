@@ -104,12 +104,11 @@ class NumpyEngine(Engine):
 
 
 def _balanced(y, row):
-    """Balanced residue of exact FP64 integers ``|y| < 2**53`` modulo ``row[0]``
-    (``row`` = one line of :attr:`CrtTables.moduli`). Two reductions, then the canonical
-    range: the result is unique, so any engine's rounding of the quotients gives the same."""
+    """Balanced residue of exact FP64 integers ``|y| <= 2**53 - 2**10`` modulo ``row[0]``
+    (``row`` = one line of :attr:`CrtTables.moduli`): one reduction and the range fix-ups,
+    step 1 of :mod:`ozhpc.engines.crt`; the result is unique, so every engine agrees."""
     p, inv_p, lo, hi = row[0], row[1], row[2], row[3]
     r = y - np.rint(y * inv_p) * p
-    r = r - np.rint(r * inv_p) * p
     r = np.where(r > hi, r - p, r)
     return np.where(r < lo, r + p, r)
 

@@ -157,6 +157,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
                      spread_bits(xp, eng.entry_gaps(b_rows, f), count_le=eng.count_gaps_le))
     plan = make_plan(slices, groups, spread, scheme=scheme, bits=bits, k=k)
     check_k(plan, k)
+    clock.lap("scales")
     nonfinite = bad_a or bad_b
     da = plan.split(eng, special.finite_part(xp, a_rows, bad_a), e)
     eb = plan.split(eng, special.finite_part(xp, b_rows, bad_b), f)

@@ -6,7 +6,7 @@ distributed run derives the same exponents and picks the same slice count.
 """
 from __future__ import annotations
 
-from ..engines.base import BITS, DIGIT_MAX, MAX_GAP, NO_GAP, row_abs_max  # noqa: F401  (re-exported)
+from ..engines.base import BITS, DIGIT_MAX, MAX_GAP, NO_GAP, count_gaps_le, row_abs_max  # noqa: F401  (re-exported)
 
 def exponents(xp, rowmax):
     """Row exponents ``e_i`` from the (global) row maxima.
@@ -21,31 +21,42 @@ def exponents(xp, rowmax):
     return e + (first > DIGIT_MAX).astype(xp.int32)
 
 
+COUNT_WIDTH = 8
+"""Limits per counting pass: the MAX_GAP + 1 = 64 gap values take two passes (8 x 8)."""
+COUNT_PASSES = 2
+assert COUNT_WIDTH**COUNT_PASSES == MAX_GAP + 1
+
+
 def spread_bits(xp, gaps, sum_rows=None, count_le=None) -> int:
     """Bits between the scale and the median nonzero entry, maximised over rows (0 if all are zero).
 
     The median gap of row i is the smallest ``g`` with ``2 * #{gap <= g} >= #{nonzero}``; the
-    row's spread is ``g + 1`` (the median entry is at least ``2**(e_i-g-1)``). Found by a
-    per-row binary search over ``g`` in [0, MAX_GAP]: seven counting passes over the int8 gaps.
+    row's spread is ``g + 1`` (the median entry is at least ``2**(e_i-g-1)``). Found per row by
+    two counting passes over the int8 gaps with 8 limits each: the first places the median in
+    one of 8 ranges of 8 gap values (its last limit, MAX_GAP, counts the nonzeros), the second
+    within that range.
     ``sum_rows(counts)`` adds the per-row counts of the other pieces of each row (an exact
     integer SUM-allreduce in a distributed run), so every piece agrees on the median.
     ``gaps`` come from :meth:`Engine.entry_gaps`; ``count_le(gaps, limits)`` is the engine's
-    :meth:`Engine.count_gaps_le` (per-row counts of ``gaps <= limits``; exact integers, so
+    :meth:`Engine.count_gaps_le` (per-row counts of ``gaps <= limits[:, l]``; exact integers, so
     every engine finds the same median).
     """
     sum_rows = sum_rows or (lambda counts: counts)
-    count_le = count_le or (lambda g, lim: (g <= lim.reshape(-1, 1).astype(xp.int8)).sum(axis=1, dtype=xp.int64))
+    count_le = count_le or (lambda g, limits: count_gaps_le(xp, g, limits))
     rows = gaps.shape[0]
-    total = sum_rows(count_le(gaps, xp.full(rows, MAX_GAP, dtype=xp.int32)))
-    lo = xp.zeros(rows, dtype=xp.int32)
-    hi = xp.full(rows, MAX_GAP, dtype=xp.int32)
-    for _ in range(MAX_GAP.bit_length()):
-        mid = (lo + hi) // 2
-        below = sum_rows(count_le(gaps, mid))
-        enough = 2 * below >= total
-        hi = xp.where(enough, mid, hi)
-        lo = xp.where(enough, lo, mid + 1)
-    nonzero = total > 0
-    if rows == 0 or not bool(nonzero.any()):
+    if rows == 0:
         return 0
-    return int(xp.where(nonzero, lo, -1).max()) + 1
+    ladder = xp.arange(1, COUNT_WIDTH + 1, dtype=xp.int32).reshape(1, -1)
+    lo = xp.zeros((rows, 1), dtype=xp.int32)
+    step, total = MAX_GAP + 1, None
+    for _ in range(COUNT_PASSES):
+        step //= COUNT_WIDTH
+        counts = sum_rows(count_le(gaps, lo + ladder * step - 1))   # ends of 8 ranges from lo
+        if total is None:
+            total = counts[:, -1:]
+        first = xp.argmax(2 * counts >= total, axis=1).astype(xp.int32)  # the last range qualifies
+        lo = lo + first.reshape(-1, 1) * step
+    nonzero = total[:, 0] > 0
+    if not bool(nonzero.any()):
+        return 0
+    return int(xp.where(nonzero, lo[:, 0], -1).max()) + 1
