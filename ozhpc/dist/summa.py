@@ -13,7 +13,7 @@ Steps (design.md, "SUMMA with Ozaki"):
 1. Row scales of op(A): local row maxima, MAX-allreduce over the process row; column
    scales of op(B) likewise over the process column. Exact and order-free.
 2. Slice count or bits ("auto"): per-row counts of exponent gaps SUM-allreduced along the same
-   communicators (a binary search for each row's median gap), then a MAX over the grid (with the "any
+   communicators (two passes of 8 limits find each row's median gap), then a MAX over the grid (with the "any
    non-finite input" flag in the same call). Every rank derives the same plan (scheme II: the
    moduli follow from the bits and the global k).
 3. Each rank splits its own blocks once into int8 slices -- scheme I digits or scheme II
