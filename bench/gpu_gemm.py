@@ -216,7 +216,7 @@ def tune_ozaki2(cp, n, reps, panels, crt_tiles, bits=56):
 def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
     """``methods``: (scheme, slices-or-bits) pairs."""
     from ozhpc.ozaki.plan import make_plan
-    from ozhpc.ozaki.scales import exponents, row_abs_max
+    from ozhpc.ozaki.scales import exponents, row_abs_max, spread_bits
     a, b = make_inputs(cp, n, 0.5, seed)
     idx = sample_indices(n, samples, seed)
     ref = reference(cp, a, b, idx)
@@ -265,6 +265,16 @@ def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
                          split_gbps=(8 + plan.slices) * n * n / ts / 1e9,
                          multiply_seconds=tf,
                          pair_tops=2.0 * n**3 * plan.pair_gemms / tf / 1e12)
+            if s == "auto":
+                # The scales lap of operand A kernel by kernel: row statistics, gap codes, the
+                # two counting passes of the median search (each synchronises on its result).
+                gaps = eng.entry_gaps(a, e)
+                entry.update(
+                    row_stats_a_seconds=time_events(cp, lambda: eng.row_stats(a), reps),
+                    gaps_a_seconds=time_events(cp, lambda: eng.entry_gaps(a, e), reps),
+                    counts_a_seconds=time_events(
+                        cp, lambda: spread_bits(cp, gaps, count_le=eng.count_gaps_le), reps))
+                del gaps
             if eng.last_path == "int32-sums" and eng.last_blocks == (1, 1):
                 # The two kernels of that path alone: int32 pair sums, then combine.
                 pa, pb = eng._as_padded(da), eng._as_padded(eb)
@@ -325,6 +335,13 @@ def markdown(result) -> str:
                   "|---|---|---|---|---|---|"]
         lines += [f"| {n} | {o.get('scheme', 'ozaki1')} | {o['used_slices']} | {o['pair_kernel_seconds']:.4f} | "
                   f"{o['pair_kernel_tops']:.0f} | {o['combine_seconds']:.4f} |" for n, o in extra]
+    stats = [(row["n"], o) for row in result["rows"] for o in row["ozaki"] if "gaps_a_seconds" in o]
+    if stats:
+        lines += ["", "Scales of operand A alone (CUDA events; \"auto\" only): row statistics (one read of A), "
+                  "gap codes (a read of A, int8 out), the median search (two counting passes over the gaps):", "",
+                  "| n | scheme | row statistics s | gap codes s | median search s |", "|---|---|---|---|---|"]
+        lines += [f"| {n} | {o.get('scheme', 'ozaki1')} | {o['row_stats_a_seconds']:.4f} | "
+                  f"{o['gaps_a_seconds']:.4f} | {o['counts_a_seconds']:.4f} |" for n, o in stats]
     if result.get("tune"):
         lines += ["", f"Pair-kernel config sweep (pair kernel alone, int32 sums, n = {result.get('tune_size')}, "
                   "7 slices; the fastest is used for the table above):", "", "| config | TOP/s | compile s |",
