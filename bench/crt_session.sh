@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED=1 CUDA_TILE_CACHE_DIR=/tmp/ctc CUDA_TILE_TEMP_DIR=/tmp/c
 mkdir -p /tmp/ctc /tmp/ctt
 T0=$(date +%s); left() { echo $(( ${BUDGET_S:-500} - $(date +%s) + T0 )); }
 nvidia-smi -L
-timeout 90 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_cutile_engine.py \
+timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_cutile_engine.py \
   -k "crt_combine or gemm_ozaki2_bits or ozaki2_paths or gap_counts or residue" -x > "$OUT/crt_tests.txt" 2>&1
 tail -3 "$OUT/crt_tests.txt"; echo "crt tests done at $(( $(date +%s) - T0 )) s"
 timeout 170 python3 bench/gpu_gemm.py --tune-ozaki2 --tune-size 16384 --sizes 8192 16384 --slices auto \
