@@ -523,6 +523,10 @@ GAP_COLS = 128
 """Gap-code buffers have a multiple of this many columns (NO_GAP padding), the row-statistics tile width."""
 COUNT_ROWS = 32
 """Rows per block of the row-statistics kernel."""
+CRT_WIDE_PIECES = 6
+"""From this many CRT pieces (M above 2**180: about 80 bits and up) the CRT kernel runs at half
+``crt_occupancy``: 16 x 64 at occupancy 4 spills 56 B with 6 pieces and 104 B with 7, at
+occupancy 2 it needs 180 / 200 registers and no stack (CPU AOT, sm_90; 4-5 pieces: 116-128)."""
 COUNT_TILE = (16, 32)
 """The count kernel's tile: with 8 limits per row, 16 x 32 needs 123 registers; 32 x 128 spills
 1.6 KB and 32 x 64 344 B (CPU AOT, sm_90). Its width divides GAP_COLS."""
@@ -563,7 +567,9 @@ class Launcher:
             hints["num_ctas"] = num_ctas
         self._pair = {name: k.replace_hints(**hints) if hints else k
                       for name, k in PAIR_KERNELS.items()}
-        self._crt = _crt_kernel.replace_hints(occupancy=self.config.crt_occupancy)
+        occupancy = self.config.crt_occupancy
+        self._crt = {wide: _crt_kernel.replace_hints(occupancy=max(1, occupancy // 2) if wide else occupancy)
+                     for wide in (False, True)}
 
     def pair_index_for(self, *arrays) -> str:
         """The pair kernel (index width) for these arrays: int32 when they all fit."""
@@ -666,7 +672,7 @@ class Launcher:
         grid = self._cache.get(key)
         if grid is None:
             grid = self._cache[key] = (_cdiv(c.shape[0], cfg.crt_rows), _cdiv(c.shape[1], cfg.crt_cols), 1)
-        ct.launch(stream, grid, self._crt,
+        ct.launch(stream, grid, self._crt[pieces >= CRT_WIDE_PIECES],
                   (acc, row_exps, col_exps, *tables, c, int(shift), cfg.crt_rows, cfg.crt_cols,
                    int(pieces)))
 
