@@ -1,8 +1,8 @@
 """CPU speed of ozhpc (NumPy engine) relative to one native dgemm (benchmark, not a test).
 
-    python3 bench/cpu_speed.py [--n 2048] [--phi 0.5] [--slices auto 7 8] [--out FILE.md]
+    python3 bench/cpu_speed.py [--n 2048] [--phi 0.5] [--slices auto 7 8] [--bits auto 53] [--out FILE.md]
 
-Prints, per slice setting, the time per phase and ozhpc time / native dgemm time on one
+Prints, per setting (scheme I slices, scheme II bits), the time per phase and ozhpc time / native dgemm time on one
 process, after checking the result against native within the stated bound.
 """
 from __future__ import annotations
@@ -33,7 +33,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=2048)
     p.add_argument("--phi", type=float, default=0.5)
-    p.add_argument("--slices", nargs="+", default=["auto", "7", "8"])
+    p.add_argument("--slices", nargs="*", default=["auto", "7", "8"], help="scheme I settings")
+    p.add_argument("--bits", nargs="*", default=["auto", "53"], help="scheme II settings")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--out")
     args = p.parse_args(argv)
@@ -43,16 +44,20 @@ def main(argv=None):
     t_native, ref = best_of(lambda: a @ b, args.repeat + 1)
     lines = [f"native dgemm n={n}: {t_native:.3f} s ({2 * n**3 / t_native / 1e9:.1f} GFLOP/s)"]
     print(lines[0], flush=True)
-    header = "| slices | pair GEMMs | split s | multiply s | combine s | total s | ozhpc / native |"
-    table = [header, "|---|---|---|---|---|---|---|"]
-    for s in args.slices:
-        slices = s if s == "auto" else int(s)
-        t, (c, info) = best_of(lambda: ozhpc.gemm(a, b, slices=slices, engine="numpy", info=True), args.repeat)
-        scale = np.abs(a) @ np.abs(b)
+    header = ("| scheme | setting (used) | int8 GEMMs | scales s | split s | multiply s | combine s | total s "
+              "| ozhpc / native |")
+    table = [header, "|---|---|---|---|---|---|---|---|---|"]
+    scale = np.abs(a) @ np.abs(b)
+    methods = ([("ozaki1", dict(slices=v if v == "auto" else int(v)), v) for v in args.slices]
+               + [("ozaki2", dict(bits=v if v == "auto" else int(v)), v) for v in args.bits])
+    for scheme, opts, label in methods:
+        t, (c, info) = best_of(lambda: ozhpc.gemm(a, b, scheme=scheme, engine="numpy", info=True, **opts),
+                               args.repeat)
         assert np.all(np.abs(c - ref) <= (2 * n * 2.0**-53 + info.truncation_bound * 4) * scale)
         sec = info.seconds
-        row = (f"| {s} ({info.slices}) | {info.pair_gemms} | {sec['split']:.2f} | {sec['multiply']:.2f} | "
-               f"{sec['combine']:.2f} | {t:.2f} | {t / t_native:.1f} |")
+        used = info.slices if scheme == "ozaki1" else f"{info.bits} bits"
+        row = (f"| {scheme} | {label} ({used}) | {info.pair_gemms} | {sec['scales']:.2f} | {sec['split']:.2f} | "
+               f"{sec['multiply']:.2f} | {sec['combine']:.2f} | {t:.2f} | {t / t_native:.1f} |")
         table.append(row)
         print(row, flush=True)
     text = "\n".join(table)

@@ -54,6 +54,10 @@ into ``H * 2**52 + L``), and ``2 * 100 + log2 k + 2`` bits of M stay below 2**25
 every k an FP64 accumulator can take (k < 2**39)."""
 
 SPLIT = 2.0**52
+SHORT_BITS = 80
+"""Up to this many bits ``X = H * 2**52 + L`` has ``|H * (2**52 mod p)| <= 2**28 * 128`` and
+``|L| <= 2**51``, so ``H * (2**52 mod p) + L`` is an exact FP64 integer below 2**52 and one
+balanced reduction of it gives the residue of X (three above: of H, of L, of the combination)."""
 
 
 def _coprime_moduli(limit: int = 256, count: int = 64) -> tuple[int, ...]:

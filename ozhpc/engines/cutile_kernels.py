@@ -516,9 +516,6 @@ KERNELS = {
 # 4. Launchers (grid + kernel cached per (shape, dtype, device, capability))
 # ----------------------------------------------------------------------------------------
 
-SHORT_RESIDUE_BITS = 80
-"""Up to this many bits the residue kernel takes its one-reduction path (see ``_residue_kernel``)."""
-
 GAP_COLS = 128
 """Gap-code buffers have a multiple of this many columns (NO_GAP padding), the row-statistics tile width."""
 COUNT_ROWS = 32
@@ -642,7 +639,7 @@ class Launcher:
             grid = self._cache[key] = (_cdiv(rows, cfg.residue_rows), _cdiv(cols, cfg.residue_cols), 1)
         ct.launch(stream, grid, _residue_kernel,
                   (x, exps, table, out, int(out.shape[0]), int(bits), cfg.residue_rows, cfg.residue_cols,
-                   bool(trans), bits <= SHORT_RESIDUE_BITS))
+                   bool(trans), bits <= _crt.SHORT_BITS))
 
     def launch_gaps(self, stream, x, trans: bool, exps, out) -> None:
         cfg = self.config

@@ -58,12 +58,19 @@ class NumpyEngine(Engine):
     def residues(self, x, exps, crt):
         x = np.asarray(x, dtype=np.float64)
         out = np.empty((crt.count,) + x.shape, dtype=np.int8)
-        up, _ = _scalers(crt.bits - np.asarray(exps, dtype=np.int64).reshape(-1, 1))
-        big = np.rint(up(x))                    # X: an exact FP64 integer, |X| <= 2**bits
-        high = np.rint(big * (1.0 / _crt.SPLIT))
-        low = big - high * _crt.SPLIT           # X = high * 2**52 + low, both below 2**52
-        for l, row in enumerate(crt.moduli):
-            out[l] = _balanced(_balanced(high, row) * row[4] + _balanced(low, row), row)
+        shifts = crt.bits - np.asarray(exps, dtype=np.int64).reshape(-1, 1)
+        short = crt.bits <= _crt.SHORT_BITS
+        step = max(1, RESIDUE_CHUNK // max(1, x.shape[1]))
+        for r0 in range(0, x.shape[0], step):   # row chunks: the moduli loop runs in cache
+            up, _ = _scalers(shifts[r0:r0 + step])
+            big = np.rint(up(x[r0:r0 + step]))  # X: an exact FP64 integer, |X| <= 2**bits
+            high = np.rint(big * (1.0 / _crt.SPLIT))
+            low = big - high * _crt.SPLIT       # X = high * 2**52 + low, |low| <= 2**51
+            for l, row in enumerate(crt.moduli):
+                if short:
+                    out[l, r0:r0 + step] = _balanced(high * row[4] + low, row)
+                else:
+                    out[l, r0:r0 + step] = _balanced(_balanced(high, row) * row[4] + _balanced(low, row), row)
         return out
 
     def accumulate(self, acc, da, eb, *, diagonal: bool = False) -> None:
@@ -112,6 +119,9 @@ def _balanced(y, row):
     r = np.where(r > hi, r - p, r)
     return np.where(r < lo, r + p, r)
 
+
+RESIDUE_CHUNK = 1 << 15
+"""Entries per row chunk of :meth:`NumpyEngine.residues` (256 KiB of FP64 per temporary)."""
 
 CRT_ROWS = 512
 """Rows of C per CRT block: the partial sums take up to 7 pieces x 8 bytes per entry."""
