@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import ozhpc
 from ozhpc.engines import crt
-from ozhpc.engines.numpy_engine import CRT_ROWS, PACK_K, NumpyEngine
+from ozhpc.engines import numpy_engine
+from ozhpc.engines.numpy_engine import PACK_K, NumpyEngine, block_rows
 from ozhpc.errors import InputError
 from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.gemm import check_k
@@ -114,8 +115,11 @@ def test_residues_of_ties_round_half_to_even():
     assert np.array_equal(got, want)
 
 
-def test_residues_of_extreme_rows():
-    """The smallest subnormal, DBL_MAX, zero rows and entries far below a huge row scale."""
+@pytest.mark.parametrize("block_entries", [numpy_engine.BLOCK_ENTRIES, 4])
+def test_residues_of_extreme_rows(monkeypatch, block_entries):
+    """The smallest subnormal, DBL_MAX, zero rows and entries far below a huge row scale; also
+    one row per block (each block then picks its own scaling: ldexp or a product)."""
+    monkeypatch.setattr(numpy_engine, "BLOCK_ENTRIES", block_entries)
     x = np.array([[5e-324, -5e-324, 0.0, 2.0**-1070],
                   [DBL_MAX, -DBL_MAX, 1.0, 2.0**-1000],
                   [0.0, -0.0, 0.0, 0.0]])
@@ -275,17 +279,20 @@ def test_crt_combine_subnormal_zero_and_overflow_like_ldexp():
                                  np.array([1024 + 2 * bits]), np.array([0]))[0, 0])
 
 
-def test_crt_combine_blocks_of_rows_give_the_same_bits():
+def test_crt_combine_blocks_of_rows_give_the_same_bits(monkeypatch):
     """More rows than one CRT block: the same bits as combining each row on its own."""
+    monkeypatch.setattr(numpy_engine, "BLOCK_ENTRIES", 64)
     bits, k = 55, 300
     plan = ModularPlan.for_k(bits, k)
     rng = np.random.default_rng(5)
-    m, n = CRT_ROWS + 9, 3
+    n = 3
+    rows = block_rows(n)
+    m = rows + 9
     cprime = [[draw_cprime("uniform", bits, k, rng) for _ in range(n)] for _ in range(m)]
     acc = residue_sums(cprime, plan.tables.primes, k, rng)
     e, f = rng.integers(-50, 50, size=m), rng.integers(-50, 50, size=n)
     whole = plan.combine(ENGINE, acc, e, f)
-    for i in (0, CRT_ROWS - 1, CRT_ROWS, m - 1):
+    for i in (0, rows - 1, rows, m - 1):
         assert bits_equal(whole[i:i + 1], plan.combine(ENGINE, acc[:, i:i + 1], e[i:i + 1], f))
 
 
@@ -346,10 +353,11 @@ def test_transposes_alpha_beta(rng, transa, transb):
                                  engine="numpy", scheme="ozaki2"), 0.25 * c0)
 
 
-def test_shapes_across_chunk_and_block_boundaries():
-    """k past one product chunk, m past one CRT block: still within the bound."""
+def test_shapes_across_chunk_and_block_boundaries(monkeypatch):
+    """k past one product chunk, m past one residue and CRT block: still within the bound."""
+    monkeypatch.setattr(numpy_engine, "BLOCK_ENTRIES", 64)
     rng = np.random.default_rng(11)
-    for m, n, k in ((3, 2, PACK_K + 5), (CRT_ROWS + 3, 2, 5), (1, 1, 1)):
+    for m, n, k in ((3, 2, PACK_K + 5), (block_rows(2) + 3, 2, 5), (1, 1, 1)):
         a = standard_matrix(m, k, 1.0, seed=int(rng.integers(1000)))
         b = standard_matrix(k, n, 1.0, seed=int(rng.integers(1000)))
         c, info = ozhpc.gemm(a, b, engine="numpy", scheme="ozaki2", info=True)
