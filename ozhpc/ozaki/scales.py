@@ -43,9 +43,7 @@ def spread_bits(xp, gaps, sum_rows=None, count_le=None) -> int:
     """
     sum_rows = sum_rows or (lambda counts: counts)
     count_le = count_le or (lambda g, limits: count_gaps_le(xp, g, limits))
-    rows = gaps.shape[0]
-    if rows == 0:
-        return 0
+    rows = gaps.shape[0]   # no early return for 0 rows: every rank joins sum_rows' collectives
     ladder = xp.arange(1, COUNT_WIDTH + 1, dtype=xp.int32).reshape(1, -1)
     lo = xp.zeros((rows, 1), dtype=xp.int32)
     step, total = MAX_GAP + 1, None
