@@ -250,21 +250,27 @@ def _row_col_scale(RE, CE, bm, bn, TM: ConstInt, TN: ConstInt):
 # 3. Kernels
 # ----------------------------------------------------------------------------------------
 
-@ct.kernel
-def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
-                  TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
-    """All ``nslices`` int8 digit slices of a (TR, TC) tile of the rows of X.
+def _row_tile(X, EXPS, bi, bj, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+    """Tile (bi, bj) of the rows of X as float64 (TR, TC), and its row exponents as int64 (TR, 1).
 
-    TRANS: X holds the transpose of the rows (a C-contiguous (cols, rows) array);
-    the tile is read along its contiguous axis and transposed in registers.
+    TRANS: X holds the transpose of the rows (a C-contiguous (cols, rows) array); the tile is
+    read along its contiguous axis and transposed in registers.
     """
-    bi = ct.bid(0)
-    bj = ct.bid(1)
     if TRANS:
         x = ct.transpose(ct.load(X, (bj, bi), (TC, TR), padding_mode=ZERO))
     else:
         x = ct.load(X, (bi, bj), (TR, TC), padding_mode=ZERO)
-    e = ct.load(EXPS, (bi,), (TR,), padding_mode=ZERO).astype(ct.int64).reshape((TR, 1))
+    return x, ct.load(EXPS, (bi,), (TR,), padding_mode=ZERO).astype(ct.int64).reshape((TR, 1))
+
+
+@ct.kernel
+def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
+                  TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+    """All ``nslices`` int8 digit slices of a (TR, TC) tile of the rows of X (TRANS: see
+    :func:`_row_tile`)."""
+    bi = ct.bid(0)
+    bj = ct.bid(1)
+    x, e = _row_tile(X, EXPS, bi, bj, TR, TC, TRANS)
     rest = x
     for p in range(nslices):
         shift = (BITS * (p + 1)) - e
@@ -372,11 +378,7 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
     """
     bi = ct.bid(0)
     bj = ct.bid(1)
-    if TRANS:
-        x = ct.transpose(ct.load(X, (bj, bi), (TC, TR), padding_mode=ZERO))
-    else:
-        x = ct.load(X, (bi, bj), (TR, TC), padding_mode=ZERO)
-    e = ct.load(EXPS, (bi,), (TR,), padding_mode=ZERO).astype(ct.int64).reshape((TR, 1))
+    x, e = _row_tile(X, EXPS, bi, bj, TR, TC, TRANS)
     shift = bits - e
     a = shift >> 1
     big = _rint_any(x * _pow2(a) * _pow2(shift - a))
@@ -447,11 +449,7 @@ def _gap_kernel(X, EXPS, OUT: BigArray, TR: ConstInt, TC: ConstInt, TRANS: Const
     zero padding). The exponent comes from the bit pattern (subnormals scaled by 2**64 first)."""
     bi = ct.bid(0)
     bj = ct.bid(1)
-    if TRANS:
-        x = ct.transpose(ct.load(X, (bj, bi), (TC, TR), padding_mode=ZERO))
-    else:
-        x = ct.load(X, (bi, bj), (TR, TC), padding_mode=ZERO)
-    e = ct.load(EXPS, (bi,), (TR,), padding_mode=ZERO).astype(ct.int64).reshape((TR, 1))
+    x, e = _row_tile(X, EXPS, bi, bj, TR, TC, TRANS)
     field = (ct.bitcast(x, ct.int64) >> 52) & 0x7FF
     field_sub = (ct.bitcast(ct.abs(x) * _pow2_const(64), ct.int64) >> 52) & 0x7FF
     ex = ct.where(field == 0, field_sub - (1022 + 64), field - 1022)
