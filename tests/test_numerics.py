@@ -166,7 +166,7 @@ def test_accumulators_exact_across_k_chunks_with_extreme_digits():
 @given(st.integers(0, 2**32 - 1), st.integers(0, 8), st.integers(0, 40), st.sampled_from([0.0, 1.0, 4.0, 30.0]),
        st.floats(0, 0.9))
 def test_spread_is_the_largest_median_gap(seed, rows, cols, phi, zeros):
-    """spread_bits (binary search on counts) == 1 + max over rows of the sorted-median exponent gap."""
+    """spread_bits (two counting passes of 8 limits) == 1 + max over rows of the sorted-median exponent gap."""
     from ozhpc.engines.numpy_engine import NumpyEngine
     from ozhpc.ozaki.scales import MAX_GAP, spread_bits
 
