@@ -202,6 +202,24 @@ def test_gap_counts_are_the_counts_of_every_limit(monkeypatch, chunk):
     assert got.dtype == np.int64 and np.array_equal(got, want)
 
 
+def test_spread_joins_every_count_reduction_with_zero_rows():
+    """A rank whose piece of the rows is empty makes the same sum_rows calls (collectives in a
+    distributed run) as one with rows, and reports no spread."""
+    from ozhpc.engines.numpy_engine import NumpyEngine
+    from ozhpc.ozaki.scales import COUNT_PASSES, COUNT_WIDTH, spread_bits
+
+    for rows in (0, 3):
+        calls = []
+        gaps = NumpyEngine().entry_gaps(np.ones((rows, 4)), np.ones(rows, dtype=np.int32))
+
+        def sum_rows(counts):
+            calls.append(counts.shape)
+            return counts
+
+        assert spread_bits(np, gaps, sum_rows) == (0 if rows == 0 else 1)
+        assert calls == [(rows, COUNT_WIDTH)] * COUNT_PASSES
+
+
 def test_too_long_k_is_an_input_error():
     from ozhpc.errors import InputError
     from ozhpc.ozaki.gemm import check_k
