@@ -11,9 +11,9 @@ mkdir -p /tmp/ctc /tmp/ctt
 T0=$(date +%s); left() { echo $(( ${BUDGET_S:-500} - $(date +%s) + T0 )); }
 nvidia-smi -L
 timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_cutile_engine.py \
-  -k "crt_combine or gemm_ozaki2_bits or ozaki2_paths or gap_counts or residue" -x > "$OUT/crt_tests.txt" 2>&1
+  -k "crt_combine or gemm_ozaki2_bits or ozaki2 or gap or count or residue or row_stats" -x > "$OUT/crt_tests.txt" 2>&1
 tail -3 "$OUT/crt_tests.txt"; echo "crt tests done at $(( $(date +%s) - T0 )) s"
-timeout 170 python3 bench/gpu_gemm.py --tune-ozaki2 --tune-size 16384 --sizes 8192 16384 --slices auto \
+timeout 200 python3 bench/gpu_gemm.py --tune-ozaki2 --tune-stats --tune-size 16384 --sizes 8192 16384 --slices auto \
   --bits 53 auto --reps 3 --out "$OUT/gpu_gemm" > "$OUT/gpu_gemm.txt" 2>&1; tail -30 "$OUT/gpu_gemm.md"
 echo "gemm done at $(( $(date +%s) - T0 )) s"
 timeout $(( $(left) - 60 )) python3 -m pytest -q -p no:cacheprovider -n 4 -m gpu tests/ -rs \

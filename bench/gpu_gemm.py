@@ -134,11 +134,13 @@ def tune(cp, n, reps, configs, diagonal=False):
         t0 = time.perf_counter()
         try:
             pa, pb = eng._as_padded(da), eng._as_padded(eb)
-            sums = cp.empty((depth, n, n), dtype=cp.int32)
-            eng._pair_sums(pa, pb, 0, n, sums, diagonal)
+            # scheme II: int8 residues (modulus table), scheme I: int32 group sums
+            mods = eng._device_tables(plan.tables)[1] if diagonal else None
+            sums = cp.empty((depth, n, n), dtype=cp.int8 if diagonal else cp.int32)
+            eng._pair_sums(pa, pb, 0, n, sums, mods)
             eng.synchronize()
             compile_s = time.perf_counter() - t0
-            t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, diagonal), reps)
+            t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, mods), reps)
             rows.append(dict(cfg, seconds=t, tops=2 * n**3 * gemms / t / 1e12, compile_s=compile_s,
                              ran=eng.launcher.last_pair_index))
             rows[-1]["_engine_args"] = dict(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"),
@@ -189,17 +191,34 @@ def tune_ozaki2(cp, n, reps, panels, crt_tiles, bits=56):
     base = CutileEngine()
     da, eb = plan.split(base, a, e), plan.split(base, bt, f)
     pa, pb = base._as_padded(da), base._as_padded(eb)
-    sums = cp.empty((plan.moduli, pa.shape[1], pb.shape[1]), dtype=cp.int32)
+    sums = cp.empty((plan.moduli, pa.shape[1], pb.shape[1]), dtype=cp.int8)
+    mods = base._device_tables(plan.tables)[1]
     rows, best = [], base.config
     best_pair = best_crt = float("inf")
     for panel in panels:
-        eng = CutileEngine(config=replace(base.config, diagonal_k_panel=panel))
-        t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, True), reps)
-        rows.append({"what": f"diagonal k panel {panel or 'whole k'}", "seconds": t,
-                     "tops": 2 * n**3 * plan.moduli / t / 1e12})
+        for groups in (0, 1):
+            eng = CutileEngine(config=replace(base.config, diagonal_k_panel=panel, diagonal_launch_groups=groups))
+            t = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, mods), reps)
+            rows.append({"what": f"int8 residues, k panel {panel or 'whole k'}, "
+                                 f"{groups or 'all'} product(s) per launch", "seconds": t,
+                         "tops": 2 * n**3 * plan.moduli / t / 1e12})
+            print("tune ozaki2", rows[-1], flush=True)
+            if t < best_pair:
+                best_pair, best = t, replace(best, diagonal_k_panel=panel, diagonal_launch_groups=groups)
+    # The same products with the int32 epilogue (scheme I's kernel, one pair per launch): what
+    # the int8 residue epilogue costs or saves.
+    one = cp.empty((1, pa.shape[1], pb.shape[1]), dtype=cp.int32)
+    for panel in panels[:2]:
+        eng = CutileEngine(config=replace(base.config, pair_k_panel=panel))
+
+        def int32_products():
+            for l in range(plan.moduli):
+                eng._pair_sums(pa[l:l + 1], pb[l:l + 1], 0, n, one)
+        t = time_events(cp, int32_products, reps)
+        rows.append({"what": f"int32 sums, k panel {panel or 'whole k'}, one product per launch (scheme I kernel)",
+                     "seconds": t, "tops": 2 * n**3 * plan.moduli / t / 1e12})
         print("tune ozaki2", rows[-1], flush=True)
-        if t < best_pair:
-            best_pair, best = t, replace(best, diagonal_k_panel=panel)
+    del one
     crt_best = (best.crt_rows, best.crt_cols, best.crt_occupancy)
     for tr, tc, occ in crt_tiles:
         eng = CutileEngine(config=replace(base.config, crt_rows=tr, crt_cols=tc, crt_occupancy=occ))
@@ -211,6 +230,51 @@ def tune_ozaki2(cp, n, reps, panels, crt_tiles, bits=56):
     del da, eb, pa, pb, sums, a, b
     cp.get_default_memory_pool().free_all_blocks()
     return rows, replace(best, crt_rows=crt_best[0], crt_cols=crt_best[1], crt_occupancy=crt_best[2])
+
+
+def tune_stats(cp, eng, n, reps, row_tiles, count_tiles, ctas_per_sm):
+    """Times of the "auto" statistic's kernels on A (C order) and B^T (transposed rows) per
+    row-statistics tile, count tile and blocks per SM; leaves the fastest set in the engine
+    (module tiles and ``launcher.stat_ctas_per_sm``). Checks each variant against the first."""
+    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.ozaki.scales import exponents, row_abs_max, spread_bits
+    a, b = make_inputs(cp, n, 0.5, 11)
+    bt = b.T
+    e = exponents(cp, row_abs_max(cp, a))
+    gaps = eng.entry_gaps(a, e)
+    want = (eng.row_stats(a)[0], eng.row_stats(bt)[0], spread_bits(cp, gaps, count_le=eng.count_gaps_le))
+    rows, best = [], None
+    for rt in row_tiles:
+        for count_tile in count_tiles:
+            for per_sm in ctas_per_sm:
+                ck.ROW_STATS_TILE, ck.COUNT_TILE, eng.launcher.stat_ctas_per_sm = rt, count_tile, per_sm
+                got = (eng.row_stats(a)[0], eng.row_stats(bt)[0], spread_bits(cp, gaps, count_le=eng.count_gaps_le))
+                ok = bool((got[0] == want[0]).all() and (got[1] == want[1]).all() and got[2] == want[2])
+                t = {"row_tile": rt, "count_tile": count_tile, "ctas_per_sm": per_sm, "same": ok,
+                     "row_stats_s": time_events(cp, lambda: eng.row_stats(a), reps),
+                     "row_stats_t_s": time_events(cp, lambda: eng.row_stats(bt), reps),
+                     "count_pass_s": time_events(cp, lambda: eng.count_gaps_le(
+                         gaps, cp.broadcast_to(cp.arange(7, 64, 8, dtype=cp.int32), (n, 8))), reps)}
+                t["total_s"] = t["row_stats_s"] + t["row_stats_t_s"] + 4 * t["count_pass_s"]
+                rows.append(t)
+                print("stats", t, flush=True)
+                if ok and (best is None or t["total_s"] < best["total_s"]):
+                    best = t
+    words = gaps.view(cp.int32)
+    lim = cp.ascontiguousarray(cp.broadcast_to(cp.arange(7, 64, 8, dtype=cp.int32), (n, 8)))
+    out = cp.empty((eng.launcher.column_parts(n, words.shape[1], ck.COUNT_TILE, ck.COUNT_MAX_TILES), n, 8),
+                   dtype=cp.int32)
+    t = {"what": "gap codes", "gaps_s": time_events(cp, lambda: eng.entry_gaps(a, e), reps),
+         "gaps_t_s": time_events(cp, lambda: eng.entry_gaps(bt, e), reps),
+         "count_kernel_s": time_events(cp, lambda: eng.launcher.launch_count(
+             cp.cuda.get_current_stream(), words, lim, out), reps)}
+    rows.append(t)
+    print("stats", t, flush=True)
+    ck.ROW_STATS_TILE, ck.COUNT_TILE, eng.launcher.stat_ctas_per_sm = \
+        best["row_tile"], best["count_tile"], best["ctas_per_sm"]
+    del a, b, bt, gaps
+    cp.get_default_memory_pool().free_all_blocks()
+    return rows
 
 
 def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
@@ -275,12 +339,15 @@ def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
                     counts_a_seconds=time_events(
                         cp, lambda: spread_bits(cp, gaps, count_le=eng.count_gaps_le), reps))
                 del gaps
-            if eng.last_path == "int32-sums" and eng.last_blocks == (1, 1):
-                # The two kernels of that path alone: int32 pair sums, then combine.
+            if eng.last_path in ("int32-sums", "int8-residues") and eng.last_blocks == (1, 1):
+                # The two kernels of that path alone: int32 pair sums (scheme II: int8
+                # residues), then combine (CRT).
                 pa, pb = eng._as_padded(da), eng._as_padded(eb)
-                sums = cp.empty((plan.groups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
                 diagonal = scheme == "ozaki2"
-                tp = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, diagonal), reps)
+                mods = eng._device_tables(plan.tables)[1] if diagonal else None
+                sums = cp.empty((plan.groups, pa.shape[1], pb.shape[1]),
+                                dtype=cp.int8 if diagonal else cp.int32)
+                tp = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, mods), reps)
                 tc = time_events(cp, lambda: plan.combine(eng, sums, e, f), reps)
                 entry.update(pair_kernel_seconds=tp,
                              pair_kernel_tops=2.0 * n**3 * plan.pair_gemms / tp / 1e12,
@@ -364,6 +431,18 @@ def markdown(result) -> str:
         lines += ["", f"Scheme II sweep (n = {result.get('tune_size')}, 56 bits; the fastest is used above):", "",
                   "| variant | time s | TOP/s |", "|---|---|---|"]
         lines += [f"| {t['what']} | {t['seconds']:.4f} | {t['tops']:.0f} |" for t in result["tune_ozaki2"]]
+    if result.get("tune_stats"):
+        lines += ["", f"\"auto\"-statistic sweep (n = {result.get('tune_size')}; CUDA events; count pass = one "
+                  "8-limit pass over A's gaps, \"auto\" runs 4; the fastest is used above):", "",
+                  "| row-stats tile | count tile | blocks per SM | same result | row stats A s | row stats B^T s | "
+                  "count pass s |", "|---|---|---|---|---|---|---|"]
+        for t in result["tune_stats"]:
+            if "gaps_s" in t:
+                lines.append(f"| gap codes (split tile) | | | | A {t['gaps_s']:.4f} | B^T {t['gaps_t_s']:.4f} | "
+                             f"count kernel alone {t['count_kernel_s']:.4f} |")
+            else:
+                lines.append(f"| {t['row_tile']} | {t['count_tile']} | {t['ctas_per_sm']} | {t['same']} | "
+                             f"{t['row_stats_s']:.4f} | {t['row_stats_t_s']:.4f} | {t['count_pass_s']:.4f} |")
     if result.get("tune_split"):
         lines += ["", f"Split-kernel tile sweep (8 slices, n = {result.get('tune_size')}, GB/s = 16 n^2 bytes / "
                   "time; the table above uses the config's tile):", "",
@@ -393,6 +472,8 @@ def main(argv=None) -> int:
                         "and use the best")
     p.add_argument("--tune-ozaki2", action="store_true",
                    help="sweep scheme II's diagonal k panel and CRT tile at --tune-size first and use the best")
+    p.add_argument("--tune-stats", action="store_true",
+                   help="sweep the \"auto\" statistic's kernel tiles and grid at --tune-size first and use the best")
     p.add_argument("--out", help="write OUT.json and OUT.md")
     p.add_argument("--child-emulation", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -443,13 +524,17 @@ def main(argv=None) -> int:
         print("tuned (diagonal):", eng.describe(), flush=True)
     if args.tune_ozaki2:
         from ozhpc.engines.cutile_engine import CutileEngine
-        rows, cfg = tune_ozaki2(cp, args.tune_size, args.reps, [0, 8192, 4096],
+        rows, cfg = tune_ozaki2(cp, args.tune_size, args.reps, [0, 8192],
                                 [(16, 64, 4), (32, 64, 2), (8, 64, 4), (16, 128, 2)])
         eng = CutileEngine(config=cfg, occupancy=eng.launcher.occupancy, num_ctas=eng.launcher.num_ctas,
                            pair_index=eng.launcher.pair_index)
         result["tune_ozaki2"] = rows
         result["tune_size"] = args.tune_size
         print("tuned (scheme II):", cfg, flush=True)
+    if args.tune_stats:
+        result["tune_stats"] = tune_stats(cp, eng, args.tune_size, args.reps,
+                                          [(32, 64)], [(16, 32), (8, 64), (32, 32)], [8, 32])
+        result["tune_size"] = args.tune_size
     methods = ([("ozaki1", s if s == "auto" else int(s)) for s in args.slices]
                + [("ozaki2", b if b == "auto" else int(b)) for b in args.bits])
     for n in args.sizes:

@@ -348,26 +348,46 @@ def test_gemm_ozaki2_bits(gpu, phi, trans, bits):
     assert_same_bits(got, want)
 
 
-@pytest.mark.parametrize("variant", ["unfused", "chunked", "blocked", "blocked_unfused"])
+@pytest.mark.parametrize("variant", ["whole", "chunked", "blocked", "blocked_chunked", "panels",
+                                     "whole_grouped", "chunked_grouped"])
 def test_ozaki2_paths(gpu, variant):
-    """Scheme II through float64 accumulators, k chunks of the int32 sums and M/N blocks."""
+    """Scheme II's int8 residues: whole k, k chunks added into the residues, M/N blocks; with
+    one product per launch and k panels (the sm_90 default) or all products in one launch."""
+    from dataclasses import replace
     from ozhpc.engines.cutile_engine import CutileEngine
-    kwargs = {"unfused": dict(fused=False), "chunked": dict(k_limit=300),
-              "blocked": dict(memory_fraction=1e-9),
-              "blocked_unfused": dict(fused=False, memory_fraction=1e-9)}[variant]
+    engine, _ = gpu
+    grouped = replace(engine.config, diagonal_launch_groups=0, diagonal_k_panel=0)
+    kwargs = {"whole": {}, "chunked": dict(k_limit=300), "blocked": dict(memory_fraction=1e-9),
+              "blocked_chunked": dict(k_limit=300, memory_fraction=1e-9),
+              "panels": dict(config=replace(engine.config, diagonal_k_panel=128)),   # 6 launches per k
+              "whole_grouped": dict(config=grouped), "chunked_grouped": dict(k_limit=300, config=grouped)}[variant]
     engine = CutileEngine(**kwargs)
     rng = np.random.default_rng(31)
     A, B = phi_matrix(rng, 300, 700, 2.0), phi_matrix(rng, 700, 270, 2.0)
     want = ozhpc.gemm(A, B, scheme="ozaki2", engine="numpy")
     assert_same_bits(ozhpc.gemm(A, B, scheme="ozaki2", engine=engine), want)
-    assert engine.last_path == ("int32-sums" if variant == "blocked" else "float64-acc")
+    assert engine.last_path == "int8-residues"
+    assert (engine.last_blocks == (1, 1)) == (not variant.startswith("blocked"))
 
 
-@pytest.mark.parametrize("acc_kind", ["int32", "float64"])
-def test_ozaki2_panels_match_numpy(gpu, acc_kind):
-    """SUMMA's calls for scheme II: residues once, diagonal products per k panel, one CRT."""
+def _balanced_mod(x, primes):
+    """Balanced residues of the integers ``x[l]`` (float64 or int) modulo ``primes[l]``."""
+    from ozhpc.engines.crt import balanced_range
+    out = np.empty(x.shape, dtype=np.int64)
+    for l, p in enumerate(primes):
+        lo, _ = balanced_range(p)
+        out[l] = np.mod(np.asarray(x[l], dtype=np.int64) - lo, p) + lo
+    return out
+
+
+@pytest.mark.parametrize("k_limit", [None, 100])
+def test_ozaki2_panels_match_numpy(gpu, k_limit):
+    """SUMMA's calls for scheme II: residues once, diagonal products per k panel (added into
+    the int8 residues; k_limit 100 also chunks each panel), one CRT."""
+    from ozhpc.engines.cutile_engine import CutileEngine
     from ozhpc.ozaki.plan import ModularPlan
-    engine, cp = gpu
+    _, cp = gpu
+    engine = CutileEngine(k_limit=k_limit)
     ref = NumpyEngine()
     rng = np.random.default_rng(32)
     m, n, k = 70, 90, 400
@@ -376,14 +396,39 @@ def test_ozaki2_panels_match_numpy(gpu, acc_kind):
     plan = ModularPlan.for_k(55, k)
     da, eb = plan.split(ref, a, e), plan.split(ref, bt, f)
     acc_w = plan.zeros(ref, m, n, k)
-    acc_g = plan.zeros(engine, m, n, k) if acc_kind == "int32" else engine.zeros_accumulator(plan.moduli, m, n)
-    assert str(acc_g.dtype) == acc_kind
+    acc_g = plan.zeros(engine, m, n, k)
+    assert acc_g.dtype == cp.int8 and acc_g.shape == (plan.moduli, m, n)
     for k0 in range(0, k, 150):
         plan.accumulate(ref, acc_w, da[:, :, k0:k0 + 150], eb[:, :, k0:k0 + 150])
         plan.accumulate(engine, acc_g, cp.asarray(da[:, :, k0:k0 + 150]), cp.asarray(eb[:, :, k0:k0 + 150]))
-    assert_same_bits(cp.asnumpy(acc_g).astype(np.float64), acc_w)
+    assert_same_bits(cp.asnumpy(acc_g).astype(np.int64), _balanced_mod(acc_w, plan.tables.primes))
     assert_same_bits(cp.asnumpy(plan.combine(engine, acc_g, cp.asarray(e), cp.asarray(f))),
                      plan.combine(ref, acc_w, e, f))
+
+
+def test_residue_epilogue_at_the_int32_limit(gpu):
+    """The pair kernel's int8 residues for all 64 moduli, k at the chunk limit, extreme
+    residues (|acc| up to 2**31 - 2**18, plus the int8 already there) and random ones."""
+    from ozhpc.engines import crt
+    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.engines.cutile_engine import modulus_table
+    engine, cp = gpu
+    rng = np.random.default_rng(44)
+    primes = crt.MODULI
+    kc = ck.k_chunk(1, 1, diagonal=True)
+    g, m = len(primes), 16
+    da = rng.integers(-128, 128, (g, m, kc), dtype=np.int8)
+    eb = rng.integers(-128, 128, (g, m, kc), dtype=np.int8)
+    da[:, 0::4], eb[:, 0::4] = -128, -128       # entry (0, 0): kc * 2**14 = 2**31 - 2**18
+    da[:, 1::4], eb[:, 1::4] = -128, 127        # entry (1, 1): the most negative sum
+    start = rng.integers(-128, 128, (g, m, m), dtype=np.int8)
+    sums = np.stack([da[l].astype(np.float64) @ eb[l].astype(np.float64).T for l in range(g)])  # exact
+    assert sums[:, 0, 0].max() == kc * 2**14 and sums[:, 1, 1].min() == -kc * 128 * 127
+    want = _balanced_mod(start + sums, primes)
+    res = cp.asarray(start)
+    engine._pair_sums(cp.asarray(da), cp.asarray(eb), 0, kc, res, cp.asarray(modulus_table(primes)),
+                      accumulate=True)
+    assert_same_bits(cp.asnumpy(res).astype(np.int64), want)
 
 
 @pytest.mark.parametrize("name", ["inf_nan", "zero_rows", "subnormal_inputs", "subnormal_outputs",
@@ -439,7 +484,8 @@ def test_gap_codes_match_numpy(gpu, layout):
         xd = cp.asarray(np.repeat(x, 2, axis=1))[:, ::2]
     got = cp.asnumpy(engine.entry_gaps(xd, cp.asarray(e)))
     assert_same_bits(got[:, :x.shape[1]], want)
-    assert got.shape[1] % 128 == 0 and np.all(got[:, x.shape[1]:] == NO_GAP)
+    from ozhpc.engines.cutile_kernels import GAP_COLS
+    assert got.shape[1] % GAP_COLS == 0 and np.all(got[:, x.shape[1]:] == NO_GAP)
 
 
 def test_gap_counts_and_spread_match_numpy(gpu):
@@ -453,10 +499,45 @@ def test_gap_counts_and_spread_match_numpy(gpu):
         e = exponents(np, row_abs_max(np, x))
         gaps_w, gaps_g = ref.entry_gaps(x, e), engine.entry_gaps(cp.asarray(x), cp.asarray(e))
         for width in (1, 3, 8):   # 3: not a kernel width, the generic path
-            limits = rng.integers(0, 64, (333, width)).astype(np.int32)
+            limits = np.sort(rng.integers(0, 64, (333, width)), axis=1).astype(np.int32)
             assert_same_bits(cp.asnumpy(engine.count_gaps_le(gaps_g, cp.asarray(limits))),
                              ref.count_gaps_le(gaps_w, limits))
+    with pytest.raises(ValueError, match="limits must be ascending along each row"):
+        engine.count_gaps_le(gaps_g, cp.asarray(limits[:, ::-1]))
         assert spread_bits(cp, gaps_g, count_le=engine.count_gaps_le) == spread_bits(np, gaps_w)
+
+
+@pytest.mark.parametrize("per_sm, cols", [(0, "full"), (0, 17000), (8, 17000), (64, 300)])
+def test_gap_counts_with_full_count_fields(gpu, per_sm, cols):
+    """The count kernel's 8-bit fields at their largest (one part of the most tiles that fit,
+    every entry in one bucket), parts forced by the field bound, and one tile per part."""
+    from ozhpc.engines import cutile_kernels as ck
+    engine, cp = gpu
+    if cols == "full":   # the widest gap buffer that one part may count
+        cols = ck.COUNT_MAX_TILES * 4 * ck.COUNT_TILE[1] // ck.GAP_COLS * ck.GAP_COLS
+        one_part = ck.Launcher(0, (9, 0), 132)
+        one_part.stat_ctas_per_sm = per_sm
+        assert one_part.column_parts(21, cols // 4, ck.COUNT_TILE, ck.COUNT_MAX_TILES) == 1
+        assert 4 * (cols // 4 // ck.COUNT_TILE[1]) > 240     # fields near 255
+    rng = np.random.default_rng(43)
+    x = np.ones((21, cols))
+    x[3] = phi_matrix(rng, 1, cols, 2.0)[0]
+    x[4, ::3] = 0.0
+    e = exponents(np, row_abs_max(np, x))
+    ref = NumpyEngine()
+    gaps_w, gaps_g = ref.entry_gaps(x, e), engine.entry_gaps(cp.asarray(x), cp.asarray(e))
+    limits = np.sort(rng.integers(0, 64, (21, 8)), axis=1).astype(np.int32)
+    limits[:3] = np.arange(8)
+    saved = engine.launcher.stat_ctas_per_sm
+    engine.launcher.stat_ctas_per_sm = per_sm
+    try:
+        got = cp.asnumpy(engine.count_gaps_le(gaps_g, cp.asarray(limits)))
+        amax, bad = engine.row_stats(cp.asarray(x))
+    finally:
+        engine.launcher.stat_ctas_per_sm = saved
+    assert_same_bits(got, ref.count_gaps_le(gaps_w, limits))
+    assert got[0, 0] == cols
+    assert_same_bits(cp.asnumpy(amax), ref.row_stats(x)[0]) and not bad
 
 
 @pytest.mark.parametrize("layout", ["C", "F", "strided"])

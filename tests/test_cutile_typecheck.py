@@ -53,9 +53,11 @@ def _signatures(cfg: ck.TileConfig):
     ]
     pair_args = [cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m]
     flags = [(accumulate, diagonal) for accumulate in (False, True) for diagonal in (False, True)]
-    pair = [_sig([_array(ct.int8, 3), _array(ct.int8, 3), _array(ct.int32, 3), *pair_args, *f])
-            for f in flags]
-    pair_int64 = [_sig([_array(ct.int8, 3, big), _array(ct.int8, 3, big), _array(ct.int32, 3, big),
+    # scheme II's diagonal products store int8 residues (modulus table MODS), scheme I int32 sums
+    pair = [_sig([_array(ct.int8, 3), _array(ct.int8, 3), _array(ct.int8 if f[1] else ct.int32, 3),
+                  _array(ct.int32, 2), *pair_args, *f]) for f in flags]
+    pair_int64 = [_sig([_array(ct.int8, 3, big), _array(ct.int8, 3, big),
+                        _array(ct.int8 if f[1] else ct.int32, 3, big), _array(ct.int32, 2),
                         *pair_args, *f]) for f in flags]
     combine = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                      _array(ct.float64, 2), cfg.combine_rows, cfg.combine_cols])
@@ -67,14 +69,14 @@ def _signatures(cfg: ck.TileConfig):
     ]
     crt = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                  _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
-                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, pieces])
-           for acc_dtype in (ct.float64, ct.int32) for pieces in range(1, crt_tables.MAX_PIECES + 1)]
+                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, pieces, acc_dtype == ct.int8])
+           for acc_dtype in (ct.float64, ct.int32, ct.int8) for pieces in range(1, crt_tables.MAX_PIECES + 1)]
     gaps = [_sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.int8, 2, big),
                   cfg.split_rows, cfg.split_cols, trans]) for trans in (False, True)]
-    count = [_sig([_array(ct.int8, 2, big), _array(ct.int32, 2), _array(ct.int32, 2),
+    count = [_sig([_array(ct.int32, 2, big), _array(ct.int32, 2), _array(ct.int32, 3),
                    *ck.COUNT_TILE, width]) for width in (1, COUNT_WIDTH)]
-    row_stats = [_sig([_array(ct.float64, 2), _array(ct.float64, 1), _array(ct.int32, 1),
-                       ck.COUNT_ROWS, ck.GAP_COLS, trans]) for trans in (False, True)]
+    row_stats = [_sig([_array(ct.float64, 2), _array(ct.float64, 2), _array(ct.int32, 2),
+                       *ck.ROW_STATS_TILE, trans]) for trans in (False, True)]
     return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine,
             "residue": residue, "crt": crt, "gaps": gaps, "count": count, "row_stats": row_stats}
 
@@ -102,7 +104,7 @@ def test_tiles_are_powers_of_two_and_k_bound_holds():
                   cfg.combine_rows, cfg.combine_cols, cfg.crt_rows, cfg.crt_cols,
                   cfg.residue_rows, cfg.residue_cols):
             assert v > 0 and v & (v - 1) == 0
-        assert ck.GAP_COLS % ck.COUNT_TILE[1] == 0
+        assert ck.GAP_COLS % (4 * ck.COUNT_TILE[1]) == 0     # int32 words of 4 gap codes
         # k panels start on k-tile boundaries (16-byte aligned slices for TMA)
         assert cfg.pair_k_panel % cfg.pair_k == 0 and cfg.diagonal_k_panel % cfg.pair_k == 0
         # one pair over one k-tile always fits an int32 accumulator
@@ -125,7 +127,8 @@ def test_k_chunk_diagonal_keeps_residue_products_exact():
     """Scheme II: one product of residues |r| <= 128 per int32 sum, whatever the slice count."""
     from ozhpc.engines import crt
     kc = ck.k_chunk(16, 16, diagonal=True)
-    assert kc % 16 == 0 and kc * crt.RESIDUE_MAX**2 < 2**31 <= (kc + 16) * crt.RESIDUE_MAX**2
+    # the pair kernel adds the products to an int8 residue already there
+    assert kc % 16 == 0 and kc * crt.RESIDUE_MAX**2 + crt.RESIDUE_MAX < 2**31 <= (kc + 16) * crt.RESIDUE_MAX**2
     assert ck.k_chunk(16, 16, k_limit=300, diagonal=True) == 288
     assert kc >= 131056                   # one chunk up to n = 131056
 
@@ -174,3 +177,46 @@ def test_launcher_picks_int32_only_when_offsets_fit():
     assert ck.Launcher(0, (9, 0), 132, pair_index="int64").pair_index_for(*small) == "int64"
     with pytest.raises(ValueError, match="pair_index must be 'auto' or one of"):
         ck.Launcher(0, (9, 0), 132, pair_index="int16")
+
+
+def test_column_parts_fill_the_sms_and_keep_count_fields_below_overflow():
+    launcher = ck.Launcher(0, (9, 0), 132)
+    per_sm = launcher.stat_ctas_per_sm
+    tile = ck.COUNT_TILE
+    rows = 1024 * tile[0]
+    assert launcher.column_parts(rows, 16384, tile) == -(-per_sm * 132 // 1024)
+    assert launcher.column_parts(tile[0], 16384, tile) == min(per_sm * 132, 16384 // tile[1])
+    assert launcher.column_parts(tile[0], 3 * tile[1], tile) == 3      # at most one tile per part
+    assert launcher.column_parts(0, 0, tile) == 1
+    launcher.stat_ctas_per_sm = 0                                      # only the field bound left
+    width = ck.COUNT_MAX_TILES * tile[1]
+    assert launcher.column_parts(rows, width, tile, ck.COUNT_MAX_TILES) == 1
+    assert launcher.column_parts(rows, width + 1, tile, ck.COUNT_MAX_TILES) == 2
+    # a part adds at most 4 codes per word lane and tile to a field
+    assert 4 * ck.COUNT_MAX_TILES <= ck.COUNT_FIELD_MASK == 2**ck.COUNT_FIELD_BITS - 1
+    assert ck.COUNT_MAX_FIELDS * ck.COUNT_FIELD_BITS <= 64
+    assert COUNT_WIDTH <= ck.COUNT_MAX_FIELDS
+
+
+def test_int8_residue_arithmetic_reaches_the_balanced_residue():
+    """A NumPy model of the pair kernel's epilogue (:func:`cutile_kernels._int8_residue`),
+    with and without the FMA contraction of ``fl(y) * fl(1/p) + 1.5 * 2**23``: for every
+    modulus and int32 sums across the whole range, one fix-up each way gives the balanced residue."""
+    import numpy as np
+    from ozhpc.engines import crt
+    rng = np.random.default_rng(45)
+    acc = np.concatenate([rng.integers(-2**31, 2**31, 200_000), np.arange(-70_000, 70_000),
+                          np.arange(2**31 - 70_000, 2**31), np.arange(-2**31, -2**31 + 70_000)]).astype(np.int64)
+    magic = np.float32(ck._RINT_MAGIC32)
+    for p in crt.MODULI:
+        lo, hi = crt.balanced_range(p)
+        y = (acc >> 16) * (2**16 % p) + (acc & 0xFFFF)
+        assert np.abs(y).max() < 2**24                       # exact in float32
+        inv = np.float32(1.0) / np.float32(p)
+        yf = y.astype(np.float32)
+        for t in ((yf * inv) + magic,                                            # two roundings
+                  (yf.astype(np.float64) * np.float64(inv) + np.float64(magic)).astype(np.float32)):  # FMA
+            r = y - (t.view(np.int32).astype(np.int64) - ck._RINT_MAGIC32_BITS) * p
+            r = np.where(r > hi, r - p, r)
+            r = np.where(r < lo, r + p, r)
+            assert np.array_equal(r, np.mod(acc - lo, p) + lo), p

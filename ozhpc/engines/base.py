@@ -7,7 +7,7 @@ An engine owns an array module (``xp``: numpy or cupy) and implements
 * ``combine``: the one fixed-order FP64 rounding of the group accumulators,
 
 and for Ozaki scheme II (:mod:`ozhpc.engines.crt`) ``residues`` (FP64 rows -> int8
-balanced residues, one slice per modulus), ``accumulate(..., diagonal=True)`` (one product
+balanced residues, one slice per modulus), ``accumulate(..., crt=tables)`` (one product
 per modulus) and ``combine(..., crt=tables)`` (the CRT reconstruction).
 
 Everything else (scales, slice-count choice, special values, alpha/beta, the
@@ -124,13 +124,15 @@ class Engine(ABC):
         """
 
     @abstractmethod
-    def accumulate(self, acc, da, eb, *, diagonal: bool = False) -> None:
-        """``acc[g] += sum_{p+q=g} da[p] @ eb[q].T`` exactly, for ``g < len(acc)``
-        (``diagonal``: ``acc[g] += da[g] @ eb[g].T``, the residue products of scheme II).
+    def accumulate(self, acc, da, eb, *, crt=None) -> None:
+        """``acc[g] += sum_{p+q=g} da[p] @ eb[q].T`` exactly, for ``g < len(acc)``.
 
         ``da`` is int8 ``(s, m, kb)``, ``eb`` int8 ``(s, n, kb)`` (B's slices stored
-        k-contiguous, i.e. slices of B transposed), ``acc`` float64 ``(d, m, n)``
-        holding exact integers.
+        k-contiguous, i.e. slices of B transposed), ``acc`` from :meth:`zeros_accumulator`
+        (float64 exact integers by default).
+        ``crt`` (scheme II): ``acc[g] += da[g] @ eb[g].T`` modulo the g-th modulus of
+        ``crt``: only ``acc[g] mod p_g`` counts (the CRT reduces first), so an engine may keep
+        reduced residues (the cuTile engine: int8).
         """
 
     @abstractmethod
@@ -150,18 +152,18 @@ class Engine(ABC):
         does; an engine may fuse them (e.g. skip the group accumulators). ``crt``:
         scheme II (diagonal products, CRT combine).
         """
-        acc = self.zeros_accumulator(ngroups, da.shape[1], eb.shape[1])
+        acc = self.zeros_accumulator(ngroups, da.shape[1], eb.shape[1], crt=crt)
         if da.shape[2]:
-            self.accumulate(acc, da, eb, diagonal=crt is not None)
+            self.accumulate(acc, da, eb, crt=crt)
         return self.combine(acc, row_exps, col_exps, crt=crt)
 
     def zeros_accumulator(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
-                          k: int | None = None, diagonal: bool = False):
+                          k: int | None = None, crt=None):
         """Group accumulators for :meth:`accumulate` (float64 exact integers by default).
 
-        ``slices``, ``k`` (the total k that will be accumulated) and ``diagonal`` are hints:
-        an engine may return a narrower exact type when the sums provably fit (the cuTile
-        engine: int32).
+        ``slices`` and ``k`` (the total k that will be accumulated) are hints: an engine may
+        return a narrower exact type when the sums provably fit (the cuTile engine: int32).
+        ``crt``: scheme II's accumulators, one per modulus (see :meth:`accumulate`).
         """
         return self.xp.zeros((ngroups, m, n), dtype=self.xp.float64)
 
@@ -186,7 +188,8 @@ class Engine(ABC):
         return xp.where(keep, gap, xp.int8(NO_GAP))
 
     def count_gaps_le(self, gaps, limits):
-        """int64 counts ``out[i, l] = #{j: gaps[i, j] <= limits[i, l]}`` (limits in [0, MAX_GAP])."""
+        """int64 counts ``out[i, l] = #{j: gaps[i, j] <= limits[i, l]}`` (limits in [0, MAX_GAP],
+        ascending along each row: an engine may count per bucket between limits)."""
         return count_gaps_le(self.xp, gaps, limits)
 
     def asarray(self, x):

@@ -33,12 +33,18 @@ if _NDEV < 1:
 
 from . import cutile_kernels as ck
 from .base import Engine
+from .crt import balanced_range
 
 PAD = 16
 """Slice rows and k are padded to multiples of this (16 int8 = 16 bytes)."""
 
 ACC_BLOCK_BYTES = 4 << 30
 """Largest int32 group-sum workspace of one :meth:`CutileEngine.accumulate` call (column blocks)."""
+
+
+def modulus_table(primes) -> np.ndarray:
+    """The pair kernel's int32 (N, MOD_COLS) rows ``p, 2**16 mod p, lo, hi`` (scheme II)."""
+    return np.array([(p, 2**16 % p, *balanced_range(p)) for p in primes], dtype=np.int32).reshape(-1, ck.MOD_COLS)
 
 
 def _roundup(x: int, m: int = PAD) -> int:
@@ -95,6 +101,8 @@ class CutileEngine(Engine):
                                     occupancy=occupancy, num_ctas=num_ctas, pair_index=pair_index)
         self._padded: dict[int, tuple] = {}
         self._crt_tables: dict[tuple[int, int], tuple] = {}
+        with self.device:
+            self._no_mods = cp.zeros((1, ck.MOD_COLS), dtype=cp.int32)   # scheme I's unused MODS
         self.workspace_bytes = 0
         self.last_path = None
         self.last_blocks = (1, 1)
@@ -157,13 +165,14 @@ class CutileEngine(Engine):
             self._stream(), src, trans, e, buf, nslices))
 
     def residues(self, x, exps, crt):
-        table = self._device_tables(crt)[0]
+        table = self._device_tables(crt)[0][0]
         return self._slices_of(x, exps, crt.count, lambda src, trans, e, buf: self.launcher.launch_residues(
             self._stream(), src, trans, e, table, buf, crt.bits))
 
     def _device_tables(self, crt):
-        """The CRT constants on this device: the (N, TABLE_COLS) table (moduli, weights),
-        M pieces (1, MP_COLS), 1/M (1, 1)."""
+        """The CRT constants on this device: the CRT kernel's (N, TABLE_COLS) table (moduli,
+        weights), M pieces (1, MP_COLS) and 1/M (1, 1); the pair kernel's int32 (N, MOD_COLS)
+        modulus table."""
         key = (crt.bits, crt.count)
         if key not in self._crt_tables:
             table = np.zeros((crt.count, ck.TABLE_COLS), dtype=np.float64)
@@ -171,22 +180,24 @@ class CutileEngine(Engine):
             table[:, ck.WEIGHT_COL:ck.WEIGHT_COL + crt.pieces] = crt.weights
             m_row = np.zeros((1, ck.MP_COLS), dtype=np.float64)
             m_row[0, :crt.pieces] = crt.m_pieces
+            mods = modulus_table(crt.primes)
             with self.device:
-                self._crt_tables[key] = (cp.asarray(table), cp.asarray(m_row),
-                                         cp.full((1, 1), crt.inv_m, dtype=cp.float64))
+                self._crt_tables[key] = ((cp.asarray(table), cp.asarray(m_row),
+                                          cp.full((1, 1), crt.inv_m, dtype=cp.float64)), cp.asarray(mods))
         return self._crt_tables[key]
 
     def row_stats(self, x):
         x = cp.asarray(x, dtype=cp.float64)
         rows, cols = x.shape
-        amax = cp.zeros(rows, dtype=cp.float64)
         if rows == 0 or cols == 0:
-            return amax, False
+            return cp.zeros(rows, dtype=cp.float64), False
         src, trans = (x, False) if x.flags.c_contiguous else \
             (x.T, True) if x.T.flags.c_contiguous else (cp.ascontiguousarray(x), False)
-        bad = cp.empty(rows, dtype=cp.int32)
+        parts = self.launcher.column_parts(rows, cols, ck.ROW_STATS_TILE)
+        amax = cp.empty((parts, rows), dtype=cp.float64)
+        bad = cp.empty((parts, rows), dtype=cp.int32)
         self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad)
-        return amax, bool(bad.any())
+        return amax.max(axis=0), bool(bad.any())
 
     def entry_gaps(self, x, exps):
         """Gap codes by :func:`cutile_kernels._gap_kernel`, columns padded with NO_GAP to a
@@ -208,13 +219,20 @@ class CutileEngine(Engine):
     def count_gaps_le(self, gaps, limits):
         limits = cp.asarray(limits)
         width = limits.shape[1]
-        if gaps.shape[1] % ck.GAP_COLS or not gaps.flags.c_contiguous or width & (width - 1):
+        if gaps.shape[1] % ck.GAP_COLS or not gaps.flags.c_contiguous or width & (width - 1) \
+                or width > ck.COUNT_MAX_FIELDS:
             return super().count_gaps_le(gaps, limits)   # not this engine's layout
-        out = cp.empty(limits.shape, dtype=cp.int32)
-        if gaps.shape[0]:
-            lim = cp.ascontiguousarray(limits.astype(cp.int32, copy=False))
-            self.launcher.launch_count(self._stream(), gaps, lim, out)
-        return out.astype(cp.int64)
+        rows, cols = gaps.shape
+        if rows == 0:
+            return cp.zeros(limits.shape, dtype=cp.int64)
+        lim = cp.ascontiguousarray(limits.astype(cp.int32, copy=False))
+        if width > 1 and not bool((lim[:, 1:] >= lim[:, :-1]).all()):   # the kernel's buckets need it
+            raise ValueError("count_gaps_le: limits must be ascending along each row")
+        words = gaps.view(cp.int32)   # four codes per word: word loads in the kernel
+        parts = self.launcher.column_parts(rows, words.shape[1], ck.COUNT_TILE, ck.COUNT_MAX_TILES)
+        out = cp.empty((parts, rows, width), dtype=cp.int32)
+        self.launcher.launch_count(self._stream(), words, lim, out)
+        return out.sum(axis=0, dtype=cp.int64)
 
     def _k_chunks(self, k: int, slices: int, ngroups: int, diagonal: bool = False):
         kc = ck.k_chunk(slices, ngroups, self.k_limit, PAD, diagonal)
@@ -228,17 +246,23 @@ class CutileEngine(Engine):
             return x
         return cp.ascontiguousarray(x)
 
-    def _pair_sums(self, pa, pb, k0: int, k1: int, sums, diagonal: bool = False) -> None:
-        """int32 group sums of padded slices over k in [k0, k1) (k0 a multiple of PAD).
+    def _pair_sums(self, pa, pb, k0: int, k1: int, sums, mods=None, accumulate: bool = False) -> None:
+        """int32 group sums of padded slices over k in [k0, k1) (k0 a multiple of PAD), added
+        to ``sums`` with ``accumulate``.
 
-        ``diagonal`` (scheme II): the groups are independent products, so they are launched
-        in ranges whose views keep int32 offsets (no operand copies, no M/N blocks needed)."""
+        ``mods`` (scheme II, the int32 modulus table): ``sums`` is int8, product l reduced to
+        its balanced residue modulo modulus l. The products are independent, so they are
+        launched in ranges whose views keep int32 offsets (no operand copies, no M/N blocks)."""
         a, b = pa[:, :, k0:_roundup(k1)], pb[:, :, k0:_roundup(k1)]
+        diagonal = mods is not None
         step = self._group_step(a, b, sums) if diagonal else sums.shape[0]
+        if diagonal and self.config.diagonal_launch_groups:
+            step = min(step, self.config.diagonal_launch_groups)
         for g0 in range(0, sums.shape[0], step):
             g = slice(g0, g0 + step)
-            self.launcher.launch_pair(self._stream(), self._int32_operand(a[g]),
-                                      self._int32_operand(b[g]), sums[g], diagonal)
+            self.launcher.launch_pair(self._stream(), self._int32_operand(a[g]), self._int32_operand(b[g]),
+                                      sums[g], mods[g] if diagonal else self._no_mods,
+                                      diagonal=diagonal, accumulate=accumulate)
 
     def _group_step(self, *arrays) -> int:
         """Most leading-axis entries (groups) per launch whose views of ``arrays`` all have
@@ -253,16 +277,27 @@ class CutileEngine(Engine):
                 step = min(step, (ck.INT32_INDEX_LIMIT - 1 - inner) // plane + 1)
         return max(1, step)
 
-    def accumulate(self, acc, da, eb, *, diagonal: bool = False) -> None:
+    def accumulate(self, acc, da, eb, *, crt=None) -> None:
+        """Scheme I: ``acc[g] +=`` the int32 group sums, blocked over columns. Scheme II
+        (``crt``): ``acc`` is the int8 residue array of :meth:`zeros_accumulator`; the pair
+        kernel adds the products into it and reduces in place (no workspace)."""
         d, m, n = acc.shape
         if da.shape[1] != m or eb.shape[1] != n or da.shape[2] != eb.shape[2] or da.shape[0] != eb.shape[0]:
             raise ValueError(f"shapes do not match: acc {acc.shape}, da {da.shape}, eb {eb.shape}")
-        if acc.dtype not in (cp.float64, cp.int32):
-            raise TypeError(f"acc must be float64 (or int32 from zeros_accumulator), got {acc.dtype}")
+        want = (cp.int8,) if crt is not None else (cp.float64, cp.int32)
+        if acc.dtype not in want or (crt is not None and acc.strides[-1] != 1):
+            raise TypeError(f"acc must come from zeros_accumulator ({' or '.join(map(str, want))}"
+                            f"{', rows contiguous' if crt is not None else ''}), got {acc.dtype} "
+                            f"with strides {acc.strides}")
         s, _, k = da.shape
         if d == 0 or m == 0 or n == 0 or k == 0:
             return
         pa, pb = self._as_padded(da), self._as_padded(eb)
+        if crt is not None:
+            mods = self._device_tables(crt)[1]
+            for k0, k1 in self._k_chunks(k, s, d, diagonal=True):
+                self._pair_sums(pa, pb, k0, k1, acc, mods, accumulate=True)
+            return
         # int32 group sums, blocked over columns so the workspace stays small (SUMMA panels:
         # acc is (d, m, n) for the whole local C, the sums only need one column block).
         mp, np_ = pa.shape[1], pb.shape[1]
@@ -275,8 +310,8 @@ class CutileEngine(Engine):
             j1 = min(n, j0 + bn)
             jb = _roundup(j1 - j0)
             blk = sums if jb == sums.shape[2] else cp.empty((d, mp, jb), dtype=cp.int32)  # contiguous
-            for k0, k1 in self._k_chunks(k, s, d, diagonal):
-                self._pair_sums(pa, pb[:, j0:j0 + jb], k0, k1, blk, diagonal)
+            for k0, k1 in self._k_chunks(k, s, d):
+                self._pair_sums(pa, pb[:, j0:j0 + jb], k0, k1, blk)
                 # int32 -> float64 exactly, or int32 += int32 when zeros_accumulator
                 # proved the total fits (the integer sums stay exact either way)
                 acc[:, :, j0:j1] += blk[:, :m, :j1 - j0]
@@ -286,13 +321,14 @@ class CutileEngine(Engine):
         out = cp.empty((m, n), dtype=cp.float64)
         if m == 0 or n == 0:
             return out
-        if acc.dtype not in (cp.float64, cp.int32):
+        if acc.dtype not in ((cp.float64, cp.int32, cp.int8) if crt is not None else (cp.float64, cp.int32)):
             acc = acc.astype(cp.float64)
-        acc = cp.ascontiguousarray(acc)
+        if acc.strides[-1] != acc.itemsize:   # the kernels take any row stride
+            acc = cp.ascontiguousarray(acc)
         re = cp.ascontiguousarray(cp.asarray(row_exps).astype(cp.int32, copy=False).ravel())
         ce = cp.ascontiguousarray(cp.asarray(col_exps).astype(cp.int32, copy=False).ravel())
         if crt is not None:
-            self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt), out, crt.shift,
+            self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt)[0], out, crt.shift,
                                       crt.pieces)
         else:
             self.launcher.launch_combine(self._stream(), acc, re, ce, out)
@@ -301,10 +337,12 @@ class CutileEngine(Engine):
     def multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, *, crt=None):
         """Pair GEMMs over the whole k, then the combine; the same bits as the three steps.
 
-        When k fits one int32 chunk (``fused``), the pair kernel's int32 group sums go
-        straight to the combine kernel (no float64 accumulators, half the workspace);
-        otherwise float64 accumulators take the chunk sums. Either way the work is
-        blocked over M/N so the workspace stays within ``memory_fraction`` of free memory.
+        Scheme I: when k fits one int32 chunk (``fused``), the pair kernel's int32 group sums
+        go straight to the combine kernel (no float64 accumulators, half the workspace);
+        otherwise float64 accumulators take the chunk sums. Scheme II (``crt``): the products
+        land as int8 residues, later k chunks adding into them, and go to the CRT kernel.
+        Either way the work is blocked over M/N so the workspace stays within
+        ``memory_fraction`` of free memory.
         """
         s, m, k = da.shape
         n = eb.shape[1]
@@ -318,8 +356,11 @@ class CutileEngine(Engine):
         diagonal = crt is not None
         chunks = self._k_chunks(k, s, ngroups, diagonal)
         single = self.fused and len(chunks) == 1
-        self.last_path = "int32-sums" if single else "float64-acc"
-        per_elem = 4 * ngroups if single else 12 * ngroups
+        if diagonal:
+            self.last_path, per_elem = "int8-residues", ngroups
+        else:
+            self.last_path = "int32-sums" if single else "float64-acc"
+            per_elem = 4 * ngroups if single else 12 * ngroups
         free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
         budget = max(int(free * self.memory_fraction), per_elem * 128 * 128)
         # Blocks small enough for the int32-indexed (TMA) pair kernel too: an int32 sums
@@ -360,26 +401,33 @@ class CutileEngine(Engine):
 
     def _block(self, pa, pb, re, ce, *, chunks, single: bool, ngroups: int, crt=None):
         """C of one padded M/N block (shape (pa rows, pb rows))."""
-        diagonal = crt is not None
+        if crt is not None:
+            residues = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int8)
+            mods = self._device_tables(crt)[1]
+            for i, (k0, k1) in enumerate(chunks):
+                self._pair_sums(pa, pb, k0, k1, residues, mods, accumulate=i > 0)
+            return self.combine(residues, re, ce, crt=crt)
         sums = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
         if single:
-            self._pair_sums(pa, pb, *chunks[0], sums, diagonal)
-            return self.combine(sums, re, ce, crt=crt)
+            self._pair_sums(pa, pb, *chunks[0], sums)
+            return self.combine(sums, re, ce)
         acc = cp.zeros(sums.shape, dtype=cp.float64)
         for k0, k1 in chunks:
-            self._pair_sums(pa, pb, k0, k1, sums, diagonal)
+            self._pair_sums(pa, pb, k0, k1, sums)
             acc += sums
         del sums
-        return self.combine(acc, re, ce, crt=crt)
+        return self.combine(acc, re, ce)
 
     def zeros_accumulator(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
-                          k: int | None = None, diagonal: bool = False):
-        """int32 accumulators when ``k`` (the total) fits one int32 chunk for ``slices``
-        (``k * group_product_bound < 2**31``: every partial sum is exact in int32), else float64.
-        int32 halves the memory and the accumulation traffic of SUMMA's panel loop; the
-        combine kernel reads either, with the same bits."""
-        if k is not None and (slices is not None or diagonal) and \
-                k <= ck.k_chunk(slices or 1, ngroups, self.k_limit, PAD, diagonal):
+                          k: int | None = None, crt=None):
+        """Scheme II (``crt``): int8 residues (the pair kernel reduces each product modulo its
+        modulus in place). Scheme I: int32 accumulators when ``k`` (the total) fits one int32
+        chunk for ``slices`` (``k * group_product_bound < 2**31``: every partial sum is exact in
+        int32), else float64. Narrow types cut the memory and the accumulation traffic of
+        SUMMA's panel loop; the combine / CRT kernels read any of them, with the same bits."""
+        if crt is not None:   # rows padded to 16 bytes (TMA), as the slices
+            return cp.zeros((ngroups, _roundup(m), _roundup(n)), dtype=cp.int8)[:, :m, :n]
+        if k is not None and slices is not None and k <= ck.k_chunk(slices, ngroups, self.k_limit, PAD):
             return cp.zeros((ngroups, m, n), dtype=cp.int32)
         return cp.zeros((ngroups, m, n), dtype=cp.float64)
 

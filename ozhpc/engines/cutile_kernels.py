@@ -55,6 +55,8 @@ K_PAIR_LIMIT = (2**31 - 1) // DIGIT_MAX**2
 """Largest (k-chunk length) x (pairs summed into one int32 accumulator): 133144."""
 
 _RINT_MAGIC = 6755399441055744.0   # 1.5 * 2**52
+_RINT_MAGIC32 = 12582912.0         # 1.5 * 2**23: float32 t + this has the bits _RINT_MAGIC32_BITS + rint(t)
+_RINT_MAGIC32_BITS = 0x4B400000    # for |t| < 2**22
 _TWO52 = 4503599627370496.0        # 2**52
 
 
@@ -78,9 +80,14 @@ class TileConfig:
     """k per pair-kernel launch; longer k is summed over launches in the int32 sums (L2 reuse:
     see :meth:`Launcher.launch_pair`). 0: the whole k in one launch."""
     diagonal_k_panel: int = 0
-    """k per launch of scheme II's diagonal products (0: the whole k). A group is one product,
-    so k panels bring no L2 reuse across pairs and each costs a load and a store of the sums:
-    at n = 16384 the 4096 panels of scheme I ran at 901-913 TOP/s (1036 for scheme I)."""
+    """k per launch of scheme II's diagonal products (0: the whole k); later panels add into the
+    int8 residues. H200, n = 16384, 17 moduli (``bench/gpu_gemm.py --tune-ozaki2``, 2026-12-01):
+    one product per launch 1126 TOP/s with 8192, 1013 with the whole k; all products per launch
+    1012 / 960 (4096: 884-895)."""
+    diagonal_launch_groups: int = 0
+    """Products (moduli) per launch of scheme II's diagonal products; 0: as many as keep int32
+    offsets (every CTA loops over the launch's products). One per launch measured 11% faster on
+    the H200 (see ``diagonal_k_panel``)."""
     crt_rows: int = 16
     crt_cols: int = 64
     crt_occupancy: int = 4
@@ -102,7 +109,8 @@ CONFIGS: dict[tuple[int, int], TileConfig] = {
     # 128x128x128 at occupancy 2 ties at n = 8192 and is ~9% slower at 16384; whole-k
     # launches 8-16% slower, GROUP_M 16 slower (docs/gpu.md; bench/gpu_gemm.py --tune).
     (9, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=128, pair_k=64,
-                       group_m=8, combine_rows=32, combine_cols=64),
+                       group_m=8, combine_rows=32, combine_cols=64, diagonal_k_panel=8192,
+                       diagonal_launch_groups=1),
     # B200: TileGym's Blackwell GEMM tiles (256x256, 2-CTA clusters) scaled to int8 k.
     (10, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=256, pair_k=128,
                         group_m=8, combine_rows=32, combine_cols=64),
@@ -200,6 +208,31 @@ def _small_int8(r):
     return ct.bitcast(r + _RINT_MAGIC, ct.int64).astype(ct.int8)
 
 
+MOD_COLS = 4
+"""Row layout of the pair kernel's int32 modulus table (scheme II): ``p, 2**16 mod p, lo, hi``
+(lo..hi the balanced range, :data:`ozhpc.engines.crt.CrtTables.moduli` columns 2-3)."""
+
+
+def _int8_residue(acc, row):
+    """Balanced residue (int8) of int32 ``acc`` modulo ``p`` (``row``: the modulus's (1, MOD_COLS)
+    int32 table row), in int32 and float32 arithmetic (float64 doubled the epilogue's registers).
+
+    ``acc = h * 2**16 + l`` (arithmetic shift, ``0 <= l < 2**16``), so ``y = h * (2**16 mod p)
+    + l`` is congruent and ``|y| < 2**23 + 2**16``: exact in float32. ``q``, the integer nearest
+    ``fl(y) * fl(1/p)`` (rounded by adding 1.5 * 2**23, FMA or not, and read from the bits: no
+    float-to-int conversion), is within 1.1 of ``y / p`` (relative error below 2**-23,
+    ``|y / p| < 2**20``), so ``y - q p`` lies in (-1.1 p, 1.1 p) and one fix-up each way puts it
+    in [lo, hi]: the unique balanced residue, whatever the rounding."""
+    p = ct.extract(row, (0, 0), (1, 1))
+    y = (acc >> 16) * ct.extract(row, (0, 1), (1, 1)) + (acc & 0xFFFF)
+    inv = ct.full((1, 1), 1.0, ct.float32) / p.astype(ct.float32)
+    t = y.astype(ct.float32) * inv + ct.full((1, 1), _RINT_MAGIC32, ct.float32)
+    r = y - (ct.bitcast(t, ct.int32) - _RINT_MAGIC32_BITS) * p
+    r = ct.where(r > ct.extract(row, (0, 3), (1, 1)), r - p, r)
+    r = ct.where(r < ct.extract(row, (0, 2), (1, 1)), r + p, r)
+    return r.astype(ct.int8)
+
+
 def _swizzle(tile_id, num_m, num_n, GROUP_M: ConstInt):
     """Grouped tile order (TileGym ``_swizzle_2d``): GROUP_M row tiles share their B tiles in L2."""
     width = GROUP_M * num_n
@@ -282,15 +315,19 @@ def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
         rest = rest - digit * _pow2(-a) * _pow2(-b)
 
 
-def _pair_body(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
+def _pair_body(DA, EB, S, MODS, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
                ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """``S[g] = sum_{p+q=g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0]
-    (``S[g] +=`` with ACCUMULATE: the launcher's k panels; ``S[g] = DA[g] @ EB[g]^T``
-    with DIAGONAL: scheme II's one product per modulus).
+    (``S[g] +=`` with ACCUMULATE: the launcher's k panels).
 
-    The launcher guarantees ``k * group_product_bound(s, d) < 2**31`` (it chunks k on the host).
-    The epilogue stores int32: converting the 128x128 accumulator to float64 inside this
-    kernel spilled registers (cuobjdump: 2-4 KB stack) and ran at a quarter of the speed.
+    DIAGONAL (scheme II): ``S[g]`` is int8, the balanced residue of ``(S[g] +) DA[g] @ EB[g]^T``
+    modulo ``MODS[g, 0]`` (:func:`_int8_residue`; the CRT needs nothing more): a quarter of
+    the int32 sums' store and of the CRT's reads. Otherwise MODS is not read.
+
+    The launcher guarantees ``k * group_product_bound(s, d) < 2**31`` (it chunks k on the host;
+    scheme II: ``k * 128**2 + 128``). The epilogue stores integers: converting the 128x128
+    accumulator to float64 inside this kernel spilled registers (cuobjdump: 2-4 KB stack) and
+    ran at a quarter of the speed.
     """
     s = DA.shape[0]
     num_m = ct.cdiv(DA.shape[1], TM)
@@ -301,11 +338,15 @@ def _pair_body(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: Con
     bm, bn = _swizzle(ct.bid(0), num_m, num_n, GROUP_M)
     for g in range(S.shape[0]):
         if ACCUMULATE:
-            acc = ct.load(S, (g, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN))
+            acc = ct.load(S, (g, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN)).astype(ct.int32)
         else:
             acc = ct.zeros((TM, TN), ct.int32)
         acc = _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM, TN, TK, DIAGONAL)
-        ct.store(S, (g, bm, bn), acc.reshape((1, TM, TN)))
+        if DIAGONAL:
+            res = _int8_residue(acc, ct.load(MODS, (g, 0), (1, MOD_COLS)))
+            ct.store(S, (g, bm, bn), res.reshape((1, TM, TN)))
+        else:
+            ct.store(S, (g, bm, bn), acc.reshape((1, TM, TN)))
 
 
 # Two index widths of one body. On sm_90 tileiras 13.4 emits TMA loads/stores and a
@@ -315,18 +356,18 @@ def _pair_body(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: Con
 # The engine copies operand blocks so that the int32 kernel applies at any size.
 
 @ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
-def _pair_kernel(DA, EB, S, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
+def _pair_kernel(DA, EB, S, MODS, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
                  ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """Pair kernel, int32 indices: only for arrays that pass :func:`fits_int32`."""
-    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
+    _pair_body(DA, EB, S, MODS, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
 
 
 @ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
-def _pair_kernel_int64(DA: BigArray, EB: BigArray, S: BigArray,
+def _pair_kernel_int64(DA: BigArray, EB: BigArray, S: BigArray, MODS,
                        TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
                        ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """Pair kernel, dynamic int64 indices: any size, one compile, no TMA on sm_90."""
-    _pair_body(DA, EB, S, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
+    _pair_body(DA, EB, S, MODS, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
 
 
 PAIR_KERNELS = {"int32": _pair_kernel, "int64": _pair_kernel_int64}
@@ -395,12 +436,13 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
 
 @ct.kernel
 def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
-                TM: ConstInt, TN: ConstInt, PIECES: ConstInt):
+                TM: ConstInt, TN: ConstInt, PIECES: ConstInt, RESIDUES: ConstBool):
     """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` in NumPy's order.
 
-    ACC: int32 sums of the pair kernel or float64 accumulators, one per modulus; TAB: the
-    constant table (N, TABLE_COLS), one tile load per modulus; MP: the pieces of M
-    (1, MP_COLS, zero padded); INVM: fl(1/M) (1, 1).
+    ACC: one accumulator per modulus: with RESIDUES the int8 balanced residues of the pair
+    kernel (step 1 done: it would return them unchanged), else exact integers (int32 or
+    float64) that step 1 reduces; TAB: the constant table (N, TABLE_COLS), one tile load per
+    modulus; MP: the pieces of M (1, MP_COLS, zero padded); INVM: fl(1/M) (1, 1).
     PIECES: pieces per big integer (:attr:`CrtTables.pieces`): the piece sums are a tuple
     unrolled at compile time, so 17 moduli keep 4 float64 sums per entry instead of 7.
     """
@@ -419,7 +461,10 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
         y_next = ct.load(ACC, (min(l + 1, nmod - 1), bm, bn), (1, TM, TN),
                          padding_mode=ZERO).reshape((TM, TN))
         row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
-        r = _balanced(y.astype(ct.float64), row)
+        if RESIDUES:
+            r = y.astype(ct.float64)
+        else:
+            r = _balanced(y.astype(ct.float64), row)
         s = tuple(s[t] + r * _entry(row, WEIGHT_COL + t) for t in ct.static_iter(range(PIECES)))
     x = s[0]
     for t in ct.static_iter(range(1, PIECES)):
@@ -460,41 +505,82 @@ def _gap_kernel(X, EXPS, OUT: BigArray, TR: ConstInt, TC: ConstInt, TRANS: Const
 
 @ct.kernel
 def _row_stats_kernel(X, AMAX, BAD, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
-    """For TR rows of X (TRANS: X holds their transpose): the max of |x| over the finite
-    entries, and the number of inf/NaN entries. One read of X instead of NumPy-style passes."""
+    """For TR rows of X (TRANS: X holds their transpose) and column part ``bid(1)`` of
+    ``num_blocks(1)``: the max of |x| over the finite entries and the number of inf/NaN entries,
+    into ``AMAX[bid(1), rows]`` and ``BAD[bid(1), rows]`` (the engine reduces the parts).
+
+    Elementwise accumulators, reduced once at the end: a row reduction per tile (the earlier
+    kernel) put warp shuffles in the loop. TRANS accumulates in the loaded (TC, TR) layout and
+    reduces along axis 0, so no tile is transposed."""
     bi = ct.bid(0)
-    amax = ct.zeros((TR,), ct.float64)
-    bad = ct.zeros((TR,), ct.int32)
+    part = ct.bid(1)
+    parts = ct.num_blocks(1)
     if TRANS:
         ntiles = ct.cdiv(X.shape[0], TC)
+        amax = ct.zeros((TC, TR), ct.float64)
+        bad = ct.zeros((TC, TR), ct.int32)
     else:
         ntiles = ct.cdiv(X.shape[1], TC)
-    for j in range(ntiles):
+        amax = ct.zeros((TR, TC), ct.float64)
+        bad = ct.zeros((TR, TC), ct.int32)
+    for j in range(part, ntiles, parts):
         if TRANS:
-            x = ct.transpose(ct.load(X, (j, bi), (TC, TR), padding_mode=ZERO))
+            x = ct.load(X, (j, bi), (TC, TR), padding_mode=ZERO)
         else:
             x = ct.load(X, (bi, j), (TR, TC), padding_mode=ZERO)
         finite = ((ct.bitcast(x, ct.int64) >> 52) & 0x7FF) != 0x7FF
-        amax = ct.maximum(amax, ct.max(ct.where(finite, ct.abs(x), 0.0), axis=1))
-        bad = bad + ct.sum((~finite).astype(ct.int32), axis=1)
-    ct.store(AMAX, (bi,), amax)
-    ct.store(BAD, (bi,), bad)
+        amax = ct.maximum(amax, ct.where(finite, ct.abs(x), 0.0))
+        bad = bad + (~finite).astype(ct.int32)
+    if TRANS:
+        ct.store(AMAX, (part, bi), ct.max(amax, axis=0).reshape((1, TR)))
+        ct.store(BAD, (part, bi), ct.sum(bad, axis=0).reshape((1, TR)))
+    else:
+        ct.store(AMAX, (part, bi), ct.max(amax, axis=1).reshape((1, TR)))
+        ct.store(BAD, (part, bi), ct.sum(bad, axis=1).reshape((1, TR)))
+
+
+COUNT_FIELD_BITS = 8
+"""Bits per bucket counter in the count kernel's packed int64 accumulators: each word lane adds
+one to a field per code (4 codes per word), so a column part may hold at most COUNT_MAX_TILES
+tiles."""
+COUNT_FIELD_MASK = 2**COUNT_FIELD_BITS - 1
+COUNT_MAX_TILES = COUNT_FIELD_MASK // 4
+COUNT_MAX_FIELDS = 64 // COUNT_FIELD_BITS
+"""Most limits per row of one count launch (fields of one int64)."""
 
 
 @ct.kernel
 def _count_kernel(G: BigArray, LIM, OUT, TR: ConstInt, TC: ConstInt, L: ConstInt):
-    """``OUT[i, l] = #{j: G[i, j] <= LIM[i, l]}`` for a block of TR rows and L limits per row,
-    one pass over G (its columns a multiple of TC)."""
+    """``OUT[part, i, l] = #{gap codes in part of row i that are <= LIM[i, l]}`` for a block of
+    TR rows, L <= 8 ascending limits per row and column part ``bid(1)`` of ``num_blocks(1)``.
+
+    G is the int8 gap buffer viewed as int32 (four codes per word, G's columns a multiple of
+    TC words, at most COUNT_MAX_TILES tiles per part; the engine adds the parts): word loads
+    instead of byte loads, and the four byte lanes are counted alike (order does not matter).
+    Each code falls in bucket ``b = #{l: g > lim_l}``; an elementwise int64 accumulator adds
+    ``2**(8 b)`` (nothing for b = L), so the loop has no row reductions (the earlier kernel's
+    32 warp reductions per tile) and 2 registers per word lane instead of L counters. The
+    fields are summed along the rows once, at the end, and their prefix sums are the counts."""
     bi = ct.bid(0)
+    part = ct.bid(1)
+    parts = ct.num_blocks(1)
     lims = ct.load(LIM, (bi, 0), (TR, L), padding_mode=ZERO)
     lim = tuple(ct.extract(lims, (0, l), (TR, 1)) for l in ct.static_iter(range(L)))
-    counts = tuple(ct.zeros((TR,), ct.int32) for _ in ct.static_iter(range(L)))
-    for j in range(ct.cdiv(G.shape[1], TC)):
-        g = ct.load(G, (bi, j), (TR, TC), padding_mode=ZERO).astype(ct.int32)
-        counts = tuple(counts[l] + ct.sum((g <= lim[l]).astype(ct.int32), axis=1)
-                       for l in ct.static_iter(range(L)))
+    packed = ct.zeros((TR, TC), ct.int64)
+    for j in range(part, ct.cdiv(G.shape[1], TC), parts):
+        words = ct.load(G, (bi, j), (TR, TC), padding_mode=ZERO)
+        for lane in ct.static_iter(range(4)):
+            g = (words << (24 - 8 * lane)) >> 24          # sign-extended byte ``lane``
+            bucket = ct.zeros((TR, TC), ct.int32)
+            for l in ct.static_iter(range(L)):
+                bucket = bucket + (g > lim[l]).astype(ct.int32)
+            one = ct.full((TR, TC), 1, ct.int64) << (bucket * COUNT_FIELD_BITS).astype(ct.int64)
+            packed = packed + ct.where(bucket < L, one, 0)
+    count = ct.zeros((TR,), ct.int32)
     for l in ct.static_iter(range(L)):
-        ct.store(OUT, (bi, l), counts[l].reshape((TR, 1)))
+        field = ((packed >> (l * COUNT_FIELD_BITS)) & COUNT_FIELD_MASK).astype(ct.int32)
+        count = count + ct.sum(field, axis=1)
+        ct.store(OUT, (part, bi, l), count.reshape((1, TR, 1)))
 
 
 KERNELS = {
@@ -514,17 +600,20 @@ KERNELS = {
 # 4. Launchers (grid + kernel cached per (shape, dtype, device, capability))
 # ----------------------------------------------------------------------------------------
 
-GAP_COLS = 128
-"""Gap-code buffers have a multiple of this many columns (NO_GAP padding), the row-statistics tile width."""
-COUNT_ROWS = 32
-"""Rows per block of the row-statistics kernel."""
+GAP_COLS = 256
+"""Gap-code buffers have a multiple of this many columns (NO_GAP padding): whole count tiles."""
 CRT_WIDE_PIECES = 6
 """From this many CRT pieces (M above 2**180: about 80 bits and up) the CRT kernel runs at half
 ``crt_occupancy``: 16 x 64 at occupancy 4 spills 56 B with 6 pieces and 104 B with 7, at
 occupancy 2 it needs 180 / 200 registers and no stack (CPU AOT, sm_90; 4-5 pieces: 116-128)."""
+ROW_STATS_TILE = (32, 64)
+"""The row-statistics kernel's tile (rows, columns): 167-201 registers, no spills; 32 x 128
+spills 40 B when transposed (CPU AOT, sm_90)."""
 COUNT_TILE = (16, 32)
-"""The count kernel's tile: with 8 limits per row, 16 x 32 needs 123 registers; 32 x 128 spills
-1.6 KB and 32 x 64 344 B (CPU AOT, sm_90). Its width divides GAP_COLS."""
+"""The count kernel's tile in int32 words (4 gap codes each; 4 * width divides GAP_COLS)."""
+STAT_CTAS_PER_SM = 8
+"""The row-statistics and count kernels split the columns into parts until their grid has
+about this many blocks per SM (each block loops over its part; the engine reduces the parts)."""
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -554,6 +643,7 @@ class Launcher:
         self.num_ctas = num_ctas
         self.pair_index = pair_index
         self.last_pair_index: str | None = None
+        self.stat_ctas_per_sm = STAT_CTAS_PER_SM
         self._cache: dict = {}
         hints = {}
         if occupancy is not None:
@@ -593,8 +683,10 @@ class Launcher:
         ct.launch(stream, grid, _split_kernel,
                   (x, exps, out, int(nslices), cfg.split_rows, cfg.split_cols, bool(trans)))
 
-    def launch_pair(self, stream, da, eb, sums, diagonal: bool = False) -> None:
-        """``sums[g] = sum_{p+q=g} da[p] @ eb[q].T`` (int32; ``diagonal``: ``da[g] @ eb[g].T``);
+    def launch_pair(self, stream, da, eb, sums, mods, *, diagonal: bool = False,
+                    accumulate: bool = False) -> None:
+        """``sums[g] (+)= sum_{p+q=g} da[p] @ eb[q].T`` (int32; ``diagonal``: int8 residues of
+        ``(sums[g] +) da[g] @ eb[g].T`` modulo ``mods[g, 0]``, ``mods`` (G, MOD_COLS) int32);
         the caller bounds k.
 
         One launch per k panel of ``config.pair_k_panel``, later panels adding into ``sums``:
@@ -614,8 +706,8 @@ class Launcher:
             grid, index = entry
             self.last_pair_index = index
             ct.launch(stream, grid, self._pair[index],
-                      (a, b, sums, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m, k0 > 0,
-                       bool(diagonal)))
+                      (a, b, sums, mods, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m,
+                       bool(accumulate or k0 > 0), bool(diagonal)))
 
     def launch_combine(self, stream, acc, row_exps, col_exps, c) -> None:
         cfg = self.config
@@ -648,20 +740,30 @@ class Launcher:
             grid = self._cache[key] = (_cdiv(rows, cfg.split_rows), _cdiv(cols, cfg.split_cols), 1)
         ct.launch(stream, grid, _gap_kernel, (x, exps, out, cfg.split_rows, cfg.split_cols, bool(trans)))
 
+    def column_parts(self, rows: int, cols: int, tile: tuple[int, int], max_tiles: int | None = None) -> int:
+        """Column parts for the row-statistics / count kernels: about ``stat_ctas_per_sm``
+        blocks per SM, at most one tile per part, at most ``max_tiles`` tiles per part."""
+        row_blocks, col_tiles = max(1, _cdiv(rows, tile[0])), max(1, _cdiv(cols, tile[1]))
+        parts = _cdiv(self.stat_ctas_per_sm * self.num_sms, row_blocks)
+        if max_tiles is not None:
+            parts = max(parts, _cdiv(col_tiles, max_tiles))
+        return max(1, min(parts, col_tiles))
+
     def launch_row_stats(self, stream, x, trans: bool, amax, bad) -> None:
-        ct.launch(stream, (max(1, _cdiv(amax.shape[0], COUNT_ROWS)), 1, 1), _row_stats_kernel,
-                  (x, amax, bad, COUNT_ROWS, GAP_COLS, bool(trans)))
+        """``amax`` (float64) and ``bad`` (int32): (parts, rows), parts from :meth:`column_parts`."""
+        ct.launch(stream, (max(1, _cdiv(amax.shape[1], ROW_STATS_TILE[0])), amax.shape[0], 1),
+                  _row_stats_kernel, (x, amax, bad, *ROW_STATS_TILE, bool(trans)))
 
     def launch_count(self, stream, gaps, limits, out) -> None:
-        """``gaps`` columns must be a multiple of ``GAP_COLS``; ``limits`` and ``out`` (rows, L),
-        L a power of two."""
-        rows, cols = COUNT_TILE
-        ct.launch(stream, (max(1, _cdiv(gaps.shape[0], rows)), 1, 1), _count_kernel,
-                  (gaps, limits, out, rows, cols, limits.shape[1]))
+        """``gaps``: the int8 gap codes viewed as int32 (columns a multiple of ``GAP_COLS // 4``);
+        ``limits`` (rows, L), L a power of two <= 8; ``out`` (parts, rows, L), parts from
+        :meth:`column_parts` (in words) with COUNT_MAX_TILES."""
+        ct.launch(stream, (max(1, _cdiv(gaps.shape[0], COUNT_TILE[0])), out.shape[0], 1), _count_kernel,
+                  (gaps, limits, out, *COUNT_TILE, limits.shape[1]))
 
     def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int) -> None:
         """``tables``: device arrays (table (N, TABLE_COLS), m_pieces (1, MP_COLS), inv_m (1, 1));
-        ``pieces``: :attr:`CrtTables.pieces`."""
+        ``pieces``: :attr:`CrtTables.pieces`; an int8 ``acc`` holds balanced residues."""
         cfg = self.config
         key = self._key("crt", acc, c)
         grid = self._cache.get(key)
@@ -669,7 +771,7 @@ class Launcher:
             grid = self._cache[key] = (_cdiv(c.shape[0], cfg.crt_rows), _cdiv(c.shape[1], cfg.crt_cols), 1)
         ct.launch(stream, grid, self._crt[pieces >= CRT_WIDE_PIECES],
                   (acc, row_exps, col_exps, *tables, c, int(shift), cfg.crt_rows, cfg.crt_cols,
-                   int(pieces)))
+                   int(pieces), str(acc.dtype) == "int8"))
 
 
 def widest_group(slices: int, ngroups: int) -> int:
@@ -685,8 +787,9 @@ def k_chunk(slices: int, ngroups: int, k_limit: int | None = None, align: int = 
     ``diagonal``: one product of residues of at most 128); ``k_limit`` (tests only) caps
     k-chunk x pairs further, to force chunking.
     """
+    # diagonal: the pair kernel adds the products to residues already there (|r| <= 128)
     bound = _crt.RESIDUE_MAX**2 if diagonal else group_product_bound(slices, ngroups)
-    kc = (2**31 - 1) // bound
+    kc = (2**31 - 1 - (_crt.RESIDUE_MAX if diagonal else 0)) // bound
     if k_limit is not None:
         kc = min(kc, k_limit // (1 if diagonal else widest_group(slices, ngroups)))
     return max(align, kc // align * align)

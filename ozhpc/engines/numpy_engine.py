@@ -73,8 +73,8 @@ class NumpyEngine(Engine):
                     out[l, r0:r0 + step] = _balanced(_balanced(high, row) * row[4] + _balanced(low, row), row)
         return out
 
-    def accumulate(self, acc, da, eb, *, diagonal: bool = False) -> None:
-        if diagonal:  # |residue| <= 128: BLAS partial sums stay exact integers for k < 2**39
+    def accumulate(self, acc, da, eb, *, crt=None) -> None:
+        if crt is not None:  # |residue| <= 128: BLAS partial sums stay exact integers for k < 2**39
             for k0 in range(0, da.shape[2], PACK_K):
                 for g in range(acc.shape[0]):
                     acc[g] += (da[g, :, k0:k0 + PACK_K].astype(np.float64)

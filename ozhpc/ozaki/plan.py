@@ -167,10 +167,10 @@ class ModularPlan:
         return eng.residues(x, exps, self.tables)
 
     def zeros(self, eng, m: int, n: int, k: int):
-        return eng.zeros_accumulator(self.moduli, m, n, k=k, diagonal=True)
+        return eng.zeros_accumulator(self.moduli, m, n, k=k, crt=self.tables)
 
     def accumulate(self, eng, acc, da, eb) -> None:
-        eng.accumulate(acc, da, eb, diagonal=True)
+        eng.accumulate(acc, da, eb, crt=self.tables)
 
     def combine(self, eng, acc, row_exps, col_exps):
         return eng.combine(acc, row_exps, col_exps, crt=self.tables)

@@ -1,0 +1,76 @@
+"""Registers, spills and key instructions of every launched cuTile kernel, compiled ahead of
+time on the CPU (no GPU needed): a quick check before spending device time on a kernel change.
+
+Needs ``cuda-tile[tileiras]`` and the CUDA binary utilities (cuobjdump, nvdisasm) on PATH::
+
+    pip install "cuda-tile[tileiras]==1.7.0" "nvidia-cuda-cuobjdump==13.4.*" "nvidia-cuda-nvdisasm==13.4.*"
+    export PATH=$(python3 -c "import nvidia, os; print(os.path.join(nvidia.__path__[0], 'cu13', 'bin'))"):$PATH
+    python3 bench/kernel_resources.py [--arch sm_90] [--kernels count row_stats] [--sass DIR]
+
+Signatures are those of ``tests/test_cutile_typecheck.py`` (what the engine launches).
+Columns: registers per thread, stack bytes (spills), and counts of TMA loads/stores
+(UTMALDG/UTMASTG), warpgroup integer MMAs (IGMMA / HGMMA on sm_90) and shuffles (SHFL).
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+
+PATTERNS = {"TMA ld": r"UTMALDG", "TMA st": r"UTMASTG", "GMMA": r"[IH]GMMA", "SHFL": r"SHFL",
+            "LDG": r"\bLDG", "STG": r"\bSTG"}
+
+
+def resources(cubin: pathlib.Path) -> tuple[int, int]:
+    out = subprocess.run(["cuobjdump", "-res-usage", str(cubin)], capture_output=True, text=True,
+                         check=True).stdout
+    reg = re.search(r"REG:(\d+)", out)
+    stack = re.search(r"STACK:(\d+)", out)
+    return int(reg.group(1)) if reg else -1, int(stack.group(1)) if stack else -1
+
+
+def sass_counts(cubin: pathlib.Path) -> tuple[dict, str]:
+    sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True,
+                          check=True).stdout
+    return {k: len(re.findall(p, sass)) for k, p in PATTERNS.items()}, sass
+
+
+def main(argv=None) -> int:
+    from cuda.tile import compilation
+    from ozhpc.engines import cutile_kernels as ck
+    from test_cutile_typecheck import _signatures
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--arch", default="sm_90", help="GPU code (sm_90, sm_100)")
+    p.add_argument("--kernels", nargs="*", default=sorted(ck.KERNELS), help="kernel names (cutile_kernels.KERNELS)")
+    p.add_argument("--sass", type=pathlib.Path, help="also write each signature's SASS into this folder")
+    args = p.parse_args(argv)
+    capability = (int(args.arch[3:-1]), int(args.arch[-1]))
+    sigs = _signatures(ck.config_for(capability))
+    print(f"| kernel | signature | registers | stack B | " + " | ".join(PATTERNS) + " |")
+    print("|---|---|---|---|" + "---|" * len(PATTERNS))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.kernels:
+            for i, sig in enumerate(sigs[name]):
+                cubin = pathlib.Path(tmp) / f"{name}_{i}.cubin"
+                with open(cubin, "wb") as f:
+                    compilation.export_kernel(ck.KERNELS[name], [sig], f, gpu_code=args.arch,
+                                              output_format="cubin")
+                reg, stack = resources(cubin)
+                counts, sass = sass_counts(cubin)
+                if args.sass:
+                    args.sass.mkdir(parents=True, exist_ok=True)
+                    (args.sass / f"{name}_{i}.sass").write_text(sass)
+                print(f"| {name} | {i} | {reg} | {stack} | " + " | ".join(str(v) for v in counts.values()) + " |",
+                      flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
