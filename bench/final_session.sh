@@ -9,7 +9,6 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUDA_TILE_CACHE_DIR=/tmp/ctc CUDA_TILE_TEMP_DIR=/tmp/ctt
 mkdir -p /tmp/ctc /tmp/ctt
 T0=$(date +%s); left() { echo $(( ${BUDGET_S:-400} - $(date +%s) + T0 )); }
-nvidia-smi -L; git log -1 --format="commit %H" 2>/dev/null
 timeout 200 python3 -m pytest -q -p no:cacheprovider -n 4 -m gpu tests/ -rs > "$OUT/gpu_tests.txt" 2>&1
 tail -3 "$OUT/gpu_tests.txt"; echo "suite done at $(( $(date +%s) - T0 )) s"
 timeout 200 python3 bench/gpu_gemm.py --sizes 4096 8192 16384 --slices auto --bits 53 auto --reps 3 \

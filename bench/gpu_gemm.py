@@ -397,7 +397,8 @@ def markdown(result) -> str:
               "split GB/s = (8 + s) n^2 bytes / (split of A, CUDA events)."]
     extra = [(row["n"], o) for row in result["rows"] for o in row["ozaki"] if "pair_kernel_seconds" in o]
     if extra:
-        lines += ["", "Kernels alone (CUDA events): int32 pair kernel, combine kernel:", "",
+        lines += ["", "Kernels alone (CUDA events): pair kernel (scheme I: int32 group sums; scheme II: int8 "
+                  "residues), combine kernel (scheme II: CRT):", "",
                   "| n | scheme | slices | pair kernel s | pair kernel TOP/s | combine kernel s |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| {n} | {o.get('scheme', 'ozaki1')} | {o['used_slices']} | {o['pair_kernel_seconds']:.4f} | "
