@@ -120,9 +120,11 @@ def tune(cp, n, reps, configs, diagonal=False):
     for cfg in configs:
         base = CutileEngine()
         panel = "diagonal_k_panel" if diagonal else "pair_k_panel"
+        per_launch = "diagonal_launch_groups" if diagonal else "pair_launch_groups"
         tc = replace(base.config, pair_m=cfg["m"], pair_n=cfg["n"], pair_k=cfg["k"],
                      group_m=cfg.get("group", base.config.group_m),
-                     **{panel: cfg.get("panel", getattr(base.config, panel))})
+                     **{panel: cfg.get("panel", getattr(base.config, panel)),
+                        per_launch: cfg.get("per_launch", getattr(base.config, per_launch))})
         eng = CutileEngine(config=tc, occupancy=cfg.get("occ"), num_ctas=cfg.get("ctas"),
                            pair_index=cfg.get("index", "auto"))
         bt = b.T
@@ -494,12 +496,10 @@ def main(argv=None) -> int:
         from ozhpc.engines.cutile_engine import CutileEngine
         rows = tune(cp, args.tune_size, args.reps, [
             dict(m=256, n=128, k=64),                       # sm_90 table default (2-CTA cluster)
-            dict(m=256, n=128, k=64, index="int64"),        # cp.async (no TMA)
-            dict(m=256, n=128, k=64, panel=0),              # whole k per launch
-            dict(m=256, n=128, k=64, panel=2048),
-            dict(m=128, n=128, k=128, occ=2, ctas=1),       # one CTA, two per SM
-            dict(m=128, n=128, k=128, occ=2, ctas=1, panel=0),
-            dict(m=128, n=128, k=128, occ=2, ctas=1, group=16),
+            dict(m=256, n=128, k=64, per_launch=0),         # all groups in one launch
+            dict(m=256, n=128, k=64, per_launch=1),         # one group per launch
+            dict(m=256, n=128, k=64, per_launch=1, panel=8192),
+            dict(m=256, n=128, k=64, per_launch=1, panel=0),
         ])
         best = max((r for r in rows if "tops" in r), key=lambda r: r["tops"])
         eng = CutileEngine(**best["_engine_args"])       # the rest of the run uses the winner
@@ -525,7 +525,7 @@ def main(argv=None) -> int:
         print("tuned (diagonal):", eng.describe(), flush=True)
     if args.tune_ozaki2:
         from ozhpc.engines.cutile_engine import CutileEngine
-        rows, cfg = tune_ozaki2(cp, args.tune_size, args.reps, [0, 8192],
+        rows, cfg = tune_ozaki2(cp, args.tune_size, args.reps, [8192, 0, 4096],
                                 [(16, 64, 4), (32, 64, 2), (8, 64, 4), (16, 128, 2)])
         eng = CutileEngine(config=cfg, occupancy=eng.launcher.occupancy, num_ctas=eng.launcher.num_ctas,
                            pair_index=eng.launcher.pair_index)

@@ -242,8 +242,12 @@ def test_pair_index_widths_match_numpy(gpu, pair_index):
     m, n, k = 300, 270, 700
     A, B = phi_matrix(rng, m, k, 1.0), phi_matrix(rng, k, n, 1.0)
     want = ozhpc.gemm(A, B, slices=8, groups="all", engine="numpy")
-    panels = replace(ck.config_for(gpu[0].capability), pair_k_panel=128)   # 6 launches per k
-    for kwargs in ({}, {"k_limit": 300}, {"config": panels}):
+    base = ck.config_for(gpu[0].capability)
+    panels = replace(base, pair_k_panel=128)   # 6 launches per k
+    # group ranges per launch (15 groups as 4 + 4 + 4 + 3: g0 > 0, a short last range) and one per launch
+    ranges = [replace(base, pair_launch_groups=groups, pair_k_panel=128) for groups in (4, 1)]
+    for kwargs in ({}, {"k_limit": 300}, {"config": panels}, {"config": ranges[0]},
+                   {"config": ranges[1], "k_limit": 300}):
         engine = CutileEngine(pair_index=pair_index, **kwargs)
         assert_same_bits(ozhpc.gemm(A, B, slices=8, groups="all", engine=engine), want)
         assert engine.launcher.last_pair_index == pair_index

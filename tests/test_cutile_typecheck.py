@@ -55,9 +55,9 @@ def _signatures(cfg: ck.TileConfig):
     flags = [(accumulate, diagonal) for accumulate in (False, True) for diagonal in (False, True)]
     # scheme II's diagonal products store int8 residues (modulus table MODS), scheme I int32 sums
     pair = [_sig([_array(ct.int8, 3), _array(ct.int8, 3), _array(ct.int8 if f[1] else ct.int32, 3),
-                  _array(ct.int32, 2), *pair_args, *f]) for f in flags]
+                  _array(ct.int32, 2), _int(), *pair_args, *f]) for f in flags]
     pair_int64 = [_sig([_array(ct.int8, 3, big), _array(ct.int8, 3, big),
-                        _array(ct.int8 if f[1] else ct.int32, 3, big), _array(ct.int32, 2),
+                        _array(ct.int8 if f[1] else ct.int32, 3, big), _array(ct.int32, 2), _int(),
                         *pair_args, *f]) for f in flags]
     combine = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                      _array(ct.float64, 2), cfg.combine_rows, cfg.combine_cols])

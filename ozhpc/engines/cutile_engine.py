@@ -254,15 +254,20 @@ class CutileEngine(Engine):
         its balanced residue modulo modulus l. The products are independent, so they are
         launched in ranges whose views keep int32 offsets (no operand copies, no M/N blocks)."""
         a, b = pa[:, :, k0:_roundup(k1)], pb[:, :, k0:_roundup(k1)]
-        diagonal = mods is not None
-        step = self._group_step(a, b, sums) if diagonal else sums.shape[0]
-        if diagonal and self.config.diagonal_launch_groups:
+        if mods is None:   # scheme I: every launch reads all slices, group ranges from g0
+            step = self.config.pair_launch_groups or sums.shape[0]
+            a, b = self._int32_operand(a), self._int32_operand(b)
+            for g0 in range(0, sums.shape[0], step):
+                self.launcher.launch_pair(self._stream(), a, b, sums[g0:g0 + step], self._no_mods,
+                                          accumulate=accumulate, first_group=g0)
+            return
+        step = self._group_step(a, b, sums)
+        if self.config.diagonal_launch_groups:
             step = min(step, self.config.diagonal_launch_groups)
         for g0 in range(0, sums.shape[0], step):
             g = slice(g0, g0 + step)
             self.launcher.launch_pair(self._stream(), self._int32_operand(a[g]), self._int32_operand(b[g]),
-                                      sums[g], mods[g] if diagonal else self._no_mods,
-                                      diagonal=diagonal, accumulate=accumulate)
+                                      sums[g], mods[g], diagonal=True, accumulate=accumulate)
 
     def _group_step(self, *arrays) -> int:
         """Most leading-axis entries (groups) per launch whose views of ``arrays`` all have

@@ -84,6 +84,9 @@ class TileConfig:
     int8 residues. H200, n = 16384, 17 moduli (``bench/gpu_gemm.py --tune-ozaki2``, 2026-12-01):
     one product per launch 1126 TOP/s with 8192, 1013 with the whole k; all products per launch
     1012 / 960 (4096: 884-895)."""
+    pair_launch_groups: int = 0
+    """Scheme I groups per pair-kernel launch; 0: all of them (every CTA loops over the groups).
+    H200, n = 16384, 7 slices: 1025-1034 TOP/s either way (one group per launch 1026)."""
     diagonal_launch_groups: int = 0
     """Products (moduli) per launch of scheme II's diagonal products; 0: as many as keep int32
     offsets (every CTA loops over the launch's products). One per launch measured 11% faster on
@@ -108,7 +111,9 @@ CONFIGS: dict[tuple[int, int], TileConfig] = {
     # GROUP_M 8, k panels of 4096: 1000-1350 TOP/s on the H200 with the int32 (TMA) kernel.
     # 128x128x128 at occupancy 2 ties at n = 8192 and is ~9% slower at 16384; whole-k
     # launches 8-16% slower, GROUP_M 16 slower (docs/gpu.md; bench/gpu_gemm.py --tune).
-    (9, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=128, pair_k=64,
+    # Split (and gap-code) tile 16 x 128: 2.42 TB/s on C-ordered rows (32 x 128: 1.35), 3.14 on
+    # transposed rows (2.90) at n = 16384, 8 slices (bench/gpu_gemm.py --tune, 2026-12-01).
+    (9, 0): TileConfig(split_rows=16, split_cols=128, pair_m=256, pair_n=128, pair_k=64,
                        group_m=8, combine_rows=32, combine_cols=64, diagonal_k_panel=8192,
                        diagonal_launch_groups=1),
     # B200: TileGym's Blackwell GEMM tiles (256x256, 2-CTA clusters) scaled to int8 k.
@@ -315,10 +320,11 @@ def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
         rest = rest - digit * _pow2(-a) * _pow2(-b)
 
 
-def _pair_body(DA, EB, S, MODS, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
+def _pair_body(DA, EB, S, MODS, g0, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
                ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
-    """``S[g] = sum_{p+q=g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0]
-    (``S[g] +=`` with ACCUMULATE: the launcher's k panels).
+    """``S[g] = sum_{p+q=g0+g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0]
+    (``S[g] +=`` with ACCUMULATE: the launcher's k panels; ``g0``: the first group of a launch
+    that covers only some groups).
 
     DIAGONAL (scheme II): ``S[g]`` is int8, the balanced residue of ``(S[g] +) DA[g] @ EB[g]^T``
     modulo ``MODS[g, 0]`` (:func:`_int8_residue`; the CRT needs nothing more): a quarter of
@@ -341,7 +347,7 @@ def _pair_body(DA, EB, S, MODS, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_
             acc = ct.load(S, (g, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN)).astype(ct.int32)
         else:
             acc = ct.zeros((TM, TN), ct.int32)
-        acc = _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM, TN, TK, DIAGONAL)
+        acc = _group_sum(acc, DA, EB, g0 + g, s, bm, bn, ktiles, TM, TN, TK, DIAGONAL)
         if DIAGONAL:
             res = _int8_residue(acc, ct.load(MODS, (g, 0), (1, MOD_COLS)))
             ct.store(S, (g, bm, bn), res.reshape((1, TM, TN)))
@@ -356,18 +362,18 @@ def _pair_body(DA, EB, S, MODS, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_
 # The engine copies operand blocks so that the int32 kernel applies at any size.
 
 @ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
-def _pair_kernel(DA, EB, S, MODS, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
+def _pair_kernel(DA, EB, S, MODS, g0: int, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
                  ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """Pair kernel, int32 indices: only for arrays that pass :func:`fits_int32`."""
-    _pair_body(DA, EB, S, MODS, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
+    _pair_body(DA, EB, S, MODS, g0, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
 
 
 @ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
-def _pair_kernel_int64(DA: BigArray, EB: BigArray, S: BigArray, MODS,
+def _pair_kernel_int64(DA: BigArray, EB: BigArray, S: BigArray, MODS, g0: int,
                        TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
                        ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """Pair kernel, dynamic int64 indices: any size, one compile, no TMA on sm_90."""
-    _pair_body(DA, EB, S, MODS, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
+    _pair_body(DA, EB, S, MODS, g0, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
 
 
 PAIR_KERNELS = {"int32": _pair_kernel, "int64": _pair_kernel_int64}
@@ -684,10 +690,10 @@ class Launcher:
                   (x, exps, out, int(nslices), cfg.split_rows, cfg.split_cols, bool(trans)))
 
     def launch_pair(self, stream, da, eb, sums, mods, *, diagonal: bool = False,
-                    accumulate: bool = False) -> None:
-        """``sums[g] (+)= sum_{p+q=g} da[p] @ eb[q].T`` (int32; ``diagonal``: int8 residues of
-        ``(sums[g] +) da[g] @ eb[g].T`` modulo ``mods[g, 0]``, ``mods`` (G, MOD_COLS) int32);
-        the caller bounds k.
+                    accumulate: bool = False, first_group: int = 0) -> None:
+        """``sums[g] (+)= sum_{p+q=first_group+g} da[p] @ eb[q].T`` (int32; ``diagonal``: int8
+        residues of ``(sums[g] +) da[g] @ eb[g].T`` modulo ``mods[g, 0]``, ``mods`` (G, MOD_COLS)
+        int32, ``first_group`` 0); the caller bounds k.
 
         One launch per k panel of ``config.pair_k_panel``, later panels adding into ``sums``:
         within a panel the GROUP_M row tiles of A and the B tiles they share stay in L2
@@ -706,7 +712,7 @@ class Launcher:
             grid, index = entry
             self.last_pair_index = index
             ct.launch(stream, grid, self._pair[index],
-                      (a, b, sums, mods, cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m,
+                      (a, b, sums, mods, int(first_group), cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m,
                        bool(accumulate or k0 > 0), bool(diagonal)))
 
     def launch_combine(self, stream, acc, row_exps, col_exps, c) -> None:
