@@ -155,23 +155,29 @@ def tune(cp, n, reps, configs, diagonal=False):
     return rows
 
 
-def tune_split(cp, n, reps, tiles, slices=8):
+def tune_split(cp, n, reps, tiles, slices=8, residues=False):
     """Split-kernel GB/s per (rows, cols) tile at one size, C-ordered rows and transposed rows
-    ((8 + slices) bytes per element: one FP64 read, the int8 slices written). Report only."""
+    ((8 + slices) bytes per element: one FP64 read, the int8 slices written). ``residues``:
+    scheme II's residue kernel instead (56 bits, 17 moduli: 8 + 17 bytes). Report only."""
     from dataclasses import replace
     from ozhpc.engines.cutile_engine import CutileEngine
+    from ozhpc.ozaki.plan import ModularPlan
     from ozhpc.ozaki.scales import exponents, row_abs_max
     a, _ = make_inputs(cp, n, 0.5, 7)
     e, et = exponents(cp, row_abs_max(cp, a)), exponents(cp, row_abs_max(cp, a.T))
+    plan = ModularPlan.for_k(56, n)
+    depth = plan.moduli if residues else slices
     rows = []
     for r, c in tiles:
         base = CutileEngine()
-        eng = CutileEngine(config=replace(base.config, split_rows=r, split_cols=c))
-        row = {"rows": r, "cols": c}
+        fields = dict(residue_rows=r, residue_cols=c) if residues else dict(split_rows=r, split_cols=c)
+        eng = CutileEngine(config=replace(base.config, **fields))
+        row = {"rows": r, "cols": c, "kernel": "residues" if residues else "split"}
         for label, x, ex in (("c_order", a, e), ("transposed", a.T, et)):
             try:
-                t = time_events(cp, lambda: eng.split(x, ex, slices), reps)
-                row[label + "_gbps"] = (8 + slices) * n * n / t / 1e9
+                run = (lambda: plan.split(eng, x, ex)) if residues else (lambda: eng.split(x, ex, slices))
+                t = time_events(cp, run, reps)
+                row[label + "_gbps"] = (8 + depth) * n * n / t / 1e9
             except Exception as exc:
                 row[label + "_error"] = f"{type(exc).__name__}: {exc}"[:200]
         rows.append(row)
@@ -447,12 +453,13 @@ def markdown(result) -> str:
                 lines.append(f"| {t['row_tile']} | {t['count_tile']} | {t['ctas_per_sm']} | {t['same']} | "
                              f"{t['row_stats_s']:.4f} | {t['row_stats_t_s']:.4f} | {t['count_pass_s']:.4f} |")
     if result.get("tune_split"):
-        lines += ["", f"Split-kernel tile sweep (8 slices, n = {result.get('tune_size')}, GB/s = 16 n^2 bytes / "
-                  "time; the table above uses the config's tile):", "",
-                  "| tile | C-ordered rows GB/s | transposed rows GB/s |", "|---|---|---|"]
+        lines += ["", f"Split / residue kernel tile sweep (n = {result.get('tune_size')}; split: 8 slices, GB/s = "
+                  "16 n^2 bytes / time; residues: 56 bits, 17 moduli, 25 n^2 bytes; the table above uses "
+                  "the config's tiles):", "",
+                  "| kernel | tile | C-ordered rows GB/s | transposed rows GB/s |", "|---|---|---|---|"]
         for t in result["tune_split"]:
-            lines.append(f"| {t['rows']} x {t['cols']} | {t.get('c_order_gbps', float('nan')):.0f} | "
-                         f"{t.get('transposed_gbps', float('nan')):.0f} |")
+            lines.append(f"| {t.get('kernel', 'split')} | {t['rows']} x {t['cols']} | "
+                         f"{t.get('c_order_gbps', float('nan')):.0f} | {t.get('transposed_gbps', float('nan')):.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -475,6 +482,8 @@ def main(argv=None) -> int:
                         "and use the best")
     p.add_argument("--tune-ozaki2", action="store_true",
                    help="sweep scheme II's diagonal k panel and CRT tile at --tune-size first and use the best")
+    p.add_argument("--tune-split", action="store_true",
+                   help="sweep the split and residue kernel tiles at --tune-size (report only)")
     p.add_argument("--tune-stats", action="store_true",
                    help="sweep the \"auto\" statistic's kernel tiles and grid at --tune-size first and use the best")
     p.add_argument("--out", help="write OUT.json and OUT.md")
@@ -532,6 +541,11 @@ def main(argv=None) -> int:
         result["tune_ozaki2"] = rows
         result["tune_size"] = args.tune_size
         print("tuned (scheme II):", cfg, flush=True)
+    if args.tune_split:
+        result["tune_split"] = (
+            tune_split(cp, args.tune_size, args.reps, [(16, 128), (8, 128), (16, 64), (8, 256), (32, 64)])
+            + tune_split(cp, args.tune_size, args.reps, [(16, 128), (8, 128), (16, 64), (8, 256)], residues=True))
+        result["tune_size"] = args.tune_size
     if args.tune_stats:
         result["tune_stats"] = tune_stats(cp, eng, args.tune_size, args.reps,
                                           [(32, 64)], [(16, 32), (8, 64), (32, 32)], [8, 32])
