@@ -122,6 +122,7 @@ def tune(cp, n, reps, configs, diagonal=False):
         panel = "diagonal_k_panel" if diagonal else "pair_k_panel"
         per_launch = "diagonal_launch_groups" if diagonal else "pair_launch_groups"
         tc = replace(base.config, pair_m=cfg["m"], pair_n=cfg["n"], pair_k=cfg["k"],
+                     diagonal_pair_k=cfg["k"] if diagonal else base.config.diagonal_pair_k,
                      group_m=cfg.get("group", base.config.group_m),
                      **{panel: cfg.get("panel", getattr(base.config, panel)),
                         per_launch: cfg.get("per_launch", getattr(base.config, per_launch))})
@@ -520,11 +521,12 @@ def main(argv=None) -> int:
     if args.tune_diagonal:
         from ozhpc.engines.cutile_engine import CutileEngine
         rows = tune(cp, args.tune_size, args.reps, [
-            dict(m=256, n=128, k=64),                       # the table default
-            dict(m=256, n=128, k=64, group=16),
-            dict(m=256, n=128, k=64, group=4),
+            dict(m=256, n=128, k=128),                      # the table default (k panel 8192, one per launch)
+            dict(m=256, n=128, k=64),
+            dict(m=256, n=128, k=128, group=4),
+            dict(m=256, n=128, k=128, group=16),
             dict(m=128, n=256, k=64),
-            dict(m=256, n=128, k=128),
+            dict(m=256, n=128, k=64, panel=12288),
             dict(m=128, n=128, k=128, occ=2, ctas=1),
         ], diagonal=True)
         best = max((r for r in rows if "tops" in r), key=lambda r: r["tops"])

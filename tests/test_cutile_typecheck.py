@@ -51,14 +51,15 @@ def _signatures(cfg: ck.TileConfig):
               cfg.split_rows, cfg.split_cols, trans])
         for trans in (False, True)
     ]
-    pair_args = [cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m]
+    pair_args = {diagonal: [cfg.pair_m, cfg.pair_n, cfg.diagonal_k if diagonal else cfg.pair_k, cfg.group_m]
+                 for diagonal in (False, True)}
     flags = [(accumulate, diagonal) for accumulate in (False, True) for diagonal in (False, True)]
     # scheme II's diagonal products store int8 residues (modulus table MODS), scheme I int32 sums
     pair = [_sig([_array(ct.int8, 3), _array(ct.int8, 3), _array(ct.int8 if f[1] else ct.int32, 3),
-                  _array(ct.int32, 2), _int(), *pair_args, *f]) for f in flags]
+                  _array(ct.int32, 2), _int(), *pair_args[f[1]], *f]) for f in flags]
     pair_int64 = [_sig([_array(ct.int8, 3, big), _array(ct.int8, 3, big),
                         _array(ct.int8 if f[1] else ct.int32, 3, big), _array(ct.int32, 2), _int(),
-                        *pair_args, *f]) for f in flags]
+                        *pair_args[f[1]], *f]) for f in flags]
     combine = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                      _array(ct.float64, 2), cfg.combine_rows, cfg.combine_cols])
                for acc_dtype in (ct.float64, ct.int32)]
@@ -106,9 +107,9 @@ def test_tiles_are_powers_of_two_and_k_bound_holds():
             assert v > 0 and v & (v - 1) == 0
         assert ck.GAP_COLS % (4 * ck.COUNT_TILE[1]) == 0     # int32 words of 4 gap codes
         # k panels start on k-tile boundaries (16-byte aligned slices for TMA)
-        assert cfg.pair_k_panel % cfg.pair_k == 0 and cfg.diagonal_k_panel % cfg.pair_k == 0
+        assert cfg.pair_k_panel % cfg.pair_k == 0 and cfg.diagonal_k_panel % cfg.diagonal_k == 0
         # one pair over one k-tile always fits an int32 accumulator
-        assert cfg.pair_k * ck.DIGIT_MAX**2 < 2**31
+        assert cfg.pair_k * ck.DIGIT_MAX**2 < 2**31 and cfg.diagonal_k & (cfg.diagonal_k - 1) == 0
     assert ck.K_PAIR_LIMIT * ck.DIGIT_MAX**2 < 2**31 <= (ck.K_PAIR_LIMIT + 1) * ck.DIGIT_MAX**2
 
 

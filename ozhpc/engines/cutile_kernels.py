@@ -87,6 +87,12 @@ class TileConfig:
     pair_launch_groups: int = 0
     """Scheme I groups per pair-kernel launch; 0: all of them (every CTA loops over the groups).
     H200, n = 16384, 7 slices: 1025-1034 TOP/s either way (one group per launch 1026)."""
+    diagonal_pair_k: int = 0
+    """k tile of scheme II's products (0: ``pair_k``). H200, n = 16384, 17 moduli, one product per
+    launch, k panels of 8192 (``bench/gpu_gemm.py --tune-diagonal``, 2026-12-01): 256 x 128 x 128
+    1221 TOP/s against 1135 with k tiles of 64; 128 x 128 x 128 at occupancy 2 without clusters
+    1205; GROUP_M 4 / 16 1100 / 1069; 128 x 256 x 64 1082."""
+
     diagonal_launch_groups: int = 0
     """Products (moduli) per launch of scheme II's diagonal products; 0: as many as keep int32
     offsets (every CTA loops over the launch's products). One per launch measured 11% faster on
@@ -105,6 +111,11 @@ class TileConfig:
     """Residue tile: 32 x 128 (the split's) spills on sm_90 (CPU AOT: 255 registers, 8 B stack),
     16 x 128 needs 149 (C-ordered rows) / 251 (transposed rows) registers and no stack."""
 
+    @property
+    def diagonal_k(self) -> int:
+        """The k tile of scheme II's products."""
+        return self.diagonal_pair_k or self.pair_k
+
 
 CONFIGS: dict[tuple[int, int], TileConfig] = {
     # H100/H200: 256x128x64 int8 tiles on a 2-CTA cluster (multicast TMA), occupancy 1,
@@ -115,7 +126,7 @@ CONFIGS: dict[tuple[int, int], TileConfig] = {
     # transposed rows (2.90) at n = 16384, 8 slices (bench/gpu_gemm.py --tune, 2026-12-01).
     (9, 0): TileConfig(split_rows=16, split_cols=128, pair_m=256, pair_n=128, pair_k=64,
                        group_m=8, combine_rows=32, combine_cols=64, diagonal_k_panel=8192,
-                       diagonal_launch_groups=1),
+                       diagonal_pair_k=128, diagonal_launch_groups=1),
     # B200: TileGym's Blackwell GEMM tiles (256x256, 2-CTA clusters) scaled to int8 k.
     (10, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=256, pair_k=128,
                         group_m=8, combine_rows=32, combine_cols=64),
@@ -712,7 +723,8 @@ class Launcher:
             grid, index = entry
             self.last_pair_index = index
             ct.launch(stream, grid, self._pair[index],
-                      (a, b, sums, mods, int(first_group), cfg.pair_m, cfg.pair_n, cfg.pair_k, cfg.group_m,
+                      (a, b, sums, mods, int(first_group), cfg.pair_m, cfg.pair_n,
+                       cfg.diagonal_k if diagonal else cfg.pair_k, cfg.group_m,
                        bool(accumulate or k0 > 0), bool(diagonal)))
 
     def launch_combine(self, stream, acc, row_exps, col_exps, c) -> None:
