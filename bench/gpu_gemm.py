@@ -506,10 +506,10 @@ def main(argv=None) -> int:
         from ozhpc.engines.cutile_engine import CutileEngine
         rows = tune(cp, args.tune_size, args.reps, [
             dict(m=256, n=128, k=64),                       # sm_90 table default (2-CTA cluster)
-            dict(m=256, n=128, k=64, per_launch=0),         # all groups in one launch
+            dict(m=256, n=128, k=128),                      # scheme II's winner (CPU AOT: no spills)
+            dict(m=256, n=128, k=128, panel=8192),
+            dict(m=128, n=128, k=128, occ=2, ctas=1),
             dict(m=256, n=128, k=64, per_launch=1),         # one group per launch
-            dict(m=256, n=128, k=64, per_launch=1, panel=8192),
-            dict(m=256, n=128, k=64, per_launch=1, panel=0),
         ])
         best = max((r for r in rows if "tops" in r), key=lambda r: r["tops"])
         eng = CutileEngine(**best["_engine_args"])       # the rest of the run uses the winner

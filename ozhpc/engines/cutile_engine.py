@@ -252,7 +252,8 @@ class CutileEngine(Engine):
 
         ``mods`` (scheme II, the int32 modulus table): ``sums`` is int8, product l reduced to
         its balanced residue modulo modulus l. The products are independent, so they are
-        launched in ranges whose views keep int32 offsets (no operand copies, no M/N blocks)."""
+        launched in ranges of at most ``diagonal_launch_groups`` whose views keep int32 offsets
+        (no operand copies, no M/N blocks). Scheme I: ``pair_launch_groups`` groups per launch."""
         a, b = pa[:, :, k0:_roundup(k1)], pb[:, :, k0:_roundup(k1)]
         if mods is None:   # scheme I: every launch reads all slices, group ranges from g0
             step = self.config.pair_launch_groups or sums.shape[0]
