@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call on nvidia-h200 for scheme II (issue 4): the bitwise tests of the CRT, residue and
-# "auto"-statistic kernels first, then the CRT tile/occupancy sweep and the gemm table with the
-# winner, then the whole GPU suite, then n = 32768 with what is left of BUDGET_S.
+# "auto"-statistic kernels first, then the launch-shape / CRT-tile and "auto"-statistic sweeps and the
+# gemm table with the winners, then the whole GPU suite, then n = 32768 with what is left of BUDGET_S.
 # Usage (device tool, carry [".tile"]):
 #   source .tile/tile-env.sh && export PYTHONPATH=$PWD:$PYTHONPATH && BUDGET_S=500 bash bench/crt_session.sh
 set -o pipefail
