@@ -31,7 +31,8 @@ Numerics (identical to :class:`ozhpc.engines.numpy_engine.NumpyEngine`, bit for 
 * scheme II (:mod:`ozhpc.engines.crt`): residues are unique balanced integers (two
   reductions, then the canonical range), so how cuTile rounds the quotient estimates or
   contracts ``y - q*p`` cannot change them; the pair kernel runs the diagonal pairs
-  (``DIAGONAL``: group l = residues of modulus l); the CRT kernel repeats the NumPy
+  (``DIAGONAL``: group l = residues of modulus l) and stores each product as its int8 balanced
+  residue (the CRT's step 1, unique, so the same as NumPy's); the CRT kernel repeats the NumPy
   reconstruction step for step (exact products, the same additions in the same order).
 """
 from __future__ import annotations
