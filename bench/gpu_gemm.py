@@ -138,7 +138,7 @@ def tune(cp, n, reps, configs, diagonal=False):
         try:
             pa, pb = eng._as_padded(da), eng._as_padded(eb)
             # scheme II: int8 residues (modulus table), scheme I: int32 group sums
-            mods = eng._device_tables(plan.tables)[1] if diagonal else None
+            mods = eng._device_tables(plan.tables).mods if diagonal else None
             sums = cp.empty((depth, n, n), dtype=cp.int8 if diagonal else cp.int32)
             eng._pair_sums(pa, pb, 0, n, sums, mods)
             eng.synchronize()
@@ -201,7 +201,7 @@ def tune_ozaki2(cp, n, reps, panels, crt_tiles, bits=56):
     da, eb = plan.split(base, a, e), plan.split(base, bt, f)
     pa, pb = base._as_padded(da), base._as_padded(eb)
     sums = cp.empty((plan.moduli, pa.shape[1], pb.shape[1]), dtype=cp.int8)
-    mods = base._device_tables(plan.tables)[1]
+    mods = base._device_tables(plan.tables).mods
     rows, best = [], base.config
     best_pair = best_crt = float("inf")
     for panel in panels:
@@ -353,7 +353,7 @@ def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
                 # residues), then combine (CRT).
                 pa, pb = eng._as_padded(da), eng._as_padded(eb)
                 diagonal = scheme == "ozaki2"
-                mods = eng._device_tables(plan.tables)[1] if diagonal else None
+                mods = eng._device_tables(plan.tables).mods if diagonal else None
                 sums = cp.empty((plan.groups, pa.shape[1], pb.shape[1]),
                                 dtype=cp.int8 if diagonal else cp.int32)
                 tp = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, mods), reps)

@@ -12,6 +12,8 @@ from ozhpc.engines import EngineUnavailable, get_engine
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
+from inputs import phi_matrix
+
 pytestmark = pytest.mark.gpu
 
 
@@ -23,10 +25,6 @@ def gpu():
         pytest.skip(str(exc))
     import cupy
     return engine, cupy
-
-
-def phi_matrix(rng, rows, cols, phi):
-    return (rng.random((rows, cols)) - 0.5) * np.exp(phi * rng.standard_normal((rows, cols)))
 
 
 def assert_same_bits(got, want):
@@ -91,16 +89,22 @@ def test_split_edge_values(gpu):
 
 
 # ------------------------------------------------------------------------- gemm
+def _gemm_operands(seed, phi, trans):
+    """A and B of the SHAPE product, stored transposed where ``trans`` says so."""
+    m, n, k = SHAPE
+    rng = np.random.default_rng(seed)
+    ta, tb = trans
+    return (phi_matrix(rng, *((k, m) if ta else (m, k)), phi),
+            phi_matrix(rng, *((n, k) if tb else (k, n)), phi))
+
+
 @pytest.mark.parametrize("phi", [0, 0.5, 1, 2, 4])
 @pytest.mark.parametrize("trans", [(False, False), (True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("slices", [6, 7, 8, "auto"])
 def test_gemm_bits(gpu, phi, trans, slices):
     engine, cp = gpu
-    m, n, k = SHAPE
-    rng = np.random.default_rng(10 + int(4 * phi))
     ta, tb = trans
-    A = phi_matrix(rng, *((k, m) if ta else (m, k)), phi)
-    B = phi_matrix(rng, *((n, k) if tb else (k, n)), phi)
+    A, B = _gemm_operands(10 + int(4 * phi), phi, trans)
     want, info_w = ozhpc.gemm(A, B, transa=ta, transb=tb, slices=slices, engine="numpy", info=True)
     got, info_g = ozhpc.gemm(A, B, transa=ta, transb=tb, slices=slices, engine=engine, info=True)
     assert info_g.slices == info_w.slices and info_g.groups == info_w.groups
@@ -340,11 +344,8 @@ def test_crt_combine_bits(gpu, acc_dtype):
 @pytest.mark.parametrize("bits", [40, 53, "auto"])
 def test_gemm_ozaki2_bits(gpu, phi, trans, bits):
     engine, cp = gpu
-    m, n, k = SHAPE
-    rng = np.random.default_rng(30 + int(4 * phi))
     ta, tb = trans
-    A = phi_matrix(rng, *((k, m) if ta else (m, k)), phi)
-    B = phi_matrix(rng, *((n, k) if tb else (k, n)), phi)
+    A, B = _gemm_operands(30 + int(4 * phi), phi, trans)
     kw = dict(transa=ta, transb=tb, scheme="ozaki2", bits=bits, info=True)
     want, info_w = ozhpc.gemm(A, B, engine="numpy", **kw)
     got, info_g = ozhpc.gemm(A, B, engine=engine, **kw)

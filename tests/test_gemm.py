@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 import ozhpc
 from ozhpc.matrices import standard_matrix
 
+from inputs import sprinkle_special
 from tolerances import NATIVE_RATIO_MAX, error_vs_native
 
 
@@ -53,19 +54,13 @@ def test_beta_zero_ignores_nan_in_c(rng):
     assert np.isfinite(ozhpc.gemm(a, b, c0, beta=0.0, engine="numpy")).all()
 
 
-special = st.sampled_from([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 5e-324, 1e300])
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(1, 6), st.integers(1, 6), st.data())
 def test_nonfinite_pattern_matches_numpy(seed, m, n, k, data):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k))
     b = rng.standard_normal((k, n))
-    for x in (a, b):
-        count = data.draw(st.integers(0, x.size))
-        for _ in range(count):
-            x.flat[data.draw(st.integers(0, x.size - 1))] = data.draw(special)
+    sprinkle_special(data, a, b)
     with np.errstate(all="ignore"):
         want = a @ b
         # Where a product of finite entries overflows (1e300 * 1e300), IEEE makes it an inf

@@ -14,6 +14,8 @@ from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.plan import SlicePlan, make_plan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
+from inputs import phi_matrix
+
 ENGINE = NumpyEngine()
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -54,7 +56,7 @@ def test_digits_fit_and_remainder_is_below_half_a_unit(x):
 def test_enough_slices_reconstruct_exactly(seed, rows, cols, phi):
     """With digits for every bit of the row's range, the slices are the input, exactly."""
     rng = np.random.default_rng(seed)
-    x = (rng.random((rows, cols)) - 0.5) * np.exp(phi * rng.standard_normal((rows, cols)))
+    x = phi_matrix(rng, rows, cols, phi)
     e = exponents(np, row_abs_max(np, x))
     lowest = np.frexp(x[x != 0])[1].min() if np.any(x) else 0
     bits_needed = int(e.max() - lowest) + 54
@@ -111,8 +113,8 @@ def exact_product(a, b):
 def test_error_within_stated_bound(seed, m, n, k, phi, s, groups):
     """|C - AB| <= 2^(e_i+f_j) tau k + rounding |C| for the bound GemmInfo reports."""
     rng = np.random.default_rng(seed)
-    a = (rng.random((m, k)) - 0.5) * np.exp(phi * rng.standard_normal((m, k)))
-    b = (rng.random((k, n)) - 0.5) * np.exp(phi * rng.standard_normal((k, n)))
+    a = phi_matrix(rng, m, k, phi)
+    b = phi_matrix(rng, k, n, phi)
     c, info = ozhpc.gemm(a, b, slices=s, groups=groups, engine="numpy", info=True)
     e = exponents(np, row_abs_max(np, a))
     f = exponents(np, row_abs_max(np, b.T))
@@ -171,7 +173,7 @@ def test_spread_is_the_largest_median_gap(seed, rows, cols, phi, zeros):
     from ozhpc.ozaki.scales import MAX_GAP, spread_bits
 
     rng = np.random.default_rng(seed)
-    x = (rng.random((rows, cols)) - 0.5) * np.exp(phi * rng.standard_normal((rows, cols)))
+    x = phi_matrix(rng, rows, cols, phi)
     x[rng.random((rows, cols)) < zeros] = 0.0
     if x.size:
         x.flat[0] = np.inf

@@ -23,6 +23,7 @@ from ozhpc.ozaki.plan import AUTO_BITS_MARGIN, FP64_BITS, ModularPlan, auto_bits
 from ozhpc.ozaki.scales import exponents, row_abs_max
 from ozhpc.reference import exact_entry, sample_indices
 
+from inputs import phi_matrix, sprinkle_special
 from tolerances import NATIVE_RATIO_MAX, error_vs_native
 
 ENGINE = NumpyEngine()
@@ -323,8 +324,8 @@ def assert_within_info_bound(c, a_op, b_op, info, idx, extra=Fraction(0)):
 def test_error_within_stated_bound(seed, m, n, k, phi, bits, transa, transb):
     """|C - AB| <= 2**(e_i+f_j) tau k + rounding |C| (GemmInfo's bound), every entry."""
     rng = np.random.default_rng(seed)
-    a_op = (rng.random((m, k)) - 0.5) * np.exp(phi * rng.standard_normal((m, k)))
-    b_op = (rng.random((k, n)) - 0.5) * np.exp(phi * rng.standard_normal((k, n)))
+    a_op = phi_matrix(rng, m, k, phi)
+    b_op = phi_matrix(rng, k, n, phi)
     a = np.ascontiguousarray(a_op.T) if transa else a_op
     b = np.ascontiguousarray(b_op.T) if transb else b_op
     c, info = ozhpc.gemm(a, b, transa=transa, transb=transb, engine="numpy", scheme="ozaki2", bits=bits, info=True)
@@ -404,18 +405,13 @@ def test_subnormal_rows_and_huge_rows():
     assert_within_info_bound(c, a, b, info, finite, extra=Fraction(1, 2**1075))
 
 
-special_values = st.sampled_from([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 5e-324, 1e300])
-
-
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(1, 6), st.integers(1, 6), st.data())
 def test_nonfinite_pattern_matches_scheme_one_and_numpy(seed, m, n, k, data):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k))
     b = rng.standard_normal((k, n))
-    for x in (a, b):
-        for _ in range(data.draw(st.integers(0, x.size))):
-            x.flat[data.draw(st.integers(0, x.size - 1))] = data.draw(special_values)
+    sprinkle_special(data, a, b)
     with np.errstate(all="ignore"):
         native = a @ b
     one = ozhpc.gemm(a, b, engine="numpy")

@@ -12,6 +12,7 @@ the unpadded view; the engine recognises its own views and reuses the padded buf
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,6 +41,22 @@ PAD = 16
 
 ACC_BLOCK_BYTES = 4 << 30
 """Largest int32 group-sum workspace of one :meth:`CutileEngine.accumulate` call (column blocks)."""
+
+
+class DeviceTables(NamedTuple):
+    """Scheme II's constants on one device: the residue and CRT kernels' (N, TABLE_COLS) table
+    (moduli, weights), M's pieces (1, MP_COLS) and fl(1/M) (1, 1); the pair kernel's int32
+    (N, MOD_COLS) modulus table."""
+
+    table: object
+    m_pieces: object
+    inv_m: object
+    mods: object
+
+    @property
+    def crt_args(self) -> tuple:
+        """What :meth:`cutile_kernels.Launcher.launch_crt` takes as ``tables``."""
+        return self.table, self.m_pieces, self.inv_m
 
 
 def modulus_table(primes) -> np.ndarray:
@@ -165,14 +182,12 @@ class CutileEngine(Engine):
             self._stream(), src, trans, e, buf, nslices))
 
     def residues(self, x, exps, crt):
-        table = self._device_tables(crt)[0][0]
+        table = self._device_tables(crt).table
         return self._slices_of(x, exps, crt.count, lambda src, trans, e, buf: self.launcher.launch_residues(
             self._stream(), src, trans, e, table, buf, crt.bits))
 
-    def _device_tables(self, crt):
-        """The CRT constants on this device: the CRT kernel's (N, TABLE_COLS) table (moduli,
-        weights), M pieces (1, MP_COLS) and 1/M (1, 1); the pair kernel's int32 (N, MOD_COLS)
-        modulus table."""
+    def _device_tables(self, crt) -> DeviceTables:
+        """The constants of ``crt`` on this device (made once per (bits, count))."""
         key = (crt.bits, crt.count)
         if key not in self._crt_tables:
             table = np.zeros((crt.count, ck.TABLE_COLS), dtype=np.float64)
@@ -182,8 +197,8 @@ class CutileEngine(Engine):
             m_row[0, :crt.pieces] = crt.m_pieces
             mods = modulus_table(crt.primes)
             with self.device:
-                self._crt_tables[key] = ((cp.asarray(table), cp.asarray(m_row),
-                                          cp.full((1, 1), crt.inv_m, dtype=cp.float64)), cp.asarray(mods))
+                self._crt_tables[key] = DeviceTables(cp.asarray(table), cp.asarray(m_row),
+                                                     cp.full((1, 1), crt.inv_m, dtype=cp.float64), cp.asarray(mods))
         return self._crt_tables[key]
 
     def row_stats(self, x):
@@ -300,7 +315,7 @@ class CutileEngine(Engine):
             return
         pa, pb = self._as_padded(da), self._as_padded(eb)
         if crt is not None:
-            mods = self._device_tables(crt)[1]
+            mods = self._device_tables(crt).mods
             for k0, k1 in self._k_chunks(k, s, d, diagonal=True):
                 self._pair_sums(pa, pb, k0, k1, acc, mods, accumulate=True)
             return
@@ -334,7 +349,7 @@ class CutileEngine(Engine):
         re = cp.ascontiguousarray(cp.asarray(row_exps).astype(cp.int32, copy=False).ravel())
         ce = cp.ascontiguousarray(cp.asarray(col_exps).astype(cp.int32, copy=False).ravel())
         if crt is not None:
-            self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt)[0], out, crt.shift,
+            self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt).crt_args, out, crt.shift,
                                       crt.pieces)
         else:
             self.launcher.launch_combine(self._stream(), acc, re, ce, out)
@@ -409,7 +424,7 @@ class CutileEngine(Engine):
         """C of one padded M/N block (shape (pa rows, pb rows))."""
         if crt is not None:
             residues = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int8)
-            mods = self._device_tables(crt)[1]
+            mods = self._device_tables(crt).mods
             for i, (k0, k1) in enumerate(chunks):
                 self._pair_sums(pa, pb, k0, k1, residues, mods, accumulate=i > 0)
             return self.combine(residues, re, ce, crt=crt)

@@ -634,6 +634,11 @@ STAT_CTAS_PER_SM = 8
 about this many blocks per SM (each block loops over its part; the engine reduces the parts)."""
 
 
+def _tile_grid(rows: int, cols: int, tile_rows: int, tile_cols: int) -> tuple[int, int, int]:
+    """One block per (tile_rows, tile_cols) tile of a rows x cols array."""
+    return (_cdiv(rows, tile_rows), _cdiv(cols, tile_cols), 1)
+
+
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -693,11 +698,7 @@ class Launcher:
 
     def launch_split(self, stream, x, trans: bool, exps, out, nslices: int) -> None:
         cfg = self.config
-        rows, cols = out.shape[1], out.shape[2]
-        key = self._key("split", x, out) + (trans,)
-        grid = self._cache.get(key)
-        if grid is None:
-            grid = self._cache[key] = (_cdiv(rows, cfg.split_rows), _cdiv(cols, cfg.split_cols), 1)
+        grid = _tile_grid(out.shape[1], out.shape[2], cfg.split_rows, cfg.split_cols)
         ct.launch(stream, grid, _split_kernel,
                   (x, exps, out, int(nslices), cfg.split_rows, cfg.split_cols, bool(trans)))
 
@@ -730,33 +731,21 @@ class Launcher:
 
     def launch_combine(self, stream, acc, row_exps, col_exps, c) -> None:
         cfg = self.config
-        key = self._key("combine", acc, c)
-        grid = self._cache.get(key)
-        if grid is None:
-            grid = self._cache[key] = (_cdiv(c.shape[0], cfg.combine_rows),
-                                       _cdiv(c.shape[1], cfg.combine_cols), 1)
+        grid = _tile_grid(c.shape[0], c.shape[1], cfg.combine_rows, cfg.combine_cols)
         ct.launch(stream, grid, _combine_kernel,
                   (acc, row_exps, col_exps, c, cfg.combine_rows, cfg.combine_cols))
 
 
     def launch_residues(self, stream, x, trans: bool, exps, table, out, bits: int) -> None:
         cfg = self.config
-        rows, cols = out.shape[1], out.shape[2]
-        key = self._key("residue", x, out) + (trans,)
-        grid = self._cache.get(key)
-        if grid is None:
-            grid = self._cache[key] = (_cdiv(rows, cfg.residue_rows), _cdiv(cols, cfg.residue_cols), 1)
+        grid = _tile_grid(out.shape[1], out.shape[2], cfg.residue_rows, cfg.residue_cols)
         ct.launch(stream, grid, _residue_kernel,
                   (x, exps, table, out, int(out.shape[0]), int(bits), cfg.residue_rows, cfg.residue_cols,
                    bool(trans), bits <= _crt.SHORT_BITS))
 
     def launch_gaps(self, stream, x, trans: bool, exps, out) -> None:
         cfg = self.config
-        rows, cols = out.shape
-        key = self._key("gaps", x, out) + (trans,)
-        grid = self._cache.get(key)
-        if grid is None:
-            grid = self._cache[key] = (_cdiv(rows, cfg.split_rows), _cdiv(cols, cfg.split_cols), 1)
+        grid = _tile_grid(out.shape[0], out.shape[1], cfg.split_rows, cfg.split_cols)
         ct.launch(stream, grid, _gap_kernel, (x, exps, out, cfg.split_rows, cfg.split_cols, bool(trans)))
 
     def column_parts(self, rows: int, cols: int, tile: tuple[int, int], max_tiles: int | None = None) -> int:
@@ -784,10 +773,7 @@ class Launcher:
         """``tables``: device arrays (table (N, TABLE_COLS), m_pieces (1, MP_COLS), inv_m (1, 1));
         ``pieces``: :attr:`CrtTables.pieces`; an int8 ``acc`` holds balanced residues."""
         cfg = self.config
-        key = self._key("crt", acc, c)
-        grid = self._cache.get(key)
-        if grid is None:
-            grid = self._cache[key] = (_cdiv(c.shape[0], cfg.crt_rows), _cdiv(c.shape[1], cfg.crt_cols), 1)
+        grid = _tile_grid(c.shape[0], c.shape[1], cfg.crt_rows, cfg.crt_cols)
         ct.launch(stream, grid, self._crt[pieces >= CRT_WIDE_PIECES],
                   (acc, row_exps, col_exps, *tables, c, int(shift), cfg.crt_rows, cfg.crt_cols,
                    int(pieces), str(acc.dtype) == "int8"))
