@@ -407,6 +407,8 @@ def test_ozaki2_panels_match_numpy(gpu, k_limit):
         plan.accumulate(ref, acc_w, da[:, :, k0:k0 + 150], eb[:, :, k0:k0 + 150])
         plan.accumulate(engine, acc_g, cp.asarray(da[:, :, k0:k0 + 150]), cp.asarray(eb[:, :, k0:k0 + 150]))
     assert_same_bits(cp.asnumpy(acc_g).astype(np.int64), _balanced_mod(acc_w, plan.tables.primes))
+    with pytest.raises(TypeError, match=r"acc must come from zeros_accumulator \(int8, rows contiguous\), got float64"):
+        engine.accumulate(cp.zeros(acc_g.shape), cp.asarray(da), cp.asarray(eb), crt=plan.tables)
     assert_same_bits(cp.asnumpy(plan.combine(engine, acc_g, cp.asarray(e), cp.asarray(f))),
                      plan.combine(ref, acc_w, e, f))
 

@@ -305,9 +305,9 @@ class CutileEngine(Engine):
         d, m, n = acc.shape
         if da.shape[1] != m or eb.shape[1] != n or da.shape[2] != eb.shape[2] or da.shape[0] != eb.shape[0]:
             raise ValueError(f"shapes do not match: acc {acc.shape}, da {da.shape}, eb {eb.shape}")
-        want = (cp.int8,) if crt is not None else (cp.float64, cp.int32)
-        if acc.dtype not in want or (crt is not None and acc.strides[-1] != 1):
-            raise TypeError(f"acc must come from zeros_accumulator ({' or '.join(map(str, want))}"
+        want = ("int8",) if crt is not None else ("float64", "int32")
+        if acc.dtype.name not in want or (crt is not None and acc.strides[-1] != 1):
+            raise TypeError(f"acc must come from zeros_accumulator ({' or '.join(want)}"
                             f"{', rows contiguous' if crt is not None else ''}), got {acc.dtype} "
                             f"with strides {acc.strides}")
         s, _, k = da.shape
