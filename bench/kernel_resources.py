@@ -7,7 +7,11 @@ Needs ``cuda-tile[tileiras]`` and the CUDA binary utilities (cuobjdump, nvdisasm
     export PATH=$(python3 -c "import nvidia, os; print(os.path.join(nvidia.__path__[0], 'cu13', 'bin'))"):$PATH
     python3 bench/kernel_resources.py [--arch sm_90] [--kernels count row_stats] [--sass DIR]
 
-Signatures are those of ``tests/test_cutile_typecheck.py`` (what the engine launches).
+Signatures are those of ``tests/test_cutile_typecheck.py`` (what the engine launches), with the
+facts ``ct.launch`` infers for the engine's large arrays when they are 16-aligned (strides but the
+last and the last two extents divisible by 16 bytes / 16: :data:`LARGE_ARRAYS`), as for n = 16384.
+``--no-jit-facts`` leaves them out: what a shape not a multiple of 16 gets (for the split: 8-byte
+loads, byte stores and a barrier per stored element instead of 16-byte loads and stores).
 Columns: registers per thread, stack bytes (spills), and counts of TMA loads/stores
 (UTMALDG/UTMASTG), warpgroup integer MMAs (IGMMA / HGMMA on sm_90) and shuffles (SHFL).
 """
@@ -41,6 +45,28 @@ def sass_counts(cubin: pathlib.Path) -> tuple[dict, str]:
     return {k: len(re.findall(p, sass)) for k, p in PATTERNS.items()}, sass
 
 
+LARGE_ARRAYS = {"split": (0, 1, 2), "gaps": (0, 1, 2), "residue": (0, 1, 3), "pair": (0, 1, 2),
+                "pair_int64": (0, 1, 2), "combine": (0, 1, 2, 3), "crt": (0, 1, 2, 6),
+                "row_stats": (0,), "count": (0,)}
+"""Parameters that are the engine's large, 16-aligned arrays (matrices, padded slices and
+exponents), per kernel; the small tables (moduli, limits, per-part statistics) get no facts."""
+
+
+def jit_like(name, sig):
+    """``sig`` with the divisibility facts ``ct.launch`` infers for the large 16-aligned arrays."""
+    import dataclasses
+    from cuda.tile import compilation
+
+    def facts(p):
+        per16 = 128 // p.dtype.bitwidth          # elements per 16 bytes
+        return dataclasses.replace(p, stride_divisible_by=(per16,) * (p.ndim - 1) + (1,),
+                                   shape_divisible_by=(1,) * max(0, p.ndim - 2) + (16,) * min(p.ndim, 2))
+    large = LARGE_ARRAYS.get(name, ())
+    return dataclasses.replace(sig, parameters=[
+        facts(p) if i in large and isinstance(p, compilation.ArrayConstraint) else p
+        for i, p in enumerate(sig.parameters)])
+
+
 def main(argv=None) -> int:
     from cuda.tile import compilation
     from ozhpc.engines import cutile_kernels as ck
@@ -50,6 +76,7 @@ def main(argv=None) -> int:
     p.add_argument("--arch", default="sm_90", help="GPU code (sm_90, sm_100)")
     p.add_argument("--kernels", nargs="*", default=sorted(ck.KERNELS), help="kernel names (cutile_kernels.KERNELS)")
     p.add_argument("--sass", type=pathlib.Path, help="also write each signature's SASS into this folder")
+    p.add_argument("--no-jit-facts", action="store_true", help="the bare test signatures (no divisibility facts)")
     args = p.parse_args(argv)
     capability = (int(args.arch[3:-1]), int(args.arch[-1]))
     sigs = _signatures(ck.config_for(capability))
@@ -60,7 +87,8 @@ def main(argv=None) -> int:
             for i, sig in enumerate(sigs[name]):
                 cubin = pathlib.Path(tmp) / f"{name}_{i}.cubin"
                 with open(cubin, "wb") as f:
-                    compilation.export_kernel(ck.KERNELS[name], [sig], f, gpu_code=args.arch,
+                    compilation.export_kernel(ck.KERNELS[name], [sig if args.no_jit_facts else jit_like(name, sig)],
+                                              f, gpu_code=args.arch,
                                               output_format="cubin")
                 reg, stack = resources(cubin)
                 counts, sass = sass_counts(cubin)

@@ -8,15 +8,15 @@ The host-side engine that validates and allocates is
 
 Numerics (identical to :class:`ozhpc.engines.numpy_engine.NumpyEngine`, bit for bit):
 
-* split: ``D_p = rint(r_p * 2**(7(p+1)-e))``, ``r_{p+1} = r_p - D_p * 2**(e-7(p+1))``.
-  cuTile has no ``ldexp``/``rint``: powers of two are built by bitcasting
-  ``(x + 1023) << 52``; a shift is applied as two factors ``2**a * 2**b`` with
-  ``a = shift >> 1`` (each in the normal range; the intermediate stays normal
-  whenever the digit is nonzero, so both steps are exact), and ``rint`` is
-  ``(t + 1.5*2**52) - 1.5*2**52`` (exact round-half-even for ``|t| < 2**51``;
-  ``|t| <= 128`` here). An automatic FMA contraction of ``t*2**b + M`` changes
-  nothing because the product is exact (or below 2**-1022, when both give a
-  zero digit).
+* split: ``D_p = rint(r_p * 2**(7(p+1)-e))``, ``r_{p+1} = r_p - D_p * 2**(e-7(p+1))``,
+  computed on ``y_p = r_p * 2**(7p-e)``: ``y_0 = x * 2**-e``, ``D_p = rint(128 y_p)``,
+  ``y_{p+1} = 128 y_p - D_p``. cuTile has no ``ldexp``/``rint``: powers of two are built by
+  bitcasting ``(x + 1023) << 52``; ``2**-e`` is applied as two factors ``2**a * 2**b``
+  (``a = -e >> 1``, each in the normal range, the intermediate between x and y_0, so y_0 is
+  exact unless it is below 2**-1022, when every digit is zero either way: ``|128**p y_0| < 1/2``
+  for p < 145), and ``rint`` is ``(t + 1.5*2**52) - 1.5*2**52`` (exact round-half-even for
+  ``|t| < 2**51``; ``|t| < 128`` here). ``128 y_p`` is exact, so contracting it into an FMA
+  changes nothing, and ``128 y_p - D_p`` is exact (Sterbenz, or ``D_p = 0``).
 * pair GEMM: ``ct.mma(int8, int8, int32)`` only. All pairs ``p + q = g`` of a
   group are summed in ONE int32 accumulator and stored as int32 ``S_g``; the host
   cuts k into chunks with ``k_chunk * group_product_bound(s, d) < 2**31`` (digit
@@ -59,6 +59,7 @@ _RINT_MAGIC = 6755399441055744.0   # 1.5 * 2**52
 _RINT_MAGIC32 = 12582912.0         # 1.5 * 2**23: float32 t + this has the bits _RINT_MAGIC32_BITS + rint(t)
 _RINT_MAGIC32_BITS = 0x4B400000    # for |t| < 2**22
 _TWO52 = 4503599627370496.0        # 2**52
+_DIGIT_RADIX = float(2**BITS)       # 128: one slice's digits
 
 
 # ----------------------------------------------------------------------------------------
@@ -87,7 +88,8 @@ class TileConfig:
     1012 / 960 (4096: 884-895)."""
     pair_launch_groups: int = 0
     """Scheme I groups per pair-kernel launch; 0: all of them (every CTA loops over the groups).
-    H200, n = 16384, 7 slices: 1025-1034 TOP/s either way (one group per launch 1026)."""
+    H200, n = 16384, 7 slices: with k tiles of 128 one group per launch 1221 TOP/s, all 1173;
+    with k tiles of 64 1019 / 1010 (2026-12-01)."""
     diagonal_pair_k: int = 0
     """k tile of scheme II's products (0: ``pair_k``). H200, n = 16384, 17 moduli, one product per
     launch, k panels of 8192 (``bench/gpu_gemm.py --tune-diagonal``, 2026-12-01): 256 x 128 x 128
@@ -119,15 +121,16 @@ class TileConfig:
 
 
 CONFIGS: dict[tuple[int, int], TileConfig] = {
-    # H100/H200: 256x128x64 int8 tiles on a 2-CTA cluster (multicast TMA), occupancy 1,
-    # GROUP_M 8, k panels of 4096: 1000-1350 TOP/s on the H200 with the int32 (TMA) kernel.
-    # 128x128x128 at occupancy 2 ties at n = 8192 and is ~9% slower at 16384; whole-k
-    # launches 8-16% slower, GROUP_M 16 slower (docs/gpu.md; bench/gpu_gemm.py --tune).
-    # Split (and gap-code) tile 16 x 128: 2.42 TB/s on C-ordered rows (32 x 128: 1.35), 3.14 on
-    # transposed rows (2.90) at n = 16384, 8 slices (bench/gpu_gemm.py --tune, 2026-12-01).
-    (9, 0): TileConfig(split_rows=16, split_cols=128, pair_m=256, pair_n=128, pair_k=64,
-                       group_m=8, combine_rows=32, combine_cols=64, diagonal_k_panel=8192,
-                       diagonal_pair_k=128, diagonal_launch_groups=1),
+    # H100/H200: 256x128 int8 tiles on a 2-CTA cluster (multicast TMA), occupancy 1, GROUP_M 8,
+    # k tiles of 128, k panels of 4096, one group per launch: scheme I 1221 TOP/s at n = 16384
+    # (7 slices), against 1173 with all groups per launch and 1010-1019 with k tiles of 64;
+    # 128x128x128 at occupancy 2 870, k panels of 8192 965 (bench/gpu_gemm.py --tune, 2026-12-01).
+    # Split (and gap-code) tile 8 x 256: 3.30 / 3.45 TB/s on C-ordered / transposed rows at
+    # n = 16384, 8 slices (78% / 82% of the 4.23 TB/s copy rate in the same run; 16 x 128
+    # 2.97 / 3.19; bench/gpu_gemm.py --tune-split, 2026-12-01).
+    (9, 0): TileConfig(split_rows=8, split_cols=256, pair_m=256, pair_n=128, pair_k=128,
+                       group_m=8, combine_rows=32, combine_cols=64, pair_launch_groups=1,
+                       diagonal_k_panel=8192, diagonal_launch_groups=1),
     # B200: TileGym's Blackwell GEMM tiles (256x256, 2-CTA clusters) scaled to int8 k.
     (10, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=256, pair_k=128,
                         group_m=8, combine_rows=32, combine_cols=64),
@@ -317,19 +320,23 @@ def _row_tile(X, EXPS, bi, bj, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
 def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
                   TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
     """All ``nslices`` int8 digit slices of a (TR, TC) tile of the rows of X (TRANS: see
-    :func:`_row_tile`)."""
+    :func:`_row_tile`).
+
+    The tile is scaled once, ``y = x * 2**-e`` (two factors), then each slice is
+    ``u = y * 128 + 1.5 * 2**52`` (one FMA; the low byte of ``u`` is the digit in two's
+    complement: no float-to-int conversion), ``d = u - 1.5 * 2**52``, ``y = y * 128 - d``:
+    three float64 operations per digit instead of five and a conversion (the C-ordered split
+    had 131 registers, three CTAs per SM; now 96). Exact: see the module docstring.
+    """
     bi = ct.bid(0)
     bj = ct.bid(1)
     x, e = _row_tile(X, EXPS, bi, bj, TR, TC, TRANS)
-    rest = x
+    a = (-e) >> 1
+    y = x * _pow2(a) * _pow2(-e - a)
     for p in range(nslices):
-        shift = (BITS * (p + 1)) - e
-        a = shift >> 1
-        b = shift - a
-        t = rest * _pow2(a) * _pow2(b)
-        digit = (t + _RINT_MAGIC) - _RINT_MAGIC
-        ct.store(OUT, (p, bi, bj), digit.astype(ct.int32).astype(ct.int8).reshape((1, TR, TC)))
-        rest = rest - digit * _pow2(-a) * _pow2(-b)
+        u = y * _DIGIT_RADIX + _RINT_MAGIC
+        ct.store(OUT, (p, bi, bj), ct.bitcast(u, ct.int64).astype(ct.int8).reshape((1, TR, TC)))
+        y = y * _DIGIT_RADIX - (u - _RINT_MAGIC)
 
 
 def _pair_body(DA, EB, S, MODS, g0, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,

@@ -23,6 +23,7 @@ PACK_SCALE = 2.0**27
 4096, ``|D_p E_q^T| <= 4096 * 127**2 < 2**26``, so the low product sits below half of 2**27
 and the packed sum below 2**53: both are recovered exactly (``rint`` of the scaled sum gives
 the high product, the difference the low one)."""
+_DIGIT_RADIX = float(2**BITS)
 
 
 def _scalers(shift):
@@ -42,17 +43,18 @@ class NumpyEngine(Engine):
     xp = np
 
     def split(self, x, exps, nslices: int):
+        """Digits of ``y_p = r_p * 2**(7p - e)``: ``y_0 = ldexp(x, -e)`` once, then
+        ``D_p = rint(128 y_p)``, ``y_{p+1} = 128 y_p - D_p`` (all exact; the cuTile kernel's
+        steps, :mod:`ozhpc.engines.cutile_kernels`)."""
         x = np.asarray(x, dtype=np.float64)
         out = np.empty((nslices,) + x.shape, dtype=np.int8)
-        rest = x.copy()
-        exps = np.asarray(exps, dtype=np.int64).reshape(-1, 1)
+        up, _ = _scalers(-np.asarray(exps, dtype=np.int64).reshape(-1, 1))
+        y = up(x)
         for p in range(nslices):
-            shift = BITS * (p + 1) - exps
-            up, down = _scalers(shift)
-            scaled = up(rest)
-            digit = np.rint(scaled)
+            y *= _DIGIT_RADIX
+            digit = np.rint(y)
             out[p] = digit
-            rest = down(scaled - digit)
+            y -= digit
         return out
 
     def residues(self, x, exps, crt):
