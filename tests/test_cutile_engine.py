@@ -311,8 +311,10 @@ def test_residue_edge_values(gpu):
         (127.5 / 128) * np.ones(64),
         np.full(64, -1.0),
     ])
-    for bits in (8, 52, 53, 54, 100):
-        engine, cp, e, tables, want = _residues_both(gpu, x, bits, count=24)
+    # 63 / 64: the last bits of the float32 path and the first of the float64 one, with the
+    # most moduli a reconstruction allows (down to p = 103)
+    for bits, count in ((8, 24), (52, 24), (53, 24), (54, 24), (63, 33), (64, 33), (100, 24)):
+        engine, cp, e, tables, want = _residues_both(gpu, x, bits, count=count)
         assert_same_bits(cp.asnumpy(engine.residues(cp.asarray(x), cp.asarray(e), tables)), want)
 
 

@@ -65,8 +65,8 @@ def _signatures(cfg: ck.TileConfig):
                for acc_dtype in (ct.float64, ct.int32)]
     residue = [
         _sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.float64, 2), _array(ct.int8, 3, big),
-              _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans, short])
-        for trans in (False, True) for short in (False, True)
+              _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans, short, f32])
+        for trans in (False, True) for short, f32 in ((False, False), (True, False), (True, True))
     ]
     crt = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                  _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
@@ -111,6 +111,16 @@ def test_tiles_are_powers_of_two_and_k_bound_holds():
         # one pair over one k-tile always fits an int32 accumulator
         assert cfg.pair_k * ck.DIGIT_MAX**2 < 2**31 and cfg.diagonal_k & (cfg.diagonal_k - 1) == 0
     assert ck.K_PAIR_LIMIT * ck.DIGIT_MAX**2 < 2**31 <= (ck.K_PAIR_LIMIT + 1) * ck.DIGIT_MAX**2
+
+
+def test_scheme2_table_columns_do_not_overlap():
+    """The CRT weights (up to MAX_PIECES), the limb constants and the table width."""
+    assert ck.WEIGHT_COL + crt_tables.MAX_PIECES <= ck.LIMB_COL
+    assert ck.LIMB_COL + 3 <= ck.TABLE_COLS
+    # float32 residues: 4 limbs of LIMB_BITS cover FLOAT32_RESIDUE_BITS + 1 bits, and the limb
+    # sum (|limb| <= 2**(LIMB_BITS-1), constants <= RESIDUE_MAX) stays exact in float32
+    assert 4 * ck.LIMB_BITS >= ck.FLOAT32_RESIDUE_BITS + 1
+    assert 2**(ck.LIMB_BITS - 1) * (1 + 3 * crt_tables.RESIDUE_MAX) < 2**24
 
 
 def test_k_chunk_keeps_int32_exact():

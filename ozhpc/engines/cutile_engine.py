@@ -64,6 +64,15 @@ def modulus_table(primes) -> np.ndarray:
     return np.array([(p, 2**16 % p, *balanced_range(p)) for p in primes], dtype=np.int32).reshape(-1, ck.MOD_COLS)
 
 
+def limb_constants(primes) -> np.ndarray:
+    """The residue kernel's (N, 3) ``balanced(2**(16 j) mod p)``, j = 1, 2, 3 (its float32 path)."""
+    out = []
+    for p in primes:
+        lo, hi = balanced_range(p)
+        out.append([c - p if c > hi else c for c in (pow(2, ck.LIMB_BITS * j, p) for j in (1, 2, 3))])
+    return np.array(out, dtype=np.float64).reshape(-1, 3)
+
+
 def _roundup(x: int, m: int = PAD) -> int:
     return max(m, -(-x // m) * m)
 
@@ -193,6 +202,7 @@ class CutileEngine(Engine):
             table = np.zeros((crt.count, ck.TABLE_COLS), dtype=np.float64)
             table[:, :ck.WEIGHT_COL] = crt.moduli
             table[:, ck.WEIGHT_COL:ck.WEIGHT_COL + crt.pieces] = crt.weights
+            table[:, ck.LIMB_COL:ck.LIMB_COL + 3] = limb_constants(crt.primes)
             m_row = np.zeros((1, ck.MP_COLS), dtype=np.float64)
             m_row[0, :crt.pieces] = crt.m_pieces
             mods = modulus_table(crt.primes)

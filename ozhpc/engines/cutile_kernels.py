@@ -60,6 +60,8 @@ _RINT_MAGIC32 = 12582912.0         # 1.5 * 2**23: float32 t + this has the bits 
 _RINT_MAGIC32_BITS = 0x4B400000    # for |t| < 2**22
 _TWO52 = 4503599627370496.0        # 2**52
 _DIGIT_RADIX = float(2**BITS)       # 128: one slice's digits
+_LIMB_UP = (2.0**16, 2.0**32, 2.0**48)
+_LIMB_DOWN = (2.0**-16, 2.0**-32, 2.0**-48)
 
 
 # ----------------------------------------------------------------------------------------
@@ -201,8 +203,15 @@ def _rint_any(t):
 
 TABLE_COLS = 16
 """Row layout of the scheme II constant table (one row per modulus, one tile load per row):
-``p, fl(1/p), lo, hi, balanced(2**52 mod p)``, the pieces of ``W_l`` (up to 7), zeros."""
+``p, fl(1/p), lo, hi, balanced(2**52 mod p)``, the pieces of ``W_l`` (up to 7, columns 5-11),
+``balanced(2**16 mod p), balanced(2**32 mod p), balanced(2**48 mod p)`` (columns 12-14), zero."""
 WEIGHT_COL = 5
+LIMB_COL = 12
+LIMB_BITS = 16
+FLOAT32_RESIDUE_BITS = 63
+"""Up to this many bits the residue kernel works in float32: ``X = sum_j l_j 2**(16 j)`` with
+balanced limbs ``|l_j| <= 2**15`` (j < 4), so ``sum_j l_j (2**(16 j) mod p)`` (constants at most
+128 in magnitude) is an integer below ``2**15 * 385 < 2**24``: exact in float32."""
 MP_COLS = 8
 """The pieces of M as one (1, 8) zero-padded row (tile shapes are powers of two)."""
 
@@ -220,6 +229,39 @@ def _balanced(y, row):
     r = y - _rint_small(y * _entry(row, 1)) * p
     r = ct.where(r > _entry(row, 3), r - p, r)
     return ct.where(r < _entry(row, 2), r + p, r)
+
+
+def _float32_limbs(big):
+    """Balanced 16-bit limbs ``(l0, l1, l2, l3)`` (float32) of exact float64 integers
+    ``|big| <= 2**63``: ``big = sum_j l_j 2**(16 j)``, each ``|l_j| <= 2**15`` (rint of a quotient
+    below 2**51, the rests exact)."""
+    l3 = _rint_small(big * _LIMB_DOWN[2])
+    rest = big - l3 * _LIMB_UP[2]
+    l2 = _rint_small(rest * _LIMB_DOWN[1])
+    rest = rest - l2 * _LIMB_UP[1]
+    l1 = _rint_small(rest * _LIMB_DOWN[0])
+    rest = rest - l1 * _LIMB_UP[0]
+    return (rest.astype(ct.float32), l1.astype(ct.float32), l2.astype(ct.float32),
+            l3.astype(ct.float32))
+
+
+def _float32_residue(limbs, row):
+    """Balanced residue (int8) of ``sum_j limbs[j] 2**(16 j)`` modulo ``p`` (``row``: the modulus's
+    float64 table row), in float32: ``y = sum_j l_j c_j`` (``c_j = balanced(2**(16 j) mod p)``) is an
+    exact integer, ``|y| < 2**24`` (:data:`FLOAT32_RESIDUE_BITS`); the quotient ``q = rint(fl(y *
+    fl(1/p)))`` (relative error below 2**-22, ``|y / p| < 2**20`` for p > 16) is within 5/8 of ``y / p``,
+    so ``y - q p`` (exact) lies within 5/8 p of 0 and one fix-up each way puts it in [lo, hi]: the
+    unique balanced residue. To int8 through the bits of ``r + 1.5 * 2**23`` (no conversion)."""
+    p = _entry(row, 0).astype(ct.float32)
+    y = limbs[0]
+    for j in ct.static_iter(range(1, 4)):
+        y = y + limbs[j] * _entry(row, LIMB_COL + j - 1).astype(ct.float32)
+    inv = ct.full((1, 1), 1.0, ct.float32) / p
+    q = (y * inv + _RINT_MAGIC32) - _RINT_MAGIC32
+    r = y - q * p
+    r = ct.where(r > _entry(row, 3).astype(ct.float32), r - p, r)
+    r = ct.where(r < _entry(row, 2).astype(ct.float32), r + p, r)
+    return ct.bitcast(r + _RINT_MAGIC32, ct.int32).astype(ct.int8)
 
 
 def _small_int8(r):
@@ -433,14 +475,17 @@ def _combine_kernel(ACC: BigArray, RE, CE, C, TM: ConstInt, TN: ConstInt):
 
 @ct.kernel
 def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
-                    TR: ConstInt, TC: ConstInt, TRANS: ConstBool, SHORT: ConstBool):
+                    TR: ConstInt, TC: ConstInt, TRANS: ConstBool, SHORT: ConstBool, FLOAT32: ConstBool):
     """Scheme II: balanced residues of ``X = rint(x * 2**(bits - e_i))`` modulo each of the
     ``nmod`` moduli in TAB, for a (TR, TC) tile of the rows of X (TRANS as in the split).
 
-    ``X`` (up to 2**100) is split exactly as ``H * 2**52 + L``; its residue is
-    ``balanced(balanced(H) * (2**52 mod p) + balanced(L))``, or with SHORT (``bits <= 80``:
-    ``|H * (2**52 mod p)| < 2**35``, so ``H * c + L`` is an exact integer below 2**52)
-    ``balanced(H * (2**52 mod p) + L)``: the same unique residue with one reduction.
+    FLOAT32 (``bits <= 63``): X as four balanced 16-bit limbs, every residue in float32
+    (:func:`_float32_residue`; float64 arithmetic bounded the kernel: about ten float64
+    operations per residue). Otherwise ``X`` (up to 2**100) is split exactly as
+    ``H * 2**52 + L``; its residue is ``balanced(balanced(H) * (2**52 mod p) + balanced(L))``,
+    or with SHORT (``bits <= 80``: ``|H * (2**52 mod p)| < 2**35``, so ``H * c + L`` is an exact
+    integer below 2**52) ``balanced(H * (2**52 mod p) + L)``: the same unique residue with one
+    reduction.
     """
     bi = ct.bid(0)
     bj = ct.bid(1)
@@ -448,15 +493,21 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
     shift = bits - e
     a = shift >> 1
     big = _rint_any(x * _pow2(a) * _pow2(shift - a))
-    high = _rint_small(big * (1.0 / _crt.SPLIT))
-    low = big - high * _crt.SPLIT
-    for l in range(nmod):
-        row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
-        if SHORT:
-            r = _balanced(high * _entry(row, 4) + low, row)
-        else:
-            r = _balanced(_balanced(high, row) * _entry(row, 4) + _balanced(low, row), row)
-        ct.store(OUT, (l, bi, bj), _small_int8(r).reshape((1, TR, TC)))
+    if FLOAT32:
+        limbs = _float32_limbs(big)
+        for l in range(nmod):
+            row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
+            ct.store(OUT, (l, bi, bj), _float32_residue(limbs, row).reshape((1, TR, TC)))
+    else:
+        high = _rint_small(big * (1.0 / _crt.SPLIT))
+        low = big - high * _crt.SPLIT
+        for l in range(nmod):
+            row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
+            if SHORT:
+                r = _balanced(high * _entry(row, 4) + low, row)
+            else:
+                r = _balanced(_balanced(high, row) * _entry(row, 4) + _balanced(low, row), row)
+            ct.store(OUT, (l, bi, bj), _small_int8(r).reshape((1, TR, TC)))
 
 
 @ct.kernel
@@ -748,7 +799,7 @@ class Launcher:
         grid = _tile_grid(out.shape[1], out.shape[2], cfg.residue_rows, cfg.residue_cols)
         ct.launch(stream, grid, _residue_kernel,
                   (x, exps, table, out, int(out.shape[0]), int(bits), cfg.residue_rows, cfg.residue_cols,
-                   bool(trans), bits <= _crt.SHORT_BITS))
+                   bool(trans), bits <= _crt.SHORT_BITS, bits <= FLOAT32_RESIDUE_BITS))
 
     def launch_gaps(self, stream, x, trans: bool, exps, out) -> None:
         cfg = self.config
