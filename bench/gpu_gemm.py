@@ -559,7 +559,7 @@ def main(argv=None) -> int:
         result["tune_split"] = (
             [copy_rate(cp, args.tune_size, args.reps)]
             + tune_split(cp, args.tune_size, args.reps, [(16, 128), (8, 128), (32, 128), (16, 64), (8, 256), (32, 64)])
-            + tune_split(cp, args.tune_size, args.reps, [(16, 128), (8, 128)], residues=True))
+            + tune_split(cp, args.tune_size, args.reps, [(16, 128), (8, 128), (8, 256)], residues=True))
         result["tune_size"] = args.tune_size
     if args.tune_stats:
         result["tune_stats"] = tune_stats(cp, eng, args.tune_size, args.reps,

@@ -204,6 +204,28 @@ def test_gap_counts_are_the_counts_of_every_limit(monkeypatch, chunk):
     assert got.dtype == np.int64 and np.array_equal(got, want)
 
 
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 300), st.floats(0.0, 0.6))
+def test_spread_asks_for_ascending_limits_in_range(seed, rows, cols, zeros):
+    """The engines count per bucket between limits (the cuTile kernel) and do not check the
+    order: spread_bits, their only caller, must pass ascending limits in [0, MAX_GAP]."""
+    from ozhpc.engines import base
+    from ozhpc.ozaki.scales import MAX_GAP, NO_GAP, spread_bits
+    rng = np.random.default_rng(seed)
+    gaps = rng.integers(0, MAX_GAP + 1, (rows, cols)).astype(np.int8)
+    gaps[rng.random(gaps.shape) < zeros] = NO_GAP
+    seen = []
+
+    def count_le(g, limits):
+        seen.append(limits)
+        return base.count_gaps_le(np, g, limits)
+    assert spread_bits(np, gaps, count_le=count_le) == spread_bits(np, gaps)
+    assert seen
+    for limits in seen:
+        assert limits.min() >= 0 and limits.max() <= MAX_GAP
+        assert np.all(np.diff(limits, axis=1) >= 0)
+
+
 def test_spread_joins_every_count_reduction_with_zero_rows():
     """A rank whose piece of the rows is empty makes the same sum_rows calls (collectives in a
     distributed run) as one with rows, and reports no spread."""

@@ -188,8 +188,9 @@ class Engine(ABC):
         return xp.where(keep, gap, xp.int8(NO_GAP))
 
     def count_gaps_le(self, gaps, limits):
-        """int64 counts ``out[i, l] = #{j: gaps[i, j] <= limits[i, l]}`` (limits in [0, MAX_GAP],
-        ascending along each row: an engine may count per bucket between limits)."""
+        """int64 counts ``out[i, l] = #{j: gaps[i, j] <= limits[i, l]}`` for limits in [0, MAX_GAP],
+        ascending along each row: the caller's promise (:func:`ozhpc.ozaki.scales.spread_bits`
+        builds them so), unchecked; an engine may count per bucket between limits."""
         return count_gaps_le(self.xp, gaps, limits)
 
     def asarray(self, x):

@@ -493,16 +493,20 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
     shift = bits - e
     a = shift >> 1
     big = _rint_any(x * _pow2(a) * _pow2(shift - a))
+    # The next modulus's table row is loaded before this one's arithmetic (as in the CRT kernel).
+    row_next = ct.load(TAB, (0, 0), (1, TABLE_COLS))
     if FLOAT32:
         limbs = _float32_limbs(big)
         for l in range(nmod):
-            row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
+            row = row_next
+            row_next = ct.load(TAB, (min(l + 1, nmod - 1), 0), (1, TABLE_COLS))
             ct.store(OUT, (l, bi, bj), _float32_residue(limbs, row).reshape((1, TR, TC)))
     else:
         high = _rint_small(big * (1.0 / _crt.SPLIT))
         low = big - high * _crt.SPLIT
         for l in range(nmod):
-            row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
+            row = row_next
+            row_next = ct.load(TAB, (min(l + 1, nmod - 1), 0), (1, TABLE_COLS))
             if SHORT:
                 r = _balanced(high * _entry(row, 4) + low, row)
             else:
