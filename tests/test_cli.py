@@ -218,7 +218,7 @@ def test_info_and_help():
         h = run_cli([command, "--help"])
         assert h.returncode == 0 and "usage: ozhpc " + command in h.stdout
     h = " ".join(run_cli(["gemm", "--help"]).stdout.split())  # argparse wraps the lines
-    assert "--scheme {ozaki1,ozaki2}" in h and "one int8 GEMM per modulus (about 16 for FP64 accuracy)" in h
+    assert "--scheme {ozaki1,ozaki2}" in h and "one int8 GEMM per modulus (about 16 for FP64 accuracy;" in h
     assert "--bits BITS scheme ozaki2: integer bits per operand entry (8..100)" in h
 
 
