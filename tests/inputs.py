@@ -17,3 +17,30 @@ def sprinkle_special(data, *arrays):
     for x in arrays:
         for _ in range(data.draw(st.integers(0, x.size))):
             x.flat[data.draw(st.integers(0, x.size - 1))] = data.draw(SPECIAL_VALUES)
+
+
+def special_operands(seed, m, n, k, data):
+    """Standard-normal A (m x k) and B (k x n) with special values sprinkled in."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k))
+    b = rng.standard_normal((k, n))
+    sprinkle_special(data, a, b)
+    return a, b
+
+
+def native_pattern_defined(a, b):
+    """Entries where native DGEMM's inf/NaN pattern does not depend on its summation order.
+
+    Where a product of finite entries overflows (1e300 * 1e300), IEEE makes it an inf product
+    and the BLAS's order decides between inf and NaN (inf - inf); ozhpc sums the finite products
+    exactly (docs/numerics.md). These are the entries where |A||B| of the finite parts is finite."""
+    with np.errstate(all="ignore"):
+        finite_mag = np.abs(np.where(np.isfinite(a), a, 0)) @ np.abs(np.where(np.isfinite(b), b, 0))
+    return np.isfinite(finite_mag)
+
+
+def assert_same_nonfinite_pattern(got, want, where):
+    """NaN, +inf and -inf at the same entries of ``got`` and ``want`` within ``where``."""
+    assert np.array_equal(np.isnan(got)[where], np.isnan(want)[where])
+    assert np.array_equal(np.isposinf(got)[where], np.isposinf(want)[where])
+    assert np.array_equal(np.isneginf(got)[where], np.isneginf(want)[where])
