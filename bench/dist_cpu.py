@@ -29,7 +29,7 @@ def worker(args) -> None:
     from mpi4py import MPI
 
     import ozhpc
-    from ozhpc.dist import ProcessGrid, Summa
+    from ozhpc.parallel import ProcessGrid, Summa
     from ozhpc.matrices import standard_matrix
     from ozhpc.report import sha256_of_matrix
 

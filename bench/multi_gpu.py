@@ -62,7 +62,7 @@ def gpu_standard(cp, m, n, phi, seed):
 
 
 def local_piece(cp, grid, layout, global_array, transposed_grid):
-    from ozhpc.dist import DistMatrix
+    from ozhpc.parallel import DistMatrix
 
     probe = DistMatrix.__new__(DistMatrix)
     probe.grid, probe.layout, probe.transposed_grid = grid, layout, transposed_grid
@@ -108,8 +108,8 @@ def worker(args) -> None:
     import numpy as np
     from mpi4py import MPI
 
-    from ozhpc.dist import ProcessGrid, Summa
-    from ozhpc.dist.localrank import bind_device
+    from ozhpc.parallel import ProcessGrid, Summa
+    from ozhpc.parallel.localrank import bind_device
 
     comm = MPI.COMM_WORLD
     choice = bind_device(comm)  # before CuPy touches a device: this rank's GPU
@@ -178,9 +178,9 @@ def check(args) -> None:
     from mpi4py import MPI
 
     import ozhpc
-    from ozhpc.dist import ProcessGrid, Summa
-    from ozhpc.dist.localrank import bind_device
-    from ozhpc.dist.transport import mpi_cuda_support, nccl_available
+    from ozhpc.parallel import ProcessGrid, Summa
+    from ozhpc.parallel.localrank import bind_device
+    from ozhpc.parallel.transport import mpi_cuda_support, nccl_available
     from ozhpc.matrices import standard_matrix
     from ozhpc.report import sha256_of_matrix
 

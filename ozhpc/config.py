@@ -122,7 +122,7 @@ class RunConfig:
     groups: int | str = "auto"  # scheme ozaki1 only
     bits: int | str = "auto"    # scheme ozaki2 only
     engine: str = "auto"
-    transport: str = "auto"  # "auto", "nccl", "cuda-mpi", "mpi-host" (ozhpc.dist.transport)
+    transport: str = "auto"  # "auto", "nccl", "cuda-mpi", "mpi-host" (ozhpc.parallel.transport)
     kb: int | None = None    # SUMMA k-panel width; None: NB on CPUs, min(4096, k / max(P, Q)) on GPUs
     force: bool = False
     progress: str = "auto"  # "auto" (bar on a terminal, log lines otherwise), "bar", "log", "off"

@@ -334,7 +334,7 @@ def load_job(path, *, comm=None, check_files: bool = True, **overrides) -> RunCo
     except InputError as exc:
         error = exc
     if comm is not None:
-        from .dist.grid import agree
+        from .parallel.grid import agree
 
         agree(comm, error)
     elif error is not None:

@@ -34,7 +34,7 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
 
 def _agreed(comm, fn):
     """``fn()`` on every rank; an InputError on any rank is raised on every rank (no hang)."""
-    from .dist.grid import agree
+    from .parallel.grid import agree
 
     error, result = None, None
     try:
@@ -79,8 +79,8 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
     """
     from mpi4py import MPI
 
-    from .dist import ProcessGrid, Summa
-    from .dist.localrank import bind_device
+    from .parallel import ProcessGrid, Summa
+    from .parallel.localrank import bind_device
     from .io import distio
 
     comm = MPI.COMM_WORLD if comm is None else comm
@@ -112,7 +112,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         ranks, dims = grid.size, grid.dims
         is_root = grid.rank == 0
     seconds = dict(zip(PHASES, (float(x) for x in slowest)))
-    from .dist.summa import overlap_fraction
+    from .parallel.summa import overlap_fraction
     overlap = overlap_fraction(seconds)
     compute = seconds["scales"] + seconds["split"] + seconds["multiply"] + seconds["combine"]
     rate = gflops(m, n, k, compute)

@@ -3,6 +3,7 @@
     mpiexec -n R python tests/mpi_worker.py repro        # SUMMA vs ozhpc.gemm, bit for bit
     mpiexec -n R python tests/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
     mpiexec -n R python tests/mpi_worker.py mismatch     # ranks with different engines must all refuse
+    mpiexec -n R python tests/mpi_worker.py pinned PxQ   # SHA-256 of tests/pinned_cases.py on a PxQ grid
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
@@ -21,7 +22,7 @@ from mpi4py import MPI
 
 import ozhpc
 from ozhpc.config import RunConfig
-from ozhpc.dist import ProcessGrid, Summa
+from ozhpc.parallel import ProcessGrid, Summa
 from ozhpc.io.h5io import DatasetRef
 from ozhpc.matrices import standard_matrix
 from ozhpc.report import sha256_of_matrix
@@ -180,10 +181,40 @@ def mismatch(comm) -> dict:
     return {"cases": 1, "failures": failures, "message": messages[0] if messages else None}
 
 
+PINNED_LAYOUTS = [dict(block=(5, 5)), dict(block=(13, 7), kb=4), dict(block=(64, 64), kb=64)]
+
+
+def pinned(comm, grid_text) -> dict:
+    """SHA-256 of C for every case of tests/pinned_cases.py on one grid, three block/panel sizes."""
+    from pinned_cases import CASES, M, N, K, gemm_kwargs, operands
+
+    dims = tuple(int(x) for x in grid_text.split("x"))
+    digests, done = {}, 0
+    for name, case in CASES.items():
+        A, B, C0 = operands(case)
+        kw = gemm_kwargs(case)
+        alpha, beta = kw.pop("alpha", 1.0), kw.pop("beta", 0.0)
+        ta, tb = kw.pop("transa", False), kw.pop("transb", False)
+        for layout in PINNED_LAYOUTS:
+            with ProcessGrid(comm, dims) as grid:
+                with Summa(grid, M, N, K, engine="numpy", **layout, **kw) as plan:
+                    a, bt, c = plan.distribute(A, B, C0, transa=ta, transb=tb)
+                    whole = plan(a, bt, c, alpha=alpha, beta=beta).gather(0)
+            if comm.Get_rank() == 0:
+                digests.setdefault(name, []).append(sha256_of_matrix(whole))
+                done += 1
+    return {"cases": done, "failures": [], "digests": digests}
+
+
 def main() -> int:
     comm = MPI.COMM_WORLD
     mode = sys.argv[1]
-    result = {"repro": repro, "mismatch": mismatch}[mode](comm) if mode != "io" else io(comm, sys.argv[2])
+    if mode == "io":
+        result = io(comm, sys.argv[2])
+    elif mode == "pinned":
+        result = pinned(comm, sys.argv[2])
+    else:
+        result = {"repro": repro, "mismatch": mismatch}[mode](comm)
     if comm.Get_rank() == 0:
         print(json.dumps(result))
     ok = comm.bcast(not result["failures"] if comm.Get_rank() == 0 else None, root=0)

@@ -15,9 +15,9 @@ from mpi4py import MPI
 
 import ozhpc
 from ozhpc.config import RunConfig
-from ozhpc.dist import DistMatrix, ProcessGrid, Summa, dist_gemm, near_square
-from ozhpc.dist.layout import BlockCyclic
-from ozhpc.dist.transport import HostMPITransport
+from ozhpc.parallel import DistMatrix, ProcessGrid, Summa, dist_gemm, near_square
+from ozhpc.parallel.layout import BlockCyclic
+from ozhpc.parallel.transport import HostMPITransport
 from ozhpc.errors import InputError
 from ozhpc.io import distio
 from ozhpc.io.h5io import DatasetRef

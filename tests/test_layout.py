@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ozhpc.dist.layout import BlockCyclic, Cyclic1D, numroc
+from ozhpc.parallel.layout import BlockCyclic, Cyclic1D, numroc
 
 
 def brute_owner(n, nb, nprocs, src):

@@ -1,7 +1,7 @@
 """Rank-to-GPU selection from launcher variables and CUDA_VISIBLE_DEVICES (no GPU needed)."""
 import pytest
 
-from ozhpc.dist.localrank import (LOCAL_RANK_VARS, format_layout, local_rank, local_rank_from_env, rank_layout,
+from ozhpc.parallel.localrank import (LOCAL_RANK_VARS, format_layout, local_rank, local_rank_from_env, rank_layout,
                                   select_device, visible_devices)
 
 
@@ -82,7 +82,7 @@ def test_layout_for_info():
 def test_bind_device_without_cupy_is_a_no_op(monkeypatch):
     import sys
 
-    from ozhpc.dist.localrank import bind_device
+    from ozhpc.parallel.localrank import bind_device
 
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
     assert bind_device(None, {"SLURM_LOCALID": "1", "CUDA_VISIBLE_DEVICES": "0,1"}) is None

@@ -49,8 +49,8 @@ def test_nccl_transport_one_rank_and_int32_accumulator():
     from mpi4py import MPI
 
     import ozhpc
-    from ozhpc.dist import ProcessGrid, Summa
-    from ozhpc.dist.transport import nccl_available
+    from ozhpc.parallel import ProcessGrid, Summa
+    from ozhpc.parallel.transport import nccl_available
     from ozhpc.matrices import standard_matrix
 
     if nccl_available() is not None:

@@ -8,10 +8,10 @@ import pytest
 from mpi4py import MPI
 
 from ozhpc.config import RunConfig, parse_panel
-from ozhpc.dist import ProcessGrid
-from ozhpc.dist import transport as tr
-from ozhpc.dist.gpu_transport import NVLS_ENV, ensure_nvls_off
-from ozhpc.dist.summa import default_kb, overlap_fraction
+from ozhpc.parallel import ProcessGrid
+from ozhpc.parallel import transport as tr
+from ozhpc.parallel.gpu_transport import NVLS_ENV, ensure_nvls_off
+from ozhpc.parallel.summa import default_kb, overlap_fraction
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.errors import InputError
 
@@ -113,7 +113,7 @@ def test_config_transport_and_panel(tmp_path):
 def test_summa_kb_any_width_same_bits():
     """Panel width (GPU-style wide panels included) never changes the bits (NumPy engine, 1 rank)."""
     import ozhpc
-    from ozhpc.dist import dist_gemm
+    from ozhpc.parallel import dist_gemm
     from ozhpc.matrices import standard_matrix
 
     a, b = standard_matrix(70, 300, 0.5, 1), standard_matrix(300, 50, 0.5, 2)

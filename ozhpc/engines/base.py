@@ -12,7 +12,7 @@ per modulus) and ``combine(..., crt=tables)`` (the CRT reconstruction).
 
 Everything else (scales, slice-count choice, special values, alpha/beta, the
 distributed panel loop) is written once in :mod:`ozhpc.ozaki` and
-:mod:`ozhpc.dist` against ``xp`` and this interface, so engines stay small and
+:mod:`ozhpc.parallel` against ``xp`` and this interface, so engines stay small and
 every engine produces the same bits.
 
 Digit definition (shared by all engines; :class:`NumpyEngine` is the

@@ -26,9 +26,9 @@ import os
 import h5py
 import numpy as np
 
-from ..dist.distmatrix import DistMatrix
-from ..dist.grid import ProcessGrid, agree
-from ..dist.layout import BlockCyclic, Cyclic1D
+from ..parallel.distmatrix import DistMatrix
+from ..parallel.grid import ProcessGrid, agree
+from ..parallel.layout import BlockCyclic, Cyclic1D
 from ..report import RowHasher
 from . import h5io
 
@@ -99,7 +99,7 @@ def read_distributed(ref: h5io.DatasetRef, grid: ProcessGrid, layout: BlockCycli
 
 
 def read_operands(plan, a_ref, b_ref, c_ref=None, *, transa=False, transb=False):
-    """op(A), op(B)^T (and C when given) in the layouts of a :class:`~ozhpc.dist.Summa` plan."""
+    """op(A), op(B)^T (and C when given) in the layouts of a :class:`~ozhpc.parallel.Summa` plan."""
     g = plan.grid
     a = read_distributed(a_ref, g, plan.a_layout, transpose=transa, what="input A")
     bt = read_distributed(b_ref, g, plan.bt_layout, transpose=not transb, transposed_grid=True, what="input B")

@@ -2,7 +2,7 @@
 
 The steps here (scales -> plan -> split -> pair products -> combine -> special
 values -> alpha/beta) are the same ones the distributed driver runs, with the
-reductions and the panel loop spread over ranks; see :mod:`ozhpc.dist.summa`.
+reductions and the panel loop spread over ranks; see :mod:`ozhpc.parallel.summa`.
 """
 from __future__ import annotations
 

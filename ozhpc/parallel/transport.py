@@ -28,7 +28,7 @@ transports, GPU time of the broadcasts for NCCL) and ``post_seconds`` the host t
 posting broadcasts.
 
 Transports by name (:func:`get_transport`): ``"mpi-host"`` (:class:`HostMPITransport`),
-``"cuda-mpi"`` and ``"nccl"`` (:mod:`ozhpc.dist.gpu_transport`), and ``"auto"``: with a GPU
+``"cuda-mpi"`` and ``"nccl"`` (:mod:`ozhpc.parallel.gpu_transport`), and ``"auto"``: with a GPU
 engine (``engine.xp`` is not NumPy) and a grid with more than one rank, NCCL when
 ``cupy.cuda.nccl`` is usable, else CUDA-aware MPI when ``MPI.Query_cuda_support()`` says so,
 else host-staged MPI; with the NumPy engine (or one rank) always ``"mpi-host"``.

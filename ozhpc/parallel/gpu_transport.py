@@ -1,7 +1,7 @@
 """Panel broadcasts of device-resident (CuPy) slice panels: NCCL and CUDA-aware MPI.
 
-Both implement :class:`ozhpc.dist.transport.Transport` for SUMMA's int8 panels that live
-on the GPU; the host-staged path is :class:`~ozhpc.dist.transport.HostMPITransport`.
+Both implement :class:`ozhpc.parallel.transport.Transport` for SUMMA's int8 panels that live
+on the GPU; the host-staged path is :class:`~ozhpc.parallel.transport.HostMPITransport`.
 
 :class:`NcclTransport` (``"nccl"``)
     One ``cupy.cuda.nccl.NcclCommunicator`` per process row and per process column that
@@ -28,7 +28,7 @@ on the GPU; the host-staged path is :class:`~ozhpc.dist.transport.HostMPITranspo
     the root's data is complete and nobody still reads the buffer; ``wait`` is ``Waitall``.
 
 This module imports CuPy lazily (inside the constructors): it is importable on CPU-only
-machines, and :func:`ozhpc.dist.transport.get_transport` only builds these classes when asked
+machines, and :func:`ozhpc.parallel.transport.get_transport` only builds these classes when asked
 or when auto-detection finds a GPU engine.
 """
 from __future__ import annotations

@@ -100,7 +100,7 @@ class Summa:
         engine, :func:`default_kb` with a GPU engine). Never changes the bits of C.
     engine : str or Engine
         By name, a GPU engine is created after this rank selected its own GPU
-        (:func:`ozhpc.dist.localrank.bind_device`: node-local rank % visible devices).
+        (:func:`ozhpc.parallel.localrank.bind_device`: node-local rank % visible devices).
     transport : str or Transport
         ``"auto"``, ``"nccl"``, ``"cuda-mpi"`` or ``"mpi-host"`` (:func:`get_transport`).
     slices, groups, scheme, bits : as in :func:`ozhpc.gemm`
