@@ -362,7 +362,7 @@ COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check
 # -- MPI behaviour (style.md item 9) ------------------------------------------------------------
 # Arguments are parsed before MPI starts, so a usage error cannot hang anything: every rank
 # parses the same argv and exits 2; only the launcher's rank 0 prints. Commands that use MPI
-# agree on user errors collectively before raising (ozhpc.parallel.grid.agree), so every rank
+# agree on user errors collectively before raising (ozhpc.parallel.collective), so every rank
 # raises the same InputError and only rank 0 prints it. Anything else raised on any rank
 # prints a rank-tagged traceback and aborts the whole job (entry_point).
 LAUNCHER_RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")

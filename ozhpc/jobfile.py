@@ -326,19 +326,12 @@ def load_job(path, *, comm=None, check_files: bool = True, **overrides) -> RunCo
     InputError
         With a message that starts with the job file's path and names the table and key.
     """
-    error, cfg = None, None
-    try:
+    from .parallel.collective import collective_errors
+
+    with collective_errors(comm, catch=InputError):
         cfg = _load(os.fspath(path), check_files, overrides)
         if comm is not None:
             _check_grid(os.fspath(path), cfg, comm.Get_size())
-    except InputError as exc:
-        error = exc
-    if comm is not None:
-        from .parallel.grid import agree
-
-        agree(comm, error)
-    elif error is not None:
-        raise error
     return cfg
 
 

@@ -32,19 +32,6 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
     return m, n, k
 
 
-def _agreed(comm, fn):
-    """``fn()`` on every rank; an InputError on any rank is raised on every rank (no hang)."""
-    from .parallel.grid import agree
-
-    error, result = None, None
-    try:
-        result = fn()
-    except InputError as exc:
-        error = exc
-    agree(comm, error)
-    return result
-
-
 def _engine(name):
     from .engines import EngineUnavailable, get_engine
 
@@ -79,17 +66,19 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
     """
     from mpi4py import MPI
 
-    from .parallel import ProcessGrid, Summa
+    from .parallel import ProcessGrid, Summa, collective_errors
     from .parallel.localrank import bind_device
     from .io import distio
 
     comm = MPI.COMM_WORLD if comm is None else comm
     t_start = MPI.Wtime()
     with ProcessGrid(comm, cfg.grid) as grid:
-        m, n, k = _agreed(grid.comm, lambda: validate_inputs(cfg))
+        with collective_errors(grid.comm, catch=InputError):
+            m, n, k = validate_inputs(cfg)
         if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
             bind_device(grid.comm)
-        engine = _agreed(grid.comm, lambda: _engine(cfg.engine))
+        with collective_errors(grid.comm, catch=InputError):
+            engine = _engine(cfg.engine)
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,

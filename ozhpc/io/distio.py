@@ -27,7 +27,8 @@ import h5py
 import numpy as np
 
 from ..parallel.distmatrix import DistMatrix
-from ..parallel.grid import ProcessGrid, agree
+from ..parallel.collective import collective_errors
+from ..parallel.grid import ProcessGrid
 from ..parallel.layout import BlockCyclic, Cyclic1D
 from ..report import RowHasher
 from . import h5io
@@ -80,21 +81,20 @@ def read_distributed(ref: h5io.DatasetRef, grid: ProcessGrid, layout: BlockCycli
 
     Collective over the grid (errors on any rank are raised on every rank).
     """
-    local, error = None, None
-    try:
-        with _open_read(ref.file, grid) as f:
-            dset = f[ref.path]
-            pr, pc = (grid.mycol, grid.myrow) if transposed_grid else (grid.myrow, grid.mycol)
-            want = layout.shape[::-1] if transpose else layout.shape
-            if tuple(dset.shape) != want:
-                raise h5io.InputError(f"{what} {ref} has shape {tuple(dset.shape)}, expected {want}")
-            if transpose:
-                local = np.ascontiguousarray(read_blocks(dset, layout.cols, pc, layout.rows, pr).T)
-            else:
-                local = read_blocks(dset, layout.rows, pr, layout.cols, pc)
-    except (OSError, KeyError, h5io.InputError) as exc:
-        error = exc if isinstance(exc, h5io.InputError) else h5io.InputError(f"cannot read {what} {ref}: {exc}")
-    agree(grid.comm, error)
+    with collective_errors(grid.comm, catch=h5io.InputError):
+        try:
+            with _open_read(ref.file, grid) as f:
+                dset = f[ref.path]
+                pr, pc = (grid.mycol, grid.myrow) if transposed_grid else (grid.myrow, grid.mycol)
+                want = layout.shape[::-1] if transpose else layout.shape
+                if tuple(dset.shape) != want:
+                    raise h5io.InputError(f"{what} {ref} has shape {tuple(dset.shape)}, expected {want}")
+                if transpose:
+                    local = np.ascontiguousarray(read_blocks(dset, layout.cols, pc, layout.rows, pr).T)
+                else:
+                    local = read_blocks(dset, layout.rows, pr, layout.cols, pc)
+        except (OSError, KeyError) as exc:
+            raise h5io.InputError(f"cannot read {what} {ref}: {exc}") from None
     return DistMatrix(grid, layout, local, transposed_grid=transposed_grid)
 
 
@@ -105,22 +105,6 @@ def read_operands(plan, a_ref, b_ref, c_ref=None, *, transa=False, transb=False)
     bt = read_distributed(b_ref, g, plan.bt_layout, transpose=not transb, transposed_grid=True, what="input B")
     c = None if c_ref is None else read_distributed(c_ref, g, plan.c_layout, what="input C")
     return a, bt, c
-
-
-def _collective_step(comm, fn, cleanup=None):
-    """Run ``fn`` on this rank; if it failed on any rank, run ``cleanup`` and raise everywhere."""
-    error, result = None, None
-    try:
-        result = fn()
-    except Exception as exc:  # noqa: BLE001 -- re-raised on every rank by agree()
-        error = exc
-    try:
-        agree(comm, error)
-    except BaseException:
-        if cleanup is not None:
-            cleanup()
-        raise
-    return result
 
 
 def hash_dataset(path: str, dset_path: str) -> str:
@@ -162,26 +146,26 @@ def write_distributed(ref: h5io.DatasetRef, c: DistMatrix, *, attrs: dict | None
                 with h5py.File(tmp, "a") as f:
                     h5io.prepare_dataset(f, ref.path, c.layout.shape, attrs)
 
-    _collective_step(comm, create, cleanup)
+    with collective_errors(comm, cleanup=cleanup):
+        create()
 
     if PARALLEL_HDF5 and size > 1:
         def write_parallel():
             with h5py.File(tmp, "r+", driver="mpio", comm=comm) as f:
                 dset = h5io.prepare_dataset(f, ref.path, c.layout.shape, attrs)  # collective
                 write_blocks(dset, rows, pr, cols, pc, c.local)
-        _collective_step(comm, write_parallel, cleanup)
+        with collective_errors(comm, cleanup=cleanup):
+            write_parallel()
     else:
-        error = None
-        if rank > 0:
-            comm.recv(source=rank - 1, tag=TOKEN_TAG)
-        try:
-            with h5py.File(tmp, "r+") as f:
-                write_blocks(f[ref.path], rows, pr, cols, pc, c.local)
-        except Exception as exc:  # noqa: BLE001 -- agreed on below
-            error = exc
-        if rank < size - 1:
-            comm.send(None, dest=rank + 1, tag=TOKEN_TAG)
-        _collective_step(comm, lambda: _raise(error), cleanup)
+        with collective_errors(comm, cleanup=cleanup):
+            if rank > 0:
+                comm.recv(source=rank - 1, tag=TOKEN_TAG)
+            try:
+                with h5py.File(tmp, "r+") as f:
+                    write_blocks(f[ref.path], rows, pr, cols, pc, c.local)
+            finally:  # pass the token on even after a failure: the next rank must not wait forever
+                if rank < size - 1:
+                    comm.send(None, dest=rank + 1, tag=TOKEN_TAG)
 
     def finish():
         if rank != 0:
@@ -192,10 +176,6 @@ def write_distributed(ref: h5io.DatasetRef, c: DistMatrix, *, attrs: dict | None
         h5io.commit_output(tmp, ref)
         return digest
 
-    digest = _collective_step(comm, finish, cleanup)
+    with collective_errors(comm, cleanup=cleanup):
+        digest = finish()
     return comm.bcast(digest, root=0)
-
-
-def _raise(error):
-    if error is not None:
-        raise error

@@ -25,30 +25,6 @@ def near_square(size: int) -> tuple[int, int]:
     return p, size // p
 
 
-def agree(comm, error: BaseException | None) -> None:
-    """Collective: raise on EVERY rank when any rank had an error (rank-local failures).
-
-    ``error`` is this rank's exception or None. The lowest failing rank's message wins,
-    as an :class:`InputError` when that was one, else a RuntimeError naming the rank.
-    Call it after work that may fail on some ranks only (a file missing on one node),
-    so that no rank is left waiting in the next collective.
-    """
-    if comm is None or comm.Get_size() == 1:
-        if error is not None:
-            raise error
-        return
-    mine = None if error is None else (isinstance(error, InputError), str(error))
-    found = [(rank, e) for rank, e in enumerate(comm.allgather(mine)) if e is not None]
-    if not found:
-        return
-    rank, (is_input, message) = found[0]
-    if error is not None and rank == comm.Get_rank():
-        raise error
-    if is_input:
-        raise InputError(message)
-    raise RuntimeError(f"rank {rank} failed: {message}")
-
-
 class ProcessGrid:
     """P x Q process grid with row and column sub-communicators.
 
