@@ -63,7 +63,7 @@ def worker(args) -> None:
         whole = dc.gather(0)
         if rank == 0:
             p, q = grid.dims
-            model = info.slices * n * (n * (q - 1) + n * (p - 1))
+            model = info.planes * n * (n * (q - 1) + n * (p - 1))
             print(json.dumps({
                 "ranks": grid.size, "grid": f"{p}x{q}", "n": n, "block": args.block, "slices": info.slices,
                 "pair_gemms": info.pair_gemms, "panels": info.panels,

@@ -329,7 +329,7 @@ def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
             del out
         t = statistics.median(walls)
         ph = {k: statistics.median(r[k] for r in phase_runs) for k in phase_runs[0]}
-        entry = {"scheme": scheme, "slices": s, "used_slices": info.slices, "bits": info.bits,
+        entry = {"scheme": scheme, "slices": s, "used_slices": info.planes, "bits": info.bits,
                  "pair_gemms": info.pair_gemms,
                  "seconds": t, "tflops": flops / t / 1e12, "vs_dgemm": row["dgemm_seconds"] / t,
                  "error": err, "phases": ph, "path": eng.last_path, "blocks": eng.last_blocks,
@@ -346,7 +346,7 @@ def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
             da, eb = plan.split(eng, a, e), plan.split(eng, bt, f)
             tf = time_events(cp, lambda: plan.multiply_combine(eng, da, eb, e, f), reps)
             entry.update(split_a_seconds=ts,
-                         split_gbps=(8 + plan.slices) * n * n / ts / 1e9,
+                         split_gbps=(8 + plan.planes) * n * n / ts / 1e9,
                          multiply_seconds=tf,
                          pair_tops=2.0 * n**3 * plan.pair_gemms / tf / 1e12)
             if s == "auto":

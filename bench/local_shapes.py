@@ -55,13 +55,13 @@ def main(argv=None) -> int:
         # digits within the bounds of the scheme (|d| <= 64 below slice 0): the int32 sums stay exact
         da = rng.randint(-64, 65, size=(s, m, args.kb)).astype(xp.int8)
         eb = rng.randint(-64, 65, size=(s, n, args.kb)).astype(xp.int8)
-        acc = eng.zeros_accumulator(d, m, n, slices=s, k=args.k_total)
-        eng.accumulate(acc, da, eb)              # warm-up: compile / load the kernels for this shape
+        acc = eng.zeros_groups(d, m, n, slices=s, k=args.k_total)
+        eng.accumulate_groups(acc, da, eb)              # warm-up: compile / load the kernels for this shape
         eng.synchronize()
         times = []
         for _ in range(args.reps):
             t0 = time.perf_counter()
-            eng.accumulate(acc, da, eb)
+            eng.accumulate_groups(acc, da, eb)
             eng.synchronize()
             times.append(time.perf_counter() - t0)
         t = statistics.median(times)

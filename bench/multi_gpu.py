@@ -160,14 +160,14 @@ def worker(args) -> None:
             sec = dict(zip(phases + ["wall"], slowest.tolist()))
             comm_s = sec["comm"]
             print(json.dumps({
-                "n": n, "grid": f"{p}x{q}", "gpus": grid.size, "slices": info.slices, "groups": info.groups,
+                "n": n, "grid": f"{p}x{q}", "gpus": grid.size, "slices": info.slices, "groups": info.groups, "moduli": info.moduli,
                 "pair_gemms": info.pair_gemms, "kb": info.kb, "panels": info.panels,
                 "transport": info.transport, "transport_reason": info.transport_reason,
                 "seconds": sec, "tflops": 2.0 * n**3 / sec["wall"] / 1e12,
                 "tflops_per_gpu": 2.0 * n**3 / sec["wall"] / 1e12 / grid.size,
                 "overlap": None if comm_s <= 0 else max(0.0, min(1.0, 1 - sec["comm_exposed"] / comm_s)),
                 "bytes_sent_total": int(sum(sent)),
-                "bytes_model": info.slices * n * (n * (q - 1) + n * (p - 1)),
+                "bytes_model": info.planes * n * (n * (q - 1) + n * (p - 1)),
                 "devices": devices, "pool_bytes_max": max(mem), "sha256": digest, "sha_seconds": sha_s,
             }), flush=True)
 
@@ -180,7 +180,7 @@ def check(args) -> None:
     import ozhpc
     from ozhpc.parallel import ProcessGrid, Summa
     from ozhpc.parallel.localrank import bind_device
-    from ozhpc.parallel.transport import mpi_cuda_support, nccl_available
+    from ozhpc.parallel.transport_choice import mpi_cuda_support, nccl_available
     from ozhpc.matrices import standard_matrix
     from ozhpc.report import sha256_of_matrix
 

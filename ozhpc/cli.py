@@ -16,10 +16,13 @@ import time
 import numpy as np
 
 from . import __version__
-from .config import RunConfig, parse_bits, parse_groups, parse_pair, parse_panel, parse_slices
-from .errors import InputError
+from .config import RunConfig, parse_pair, parse_panel
+from .engines import ENGINE_NAMES
+from .errors import InputError, OptionError, cli_spelling
 from .io import h5io
-from .ozaki.plan import SCHEMES
+from .ozaki.settings import SCHEMES, option_value
+from .parallel.transport_names import TRANSPORT_NAMES
+from .progress import MODES as PROGRESS_MODES
 
 EXIT_USAGE = 2
 
@@ -54,6 +57,17 @@ def _option(parser_fn, option):
     return parse
 
 
+def _ozaki_option(name):
+    """``--slices`` / ``--groups`` / ``--bits``, checked by the Ozaki settings, spelled for the CLI."""
+    def parse(text):
+        try:
+            return option_value(name, text)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc.spelled(cli_spelling))) from None
+    parse.__name__ = name
+    return parse
+
+
 def add_product_options(p: argparse.ArgumentParser) -> None:
     """Options that describe op(A), op(B), alpha and beta (gemm and check share them)."""
     p.add_argument("--transa", action="store_true", help="use A transposed")
@@ -75,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("gen", help="write a standard test matrix (rand-0.5)*exp(phi*randn)",
                        description="Write the standard test matrix a_ij = (rand - 0.5) * exp(phi * randn) of "
-                                   "design.md. Larger phi widens the exponent range (0.5 is about what HPL makes). "
+                                   "the Ozaki-scheme literature. Larger phi widens the exponent range (0.5 is about what HPL makes). "
                                    "The same seed and shape give the same matrix on any machine.")
     g.add_argument("output", type=_dataset("output"), metavar="FILE.h5:/dataset")
     g.add_argument("--shape", type=_option(parse_pair, "--shape"), required=True, metavar="MxN")
@@ -97,23 +111,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "GEMM per modulus (about 16 for FP64 accuracy; on an H200 about 1.9x faster than "
                         "ozaki1 and 1.1x cuBLAS DGEMM at n = 16384). Each scheme is bitwise reproducible; "
                         "the two give different bits")
-    m.add_argument("--slices", type=_option(parse_slices, None), default="auto",
+    m.add_argument("--slices", type=_ozaki_option("slices"), default="auto",
                    help="scheme ozaki1: int8 slices per operand, or 'auto' (default): the fewest that keep "
                         "the error at or below native FP64 GEMM for this data")
-    m.add_argument("--groups", type=_option(parse_groups, None), default="auto",
+    m.add_argument("--groups", type=_ozaki_option("groups"), default="auto",
                    help="scheme ozaki1: keep slice pairs with p+q < GROUPS: 'auto' = slices (default), 'all', "
                         "or fewer for a faster, less accurate product")
-    m.add_argument("--bits", type=_option(parse_bits, None), default="auto",
+    m.add_argument("--bits", type=_ozaki_option("bits"), default="auto",
                    help="scheme ozaki2: integer bits per operand entry (8..100), or 'auto' (default): enough "
                         "for the error of native FP64 GEMM on this data; about 4 bits more cost one more "
                         "modulus (int8 GEMM)")
-    m.add_argument("--engine", choices=("auto", "numpy", "cutile"), default="auto",
+    m.add_argument("--engine", choices=ENGINE_NAMES, default="auto",
                    help="numpy (CPU) or cutile (NVIDIA GPU); auto picks cutile when it can run")
     m.add_argument("--grid", type=_option(parse_pair, "--grid"), metavar="PxQ",
                    help="process grid under MPI (default: near-square from the rank count)")
     m.add_argument("--block", type=_option(parse_pair, "--block"), default=(256, 256), metavar="NB|MBxNB",
                    help="block-cyclic block size (default 256)")
-    m.add_argument("--transport", choices=("auto", "nccl", "cuda-mpi", "mpi-host"), default="auto",
+    m.add_argument("--transport", choices=TRANSPORT_NAMES, default="auto",
                    help="how SUMMA moves slice panels: nccl (GPU), cuda-mpi (CUDA-aware MPI), mpi-host "
                         "(host-staged); auto picks nccl > cuda-mpi > mpi-host for the GPU engine (default)")
     m.add_argument("--panel", type=_option(parse_panel, None), default=None, metavar="KB",
@@ -121,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "never changes the result")
     m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
     m.add_argument("--force", action="store_true", help="replace an existing output dataset")
-    m.add_argument("--progress", choices=("auto", "bar", "log", "off"), default="auto",
+    m.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
                    help="progress on rank 0: bar on a terminal, log lines otherwise (default auto)")
 
     r = sub.add_parser("run", help="run the product a TOML job file describes",
@@ -132,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", default=None,
                    help="replace an existing output dataset (overrides output.force)")
     r.add_argument("--report", metavar="run.json", help="write the JSON report here (overrides output.report)")
-    r.add_argument("--progress", choices=("auto", "bar", "log", "off"),
+    r.add_argument("--progress", choices=PROGRESS_MODES,
                    help="progress on rank 0 (overrides run.progress)")
 
     c = sub.add_parser("check", help="error statistics of a computed C against an exact reference",
@@ -208,18 +222,9 @@ def print_summary(report: dict) -> None:
     overlap = report.get("overlap")
     print(f"  transport {report.get('transport', '?')}, panel width {report.get('kb')}, "
           f"overlap {'n/a' if overlap is None else f'{100 * overlap:.0f}%'}")
-    print(f"  engine {report['engine']}, {plan_summary(report)}, {report['ranks']} rank(s)")
+    print(f"  engine {report['engine']}, {report['plan_summary']}, {report['ranks']} rank(s)")
     print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
     print(f"  {report['gflops']:.2f} GFLOP/s (FP64-equivalent), sha256 {report['sha256']}")
-
-
-def plan_summary(report: dict) -> str:
-    """The scheme and what it ran, e.g. 'scheme ozaki1: 8 slices, 8 groups, 36 pair GEMMs'."""
-    if report.get("scheme") == "ozaki2":
-        return (f"scheme ozaki2: {report['bits']} bits, {report['moduli']} moduli "
-                f"({report['pair_gemms']} int8 GEMMs)")
-    return (f"scheme ozaki1: {report['slices']} slices, {report['groups']} groups, "
-            f"{report['pair_gemms']} pair GEMMs")
 
 
 def check_statistics(args) -> dict:
@@ -301,7 +306,7 @@ def mpi_layout_lines(comm) -> list[str]:
 def gpu_layout_lines(comm) -> list[str]:
     """Rank -> host / local rank / GPU, and the transports usable here (collective over ``comm``)."""
     from .parallel.localrank import format_layout, rank_layout
-    from .parallel.transport import mpi_cuda_support, nccl_available
+    from .parallel.transport_choice import mpi_cuda_support, nccl_available
 
     count = 0
     try:
@@ -359,7 +364,7 @@ def cmd_demo(args) -> int:
 COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "info": cmd_info, "demo": cmd_demo}
 
 
-# -- MPI behaviour (style.md item 9) ------------------------------------------------------------
+# -- MPI behaviour --------------------------------------------------------------------------------
 # Arguments are parsed before MPI starts, so a usage error cannot hang anything: every rank
 # parses the same argv and exits 2; only the launcher's rank 0 prints. Commands that use MPI
 # agree on user errors collectively before raising (ozhpc.parallel.collective), so every rank

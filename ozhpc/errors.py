@@ -1,4 +1,7 @@
 """Errors that mean "the user asked for something that cannot be done" (CLI exit code 2)."""
+from __future__ import annotations
+
+import re
 
 
 class InputError(ValueError):
@@ -6,3 +9,40 @@ class InputError(ValueError):
 
     The message names the file, dataset, shape or option at fault.
     """
+
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]*)(=[^{}]*)?\}")
+
+
+def _render(template: str, spell) -> str:
+    """``{name}`` -> the option, ``{name=value}`` -> an option with its value, ``{=value}`` ->
+    a value alone, each as ``spell(name, value)`` writes it."""
+    return _PLACEHOLDER.sub(lambda m: spell(m.group(1), m.group(2)[1:] if m.group(2) else None), template)
+
+
+def api_spelling(name: str, value: str | None = None) -> str:
+    """Options as the Python API names them: ``slices``, ``slices=8``."""
+    return value if not name else name if value is None else f"{name}={value}"
+
+
+def cli_spelling(name: str, value: str | None = None) -> str:
+    """Options as the command line writes them: ``--slices``, ``--slices 8``."""
+    return value if not name else f"--{name}" if value is None else f"--{name} {value}"
+
+
+class OptionError(InputError):
+    """A bad value of named options, worded once and spelled as the user wrote them.
+
+    ``template`` names options as ``{slices}``, settings as ``{slices=8}`` and values as
+    ``{=ozaki1}``; the command line spells them ``--slices 8``, a job file ``ozaki.slices = 8``,
+    the API ``slices=8`` (:meth:`spelled`). The
+    check lives where the fact is owned (e.g. :class:`ozhpc.ozaki.settings.OzakiSettings`);
+    the CLI, job files and the API only choose the spelling.
+    """
+
+    def __init__(self, template: str, spell=api_spelling):
+        self.template = template
+        super().__init__(_render(template, spell))
+
+    def spelled(self, spell) -> "OptionError":
+        return OptionError(self.template, spell)

@@ -23,7 +23,7 @@ starts with the job file's path and names the table and key at fault, e.g.
 relative to the job file's directory, so a job runs the same from any working directory.
 
 Defaults are NOT declared here: a key left out is simply not passed to ``RunConfig``,
-whose field defaults are the only ones (style.md item 6). ``SCHEMA`` below is the single
+whose field defaults are the only ones. ``SCHEMA`` below is the single
 list of allowed keys; ``docs/batch.md`` documents it.
 
 Parsing has no side effects and no MPI calls, so every rank of a job can call
@@ -38,10 +38,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import RunConfig, parse_bits, parse_groups, parse_pair, parse_slices, scheme_conflict
-from .errors import InputError
+from .config import RunConfig, parse_pair
+from .engines import ENGINE_NAMES
+from .errors import InputError, OptionError
 from .io import h5io
-from .ozaki.plan import SCHEMES
+from .ozaki.settings import SCHEMES, option_value
+from .parallel.transport_names import TRANSPORT_NAMES
+from .progress import MODES as PROGRESS_MODES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -139,36 +142,19 @@ def _panel(value, key):
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{key} must be \"auto\" or a positive integer, {_got(value)}")
-    if value < 1:
-        raise InputError(f"{key} must be positive, got integer {value}")
-    return value
+    return value  # RunConfig checks that it is positive
 
 
-def _slices(value, key):
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InputError(f"{key} must be \"auto\" or an integer, {_got(value)}")
-    try:
-        return parse_slices(value)
-    except InputError as exc:
-        raise InputError(str(exc).replace("--slices", key)) from None
+def _count(name):
+    """``ozaki.slices`` / ``groups`` / ``bits``: a TOML integer or string, checked by the
+    Ozaki settings (the one place that knows their ranges)."""
+    words = {"groups": '"auto", "all"'}.get(name, '"auto"')
 
-
-def _groups(value, key):
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InputError(f"{key} must be \"auto\", \"all\" or an integer, {_got(value)}")
-    try:
-        return parse_groups(value)
-    except InputError as exc:
-        raise InputError(str(exc).replace("--groups", key)) from None
-
-
-def _bits(value, key):
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InputError(f"{key} must be \"auto\" or an integer, {_got(value)}")
-    try:
-        return parse_bits(value)
-    except InputError as exc:
-        raise InputError(str(exc).replace("--bits", key)) from None
+    def check(value, key):
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise InputError(f"{key} must be {words} or an integer, {_got(value)}")
+        return option_value(name, value)
+    return check
 
 
 @dataclass(frozen=True)
@@ -205,17 +191,35 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "ozaki": {
         "scheme": Key("scheme", _choice(*SCHEMES), doc="Ozaki scheme: \"ozaki1\" (slices) or \"ozaki2\" (CRT)"),
-        "slices": Key("slices", _slices, doc="scheme ozaki1: int8 slices per operand, or \"auto\""),
-        "groups": Key("groups", _groups, doc="scheme ozaki1: slice-pair groups kept: \"auto\", \"all\" or an integer"),
-        "bits": Key("bits", _bits, doc="scheme ozaki2: integer bits per entry (8..100), or \"auto\""),
-        "engine": Key("engine", _choice("auto", "numpy", "cutile"), doc="local engine"),
+        "slices": Key("slices", _count("slices"), doc="scheme ozaki1: int8 slices per operand, or \"auto\""),
+        "groups": Key("groups", _count("groups"), doc="scheme ozaki1: slice-pair groups kept: \"auto\", \"all\" or an integer"),
+        "bits": Key("bits", _count("bits"), doc="scheme ozaki2: integer bits per entry (8..100), or \"auto\""),
+        "engine": Key("engine", _choice(*ENGINE_NAMES), doc="local engine"),
     },
     "run": {
-        "progress": Key("progress", _choice("auto", "bar", "log", "off"), doc="rank-0 progress display"),
-        "transport": Key("transport", _choice("auto", "nccl", "cuda-mpi", "mpi-host"),
+        "progress": Key("progress", _choice(*PROGRESS_MODES), doc="rank-0 progress display"),
+        "transport": Key("transport", _choice(*TRANSPORT_NAMES),
                          doc="how SUMMA moves slice panels"),
     },
 }
+
+
+JOB_KEYS = {key: f"{table}.{key}" for table in reversed(SCHEMA) for key in SCHEMA[table]}
+"""Option name -> job key (``panel`` -> ``layout.panel``; ``c`` -> ``inputs.c``)."""
+
+
+def job_spelling(name: str, value: str | None = None) -> str:
+    """Options as a job file writes them: ``ozaki.slices``, ``ozaki.slices = 8``, ``"ozaki1"``."""
+    def toml(text):
+        try:
+            float(text)
+            return text
+        except ValueError:
+            return json.dumps(text)
+    if not name:
+        return toml(value)
+    key = JOB_KEYS.get(name, name)
+    return key if value is None else f"{key} = {toml(value)}"
 
 
 def _suggest(name: str, candidates, spell) -> str:
@@ -268,6 +272,8 @@ def parse_job(text: str, source: str = "<job>", base_dir: str = ".") -> dict:
                 value = _resolve(value, base_dir, spec.check is _dataset)
             try:
                 kwargs[spec.field] = spec.check(value, name)
+            except OptionError as exc:
+                raise fail(exc.spelled(job_spelling)) from None
             except InputError as exc:
                 raise fail(str(exc)) from None
 
@@ -277,13 +283,6 @@ def parse_job(text: str, source: str = "<job>", base_dir: str = ".") -> dict:
                 hint = "" if table in doc else f" (the file has no [{table}] table)"
                 raise fail(f"missing required key {table}.{key}{hint}")
 
-    defaults = RunConfig.__dataclass_fields__  # the defaults live in RunConfig only
-    conflict = scheme_conflict(*(kwargs.get(name, defaults[name].default)
-                                 for name in ("scheme", "slices", "groups", "bits")), job=True)
-    if conflict:
-        raise fail(conflict)
-    if kwargs.get("beta", 0.0) != 0.0 and "c" not in kwargs:
-        raise fail(f"gemm.beta = {kwargs['beta']!r} needs an input C: add inputs.c = \"FILE.h5:/C\"")
     if kwargs.get("beta", 0.0) == 0.0:
         kwargs.pop("c", None)  # never read when beta == 0
     return kwargs
@@ -360,9 +359,12 @@ def _load(source: str, check_files: bool, overrides: dict) -> RunConfig:
 
     kwargs = parse_job(text, source, os.path.dirname(os.path.abspath(source)))
     kwargs.update({k: v for k, v in overrides.items() if v is not None})
-    if check_files:
-        check_inputs(kwargs, source)
     try:
-        return RunConfig(**kwargs)
+        cfg = RunConfig(**kwargs)
+    except OptionError as exc:
+        raise InputError(f"{source}: {exc.spelled(job_spelling)}") from None
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
+    if check_files:
+        check_inputs(kwargs, source)
+    return cfg

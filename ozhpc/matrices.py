@@ -1,4 +1,4 @@
-"""The standard test matrices of design.md: ``(rand - 0.5) * exp(phi * randn)``.
+"""The standard test matrices of the Ozaki-scheme literature: ``(rand - 0.5) * exp(phi * randn)``.
 
 Rows are drawn in fixed chunks, each from its own seeded stream, so any row
 range can be generated on its own (by a rank, or in pieces for a huge file)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import platform
@@ -10,23 +9,7 @@ import socket
 
 import numpy as np
 
-
-def sha256_of_matrix(c: np.ndarray) -> str:
-    """SHA-256 of C as C-ordered little-endian float64 bytes (the same for any layout it came from)."""
-    return hashlib.sha256(np.ascontiguousarray(c, dtype="<f8").tobytes()).hexdigest()
-
-
-class RowHasher:
-    """SHA-256 of a matrix fed in row order, one block of rows at a time."""
-
-    def __init__(self):
-        self._h = hashlib.sha256()
-
-    def update(self, rows: np.ndarray) -> None:
-        self._h.update(np.ascontiguousarray(rows, dtype="<f8").tobytes())
-
-    def hexdigest(self) -> str:
-        return self._h.hexdigest()
+from .io.checksum import RowHasher, sha256_of_matrix  # noqa: F401  (re-exported)
 
 
 def base_report() -> dict:

@@ -41,13 +41,6 @@ def _engine(name):
         raise InputError(str(exc)) from None
 
 
-def plan_attrs(info) -> dict:
-    """HDF5 attributes of C that say how it was computed (the scheme decides its bits)."""
-    if info.scheme == "ozaki2":
-        return {"scheme": info.scheme, "bits": info.bits, "moduli": info.slices}
-    return {"scheme": info.scheme, "bits": info.bits, "slices": info.slices, "groups": info.groups}
-
-
 PHASES = ("read", "scales", "split", "multiply", "comm_wait", "combine", "write", "total",
           "compute", "comm", "comm_exposed")
 
@@ -82,8 +75,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
-                   scheme=cfg.scheme, slices=cfg.slices, groups=cfg.groups, bits=cfg.bits,
-                   on_panel=on_panel) as plan:
+                   settings=cfg.ozaki, on_panel=on_panel) as plan:
             t0 = MPI.Wtime()
             a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
                                              transa=cfg.transa, transb=cfg.transb)
@@ -92,7 +84,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
             del a, bt, c0
             info = plan.info
             t1 = MPI.Wtime()
-            digest = distio.write_distributed(cfg.out, c, attrs=plan_attrs(info), force=cfg.force)
+            digest = distio.write_distributed(cfg.out, c, attrs=info.plan_attrs(), force=cfg.force)
             write_s = MPI.Wtime() - t1
         mine = dict(info.seconds, read=read_s, write=write_s, total=MPI.Wtime() - t_start)
         slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
@@ -105,7 +97,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
     overlap = overlap_fraction(seconds)
     compute = seconds["scales"] + seconds["split"] + seconds["multiply"] + seconds["combine"]
     rate = gflops(m, n, k, compute)
-    depth = info.slices + (1 if info.nonfinite_inputs else 0)
+    depth = info.planes + (1 if info.nonfinite_inputs else 0)
     report = base_report()
     report.update({
         "config": cfg.describe(),
@@ -121,9 +113,10 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         # compute = the panel products alone (GPU events); comm = transport time (NCCL: GPU time
         # of the broadcasts); comm_exposed = multiply - compute, the part not hidden by overlap.
         "overlap": overlap,
-        # scheme ozaki2: slices = groups = moduli (one int8 residue plane per modulus).
-        "scheme": info.scheme, "bits": info.bits, "moduli": info.slices if info.scheme == "ozaki2" else None,
+        # slices/groups: scheme ozaki1 (None with ozaki2); moduli: scheme ozaki2 (None with ozaki1).
+        "scheme": info.scheme, "bits": info.bits, "moduli": info.moduli,
         "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
+        "plan_summary": info.plan_summary,
         "spread_bits": info.spread_bits,
         "nonfinite_inputs": info.nonfinite_inputs,
         "error_bound": {"truncation": info.truncation_bound, "rounding": info.rounding_bound},

@@ -21,3 +21,28 @@ def run_cli(args, cwd=None, env=None, timeout=120):
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "ozhpc", *map(str, args)], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def _summa_product(A, B, C=None, *, info=False, engine="numpy", **options):
+    """The distributed path on one rank: SUMMA over a 1x1 grid with small blocks and several
+    k-panels (the multi-rank grids run under mpiexec in tests/test_mpi.py)."""
+    from mpi4py import MPI
+
+    from ozhpc.parallel import ProcessGrid, dist_gemm
+
+    with ProcessGrid(MPI.COMM_SELF) as grid:
+        out = dist_gemm(grid, A, B, C, block=(7, 5), kb=9, engine=engine, info=info, **options)
+        out, meta = out if info else (out, None)
+        whole = out.gather(0)
+    return (whole, meta) if info else whole
+
+
+@pytest.fixture(params=["gemm", "summa"])
+def product(request):
+    """The shared product pipeline through ``ozhpc.gemm`` and through SUMMA, with the same
+    signature as ``ozhpc.gemm`` (engine "numpy" unless given)."""
+    import ozhpc
+
+    if request.param == "gemm":
+        return lambda A, B, C=None, **kw: ozhpc.gemm(A, B, C, **{"engine": "numpy", **kw})
+    return _summa_product

@@ -94,7 +94,7 @@ def repro(comm) -> dict:
             done += 1
             digest = sha256_of_matrix(whole)
             p, q = case["grid"]
-            depth = info.slices + (1 if nf else 0)
+            depth = info.planes + (1 if nf else 0)
             model = depth * K * (M * (q - 1) + N * (p - 1))
             if digest != refs[key]:
                 failures.append(f"bits differ: {case}")

@@ -79,14 +79,14 @@ def test_gemm_scheme_ozaki2_end_to_end(inputs, tmp_path):
     assert got.tobytes() != scheme1.tobytes(), "the two schemes round differently (on this data)"
     rep = json.loads(report.read_text())
     assert rep["sha256"] == sha256_of_matrix(got)
-    assert (rep["scheme"], rep["bits"], rep["moduli"]) == ("ozaki2", info.bits, info.slices)
-    assert rep["pair_gemms"] == rep["moduli"] == rep["slices"] and rep["panels"] == 5
+    assert (rep["scheme"], rep["bits"], rep["moduli"]) == ("ozaki2", info.bits, info.moduli)
+    assert rep["pair_gemms"] == rep["moduli"] and rep["slices"] is None and rep["panels"] == 5
     assert rep["config"]["scheme"] == "ozaki2" and rep["config"]["bits"] == "auto"
     with h5py.File(out, "r") as f:
         attrs = dict(f["C"].attrs)
-    assert (attrs["ozhpc_scheme"], attrs["ozhpc_bits"], attrs["ozhpc_moduli"]) == ("ozaki2", info.bits, info.slices)
+    assert (attrs["ozhpc_scheme"], attrs["ozhpc_bits"], attrs["ozhpc_moduli"]) == ("ozaki2", info.bits, info.moduli)
     assert "ozhpc_slices" not in attrs and "ozhpc_groups" not in attrs
-    assert f"scheme ozaki2: {info.bits} bits, {info.slices} moduli ({info.slices} int8 GEMMs)" in r.stdout
+    assert f"scheme ozaki2: {info.bits} bits, {info.moduli} moduli ({info.moduli} int8 GEMMs)" in r.stdout
 
     # --bits: the accuracy knob of scheme II; fewer bits, fewer moduli, other bits of C.
     r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C24", "--scheme", "ozaki2",
@@ -95,8 +95,8 @@ def test_gemm_scheme_ozaki2_end_to_end(inputs, tmp_path):
     want24, info24 = ozhpc.gemm(a, read(inputs, "B"), engine="numpy", scheme="ozaki2", bits=24, info=True)
     assert read(out, "C24").tobytes() == want24.tobytes()
     rep = json.loads(report.read_text())
-    assert (rep["scheme"], rep["bits"], rep["moduli"]) == ("ozaki2", 24, info24.slices)
-    assert rep["config"]["bits"] == 24 and info24.slices < info.slices
+    assert (rep["scheme"], rep["bits"], rep["moduli"]) == ("ozaki2", 24, info24.moduli)
+    assert rep["config"]["bits"] == 24 and info24.moduli < info.moduli
 
 
 def test_scheme_and_bits_parse_into_runconfig():
@@ -165,7 +165,7 @@ def test_output_next_to_other_datasets_keeps_them(inputs, tmp_path):
     ("IN:/A", "IN:/cplx", [], "input B IN:/cplx must hold real floating-point numbers, has dtype complex128"),
     ("IN:/A", "IN:/grp", [], "input B IN:/grp is a group, not a dataset"),
     ("IN:/A", "IN:/C0", [], "shape mismatch: op(A) from IN:/A is 40x30 but op(B) from IN:/C0 is 40x20"),
-    ("IN:/A", "IN:/B", ["--beta", "1"], "beta != 0 needs an input C (--c FILE.h5:/C)"),
+    ("IN:/A", "IN:/B", ["--beta", "1"], "--beta 1 needs an input C: add --c FILE.h5:/C"),
     ("IN:/A", "IN:/B", ["--beta", "1", "--c", "IN:/A"], "input C IN:/A has shape (40, 30), expected (40, 20)"),
 ])
 def test_bad_input_is_one_clear_message_and_exit_2(inputs, tmp_path, a, b, extra, message):

@@ -153,14 +153,14 @@ def test_accumulate_combine_match_numpy(gpu):
     a, bt = phi_matrix(rng, m, k, 1.0), phi_matrix(rng, n, k, 1.0)
     e, f = exponents(np, row_abs_max(np, a)), exponents(np, row_abs_max(np, bt))
     da, eb = ref.split(a, e, s), ref.split(bt, f, s)
-    acc_w = ref.zeros_accumulator(s, m, n)
-    acc_g = engine.zeros_accumulator(s, m, n)
+    acc_w = ref.zeros_groups(s, m, n)
+    acc_g = engine.zeros_groups(s, m, n)
     for k0 in range(0, k, 150):
-        ref.accumulate(acc_w, da[:, :, k0:k0 + 150], eb[:, :, k0:k0 + 150])
-        engine.accumulate(acc_g, cp.asarray(da[:, :, k0:k0 + 150]), cp.asarray(eb[:, :, k0:k0 + 150]))
+        ref.accumulate_groups(acc_w, da[:, :, k0:k0 + 150], eb[:, :, k0:k0 + 150])
+        engine.accumulate_groups(acc_g, cp.asarray(da[:, :, k0:k0 + 150]), cp.asarray(eb[:, :, k0:k0 + 150]))
     assert_same_bits(cp.asnumpy(acc_g), acc_w)
-    assert_same_bits(cp.asnumpy(engine.combine(acc_g, cp.asarray(e), cp.asarray(f))),
-                     ref.combine(acc_w, e, f))
+    assert_same_bits(cp.asnumpy(engine.combine_groups(acc_g, cp.asarray(e), cp.asarray(f))),
+                     ref.combine_groups(acc_w, e, f))
 
 
 # ------------------------------------------------------------------------- special values
@@ -336,8 +336,8 @@ def test_crt_combine_bits(gpu, acc_dtype):
         e = rng.integers(-600, 600, m).astype(np.int32)
         e[:4] = (-1100, -1000, 1000, 1100)
         f = rng.integers(-600, 600, n).astype(np.int32)
-        want = NumpyEngine().combine(acc, e, f, crt=tables)
-        got = engine.combine(cp.asarray(acc), cp.asarray(e), cp.asarray(f), crt=tables)
+        want = NumpyEngine().combine_moduli(acc, e, f, tables)
+        got = engine.combine_moduli(cp.asarray(acc), cp.asarray(e), cp.asarray(f), tables)
         assert_same_bits(cp.asnumpy(got), want)
 
 
@@ -351,7 +351,7 @@ def test_gemm_ozaki2_bits(gpu, phi, trans, bits):
     kw = dict(transa=ta, transb=tb, scheme="ozaki2", bits=bits, info=True)
     want, info_w = ozhpc.gemm(A, B, engine="numpy", **kw)
     got, info_g = ozhpc.gemm(A, B, engine=engine, **kw)
-    assert (info_g.scheme, info_g.bits, info_g.slices) == ("ozaki2", info_w.bits, info_w.slices)
+    assert (info_g.scheme, info_g.bits, info_g.moduli) == ("ozaki2", info_w.bits, info_w.moduli)
     assert_same_bits(got, want)
 
 
@@ -409,8 +409,8 @@ def test_ozaki2_panels_match_numpy(gpu, k_limit):
         plan.accumulate(ref, acc_w, da[:, :, k0:k0 + 150], eb[:, :, k0:k0 + 150])
         plan.accumulate(engine, acc_g, cp.asarray(da[:, :, k0:k0 + 150]), cp.asarray(eb[:, :, k0:k0 + 150]))
     assert_same_bits(cp.asnumpy(acc_g).astype(np.int64), _balanced_mod(acc_w, plan.tables.primes))
-    with pytest.raises(TypeError, match=r"acc must come from zeros_accumulator \(int8, rows contiguous\), got float64"):
-        engine.accumulate(cp.zeros(acc_g.shape), cp.asarray(da), cp.asarray(eb), crt=plan.tables)
+    with pytest.raises(TypeError, match=r"acc must come from zeros_moduli \(int8, rows contiguous\), got float64"):
+        engine.accumulate_moduli(cp.zeros(acc_g.shape), cp.asarray(da), cp.asarray(eb), plan.tables)
     assert_same_bits(cp.asnumpy(plan.combine(engine, acc_g, cp.asarray(e), cp.asarray(f))),
                      plan.combine(ref, acc_w, e, f))
 
@@ -461,7 +461,7 @@ def test_ozaki2_large_problem_int32_blocks_equal_int64(gpu):
     auto, wide = CutileEngine(), CutileEngine(pair_index="int64")
     got, info = ozhpc.gemm(a, b, scheme="ozaki2", bits=53, engine=auto, info=True)
     # group ranges keep int32 offsets: no M/N blocks, no operand copies
-    assert info.slices == 16 and auto.launcher.last_pair_index == "int32" and auto.last_blocks == (1, 1)
+    assert info.moduli == 16 and auto.launcher.last_pair_index == "int32" and auto.last_blocks == (1, 1)
     want = ozhpc.gemm(a, b, scheme="ozaki2", bits=53, engine=wide)
     assert wide.launcher.last_pair_index == "int64"
     assert bool(cp.all(got.view(cp.int64) == want.view(cp.int64)))

@@ -173,4 +173,4 @@ def test_layers_ozaki_and_engines_never_import_mpi():
             tree = ast.parse(path.read_text())
             names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
             names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-            assert not any(n.startswith("mpi4py") or "dist" in n.split(".") for n in names), path
+            assert not any(n.startswith("mpi4py") or "parallel" in n.split(".") for n in names), path

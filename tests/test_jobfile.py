@@ -69,7 +69,7 @@ def error_of(path, **kw):
     ("[run]\ntransport = \"tcp\"\n",
      'run.transport must be one of "auto", "nccl", "cuda-mpi", "mpi-host", got string "tcp"'),
     ("[layout]\npanel = \"wide\"\n", 'layout.panel must be "auto" or a positive integer, got string "wide"'),
-    ("[layout]\npanel = -4\n", "layout.panel must be positive, got integer -4"),
+    ("[layout]\npanel = -4\n", "layout.panel must be 'auto' or a positive integer, got -4"),
     ("[gemm]\nalpah = 2.0\n",
      "unknown key gemm.alpah (did you mean gemm.alpha?); allowed in [gemm]: transa, transb, alpha, beta"),
     ("[layout]\nblocks = 4\n",
@@ -286,7 +286,7 @@ def test_scheme_ozaki2_job_through_the_cli(jobdir, tmp_path):
         want, info = ozhpc.gemm(f["A"][...], f["B"][...], engine="numpy", scheme="ozaki2", bits=30, info=True)
     report = json.loads((jobdir / "run.json").read_text())
     assert report["sha256"] == sha256_of_dataset(jobdir / "out.h5", "/C") == hashlib.sha256(want.tobytes()).hexdigest()
-    assert (report["scheme"], report["bits"], report["moduli"]) == ("ozaki2", 30, info.slices)
+    assert (report["scheme"], report["bits"], report["moduli"]) == ("ozaki2", 30, info.moduli)
     assert report["config"]["scheme"] == "ozaki2" and report["config"]["bits"] == 30
 
     bad = write_job(jobdir, GOOD.replace("out.h5", "bad.h5") + '[ozaki]\nscheme = "ozaki2"\ngroups = 3\n', "bad.toml")

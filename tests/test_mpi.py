@@ -35,7 +35,6 @@ if MPIEXEC is None:
 def mpiexec(n, args, timeout=JOB_TIMEOUT, env=None, cwd=None):
     cmd = [MPIEXEC, "-n", str(n), sys.executable] + list(args)
     full_env = dict(os.environ)
-    full_env.pop("OZHPC_TEST_FAIL_RANK", None)
     # This checkout's ozhpc, not an installed copy (the worker's sys.path[0] is tests/).
     full_env["PYTHONPATH"] = REPO + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
@@ -146,10 +145,11 @@ def test_existing_output_needs_force(data, tmp_path, ranks):
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_exception_on_one_rank_aborts_the_job(data, tmp_path, ranks):
-    """OZHPC_TEST_FAIL_RANK=1 raises in the middle of rank 1's panel loop: the job must abort."""
+    """Rank 1 raises in the middle of its panel loop (tests/failing_rank.py): the job must abort."""
     out = tmp_path / "out.h5"
-    proc, seconds = mpiexec(ranks, _gemm_args(data, out, "--block", "16"), timeout=60,
-                            env={"OZHPC_TEST_FAIL_RANK": "1"})
+    args = _gemm_args(data, out, "--block", "16", "--panel", "16")
+    args[:2] = [os.path.join(os.path.dirname(__file__), "failing_rank.py")]
+    proc, seconds = mpiexec(ranks, args, timeout=60)
     assert proc.returncode != 0
     assert "[rank 1]" in proc.stderr and "simulated failure" in proc.stderr
     assert seconds < 30

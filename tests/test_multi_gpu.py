@@ -50,7 +50,7 @@ def test_nccl_transport_one_rank_and_int32_accumulator():
 
     import ozhpc
     from ozhpc.parallel import ProcessGrid, Summa
-    from ozhpc.parallel.transport import nccl_available
+    from ozhpc.parallel.transport_choice import nccl_available
     from ozhpc.matrices import standard_matrix
 
     if nccl_available() is not None:

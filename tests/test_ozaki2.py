@@ -18,7 +18,6 @@ from ozhpc.engines import numpy_engine
 from ozhpc.engines.numpy_engine import PACK_K, NumpyEngine, block_rows
 from ozhpc.errors import InputError
 from ozhpc.matrices import standard_matrix
-from ozhpc.ozaki.gemm import check_k
 from ozhpc.ozaki.plan import AUTO_BITS_MARGIN, FP64_BITS, ModularPlan, auto_bits, make_plan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 from ozhpc.reference import exact_entry, sample_indices
@@ -329,7 +328,7 @@ def test_error_within_stated_bound(seed, m, n, k, phi, bits, transa, transb):
     a = np.ascontiguousarray(a_op.T) if transa else a_op
     b = np.ascontiguousarray(b_op.T) if transb else b_op
     c, info = ozhpc.gemm(a, b, transa=transa, transb=transb, engine="numpy", scheme="ozaki2", bits=bits, info=True)
-    assert info.scheme == "ozaki2" and info.pair_gemms == info.slices == info.groups
+    assert info.scheme == "ozaki2" and info.pair_gemms == info.moduli == info.planes and info.slices is None is info.groups
     if bits != "auto":
         assert info.bits == bits
     else:
@@ -478,16 +477,16 @@ def test_auto_is_at_least_as_accurate_as_native(phi):
 
 @pytest.mark.parametrize("kwargs,message", [
     (dict(slices=7, groups="auto", scheme="ozaki2"),
-     "slices applies to scheme ozaki1; scheme ozaki2 takes bits (got slices=7)"),
+     "slices=7 is an option of scheme=ozaki1; with scheme=ozaki2 leave it out and set the accuracy with bits"),
     (dict(slices="auto", groups="all", scheme="ozaki2"),
-     "groups applies to scheme ozaki1; scheme ozaki2 takes bits (got groups='all')"),
-    (dict(slices="auto", groups="auto", scheme="ozaki2", bits=7), "bits must be in [8, 100], got 7"),
-    (dict(slices="auto", groups="auto", scheme="ozaki2", bits=101), "bits must be in [8, 100], got 101"),
+     "groups=all is an option of scheme=ozaki1; with scheme=ozaki2 leave it out and set the accuracy with bits"),
+    (dict(slices="auto", groups="auto", scheme="ozaki2", bits=7), "bits must be between 8 and 100, got 7"),
+    (dict(slices="auto", groups="auto", scheme="ozaki2", bits=101), "bits must be between 8 and 100, got 101"),
     (dict(slices="auto", groups="auto", scheme="ozaki2", bits="many"), "bits must be 'auto' or an integer, got 'many'"),
     (dict(slices="auto", groups="auto", scheme="ozaki2", bits=True), "bits must be 'auto' or an integer, got True"),
     (dict(slices="auto", groups="auto", scheme="ozaki3"), "scheme must be one of ozaki1, ozaki2, got 'ozaki3'"),
     (dict(slices="auto", groups="auto", scheme="ozaki1", bits=50),
-     "bits applies to scheme ozaki2; scheme ozaki1 takes slices (got bits=50)"),
+     "bits=50 needs scheme=ozaki2 (the scheme here is ozaki1, whose accuracy is set by slices)"),
 ])
 def test_option_errors(kwargs, message):
     slices, groups = kwargs.pop("slices"), kwargs.pop("groups")
@@ -503,13 +502,13 @@ def test_plan_limits():
     plan = ModularPlan.for_k(50, 10)
     with pytest.raises(InputError) as exc:
         ModularPlan(crt.MAX_BITS + 1, 3)
-    assert str(exc.value) == "bits must be in [8, 100], got 101"
+    assert str(exc.value) == "bits must be between 8 and 100, got 101"
     kmax = plan.max_exact_k()
     assert kmax * crt.RESIDUE_MAX**2 <= 2**53 - 2**10 < (kmax + 1) * crt.RESIDUE_MAX**2
-    check_k(ModularPlan.for_k(100, kmax), kmax)
+    ModularPlan.for_k(100, kmax).check_k(kmax)
     with pytest.raises(InputError) as exc:
-        check_k(ModularPlan.for_k(50, kmax + 1), kmax + 1)
+        ModularPlan.for_k(50, kmax + 1).check_k(kmax + 1)
     assert str(exc.value) == (f"k = {kmax + 1} is too long for exact accumulation with scheme ozaki2 "
-                              f"(50 bits) (at most {kmax})")
+                              f"(50 bits; at most {kmax})")
     assert [auto_bits(s) for s in (0, 3, 30)] == [FP64_BITS + s + AUTO_BITS_MARGIN for s in (0, 3, 30)]
     assert auto_bits(200) == crt.MAX_BITS and auto_bits(-100) == crt.MIN_BITS

@@ -59,3 +59,24 @@ def test_summa_bits_pinned(grid):
     assert result["failures"] == []
     for name, digests in result["digests"].items():
         assert set(digests) == {PINNED[name]}, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cutile_engine_bits_pinned(name):
+    """The cuTile engine, one process and SUMMA on a 1x1 grid with several k-panels."""
+    from mpi4py import MPI
+
+    from ozhpc.engines import EngineUnavailable, get_engine
+    from ozhpc.parallel import ProcessGrid, dist_gemm
+
+    try:
+        engine = get_engine("cutile")
+    except EngineUnavailable as exc:
+        pytest.skip(str(exc))
+    A, B, C0 = operands(CASES[name])
+    kw = gemm_kwargs(CASES[name])
+    assert sha256_of_matrix(ozhpc.gemm(A, B, C0, engine=engine, **kw)) == PINNED[name]
+    with ProcessGrid(MPI.COMM_SELF) as grid:
+        out = dist_gemm(grid, A, B, C0, block=(13, 7), kb=16, engine=engine, **kw).gather(0)
+    assert sha256_of_matrix(out) == PINNED[name]

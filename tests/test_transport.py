@@ -9,13 +9,13 @@ from mpi4py import MPI
 
 from ozhpc.config import RunConfig, parse_panel
 from ozhpc.parallel import ProcessGrid
-from ozhpc.parallel import transport as tr
+from ozhpc.parallel import transport_choice as tr
 from ozhpc.parallel.gpu_transport import NVLS_ENV, ensure_nvls_off
 from ozhpc.parallel.summa import default_kb, overlap_fraction
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.errors import InputError
 
-GPU_ENGINE = types.SimpleNamespace(name="cutile", xp=types.SimpleNamespace(__name__="cupy"))
+GPU_ENGINE = types.SimpleNamespace(name="cutile", on_device=True, k_align=16)
 TWO = types.SimpleNamespace(size=2)
 
 
@@ -84,11 +84,11 @@ def test_nvls_stays_off():
 
 
 def test_gpu_panel_width_default():
-    assert default_kb(10_000, 256, (2, 2), gpu=False) == 256
-    assert default_kb(32768, 256, (1, 2), gpu=True) == 4096
-    assert default_kb(1000, 256, (1, 2), gpu=True) == 512
-    assert default_kb(5, 256, (1, 1), gpu=True) == 16
-    assert default_kb(0, 256, (1, 1), gpu=True) == 16
+    assert default_kb(10_000, 256, (2, 2), NumpyEngine()) == 256
+    assert default_kb(32768, 256, (1, 2), GPU_ENGINE) == 4096
+    assert default_kb(1000, 256, (1, 2), GPU_ENGINE) == 512
+    assert default_kb(5, 256, (1, 1), GPU_ENGINE) == 16
+    assert default_kb(0, 256, (1, 1), GPU_ENGINE) == 16
 
 
 def test_overlap_fraction():
@@ -106,8 +106,10 @@ def test_config_transport_and_panel(tmp_path):
     with pytest.raises(InputError, match="transport"):
         RunConfig(a=ref, b=ref, out=ref, transport="tcp")
     assert parse_panel("auto") is None and parse_panel("128") == 128
-    with pytest.raises(InputError):
-        parse_panel("0")
+    with pytest.raises(InputError, match="--panel must be 'auto' or a positive integer, got 'wide'"):
+        parse_panel("wide")
+    with pytest.raises(InputError, match="--panel must be 'auto' or a positive integer, got 0"):
+        RunConfig(a=ref, b=ref, out=ref, kb=parse_panel("0"))
 
 
 def test_summa_kb_any_width_same_bits():

@@ -12,6 +12,8 @@ ENGINES = {
     "numpy": ("ozhpc.engines.numpy_engine", "NumpyEngine"),
     "cutile": ("ozhpc.engines.cutile_engine", "CutileEngine"),
 }
+ENGINE_NAMES = ("auto",) + tuple(ENGINES)
+"""The choices of ``--engine`` / ``ozaki.engine`` / ``engine=``."""
 INSTALL_HINT = {
     "cutile": "the cutile engine needs an NVIDIA GPU, CuPy and cuda-tile "
               "(pip install 'ozhpc[gpu]'; see README, 'GPU engine')",

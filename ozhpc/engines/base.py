@@ -3,12 +3,13 @@
 An engine owns an array module (``xp``: numpy or cupy) and implements
 
 * ``split``: FP64 rows -> int8 digit slices (given the per-row exponents),
-* ``accumulate``: exact slice-pair products summed into group accumulators,
-* ``combine``: the one fixed-order FP64 rounding of the group accumulators,
+* ``accumulate_groups``: exact slice-pair products summed into group accumulators,
+* ``combine_groups``: the one fixed-order FP64 rounding of the group accumulators,
 
 and for Ozaki scheme II (:mod:`ozhpc.engines.crt`) ``residues`` (FP64 rows -> int8
-balanced residues, one slice per modulus), ``accumulate(..., crt=tables)`` (one product
-per modulus) and ``combine(..., crt=tables)`` (the CRT reconstruction).
+balanced residues, one slice per modulus), ``accumulate_moduli`` (one product per modulus)
+and ``combine_moduli`` (the CRT reconstruction). The engines know nothing of plans or
+accuracy: :mod:`ozhpc.ozaki.plan` decides which of these primitives a product calls.
 
 Everything else (scales, slice-count choice, special values, alpha/beta, the
 distributed panel loop) is written once in :mod:`ozhpc.ozaki` and
@@ -34,6 +35,7 @@ mean exact ``ldexp``, not a multiplication by an overflowed constant. With ``e_i
 """
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 
 BITS = 7
@@ -104,11 +106,31 @@ def group_weight_exponent(g: int) -> int:
     return -BITS * (g + 2)
 
 
+class HostTimer:
+    """Summed wall time of timed sections (``start`` / ``stop`` pairs) on the host."""
+
+    def __init__(self):
+        self.total, self._t = 0.0, 0.0
+
+    def start(self) -> None:
+        self._t = time.perf_counter()
+
+    def stop(self) -> None:
+        self.total += time.perf_counter() - self._t
+
+    def seconds(self) -> float:
+        return self.total
+
+
 class Engine(ABC):
     """Heavy kernels of the Ozaki scheme on one device (see module docstring)."""
 
     name: str = "abstract"
     xp = None  # array module
+    on_device = False
+    """Whether arrays live on an accelerator (SUMMA's transports and panel width follow it)."""
+    k_align = 1
+    """k-panel widths that are a multiple of this need no re-padding in the engine."""
 
     @abstractmethod
     def split(self, x, exps, nslices: int):
@@ -124,48 +146,68 @@ class Engine(ABC):
         """
 
     @abstractmethod
-    def accumulate(self, acc, da, eb, *, crt=None) -> None:
-        """``acc[g] += sum_{p+q=g} da[p] @ eb[q].T`` exactly, for ``g < len(acc)``.
+    def accumulate_groups(self, acc, da, eb) -> None:
+        """Scheme I: ``acc[g] += sum_{p+q=g} da[p] @ eb[q].T`` exactly, for ``g < len(acc)``.
 
         ``da`` is int8 ``(s, m, kb)``, ``eb`` int8 ``(s, n, kb)`` (B's slices stored
-        k-contiguous, i.e. slices of B transposed), ``acc`` from :meth:`zeros_accumulator`
+        k-contiguous, i.e. slices of B transposed), ``acc`` from :meth:`zeros_groups`
         (float64 exact integers by default).
-        ``crt`` (scheme II): ``acc[g] += da[g] @ eb[g].T`` modulo the g-th modulus of
-        ``crt``: only ``acc[g] mod p_g`` counts (the CRT reduces first), so an engine may keep
-        reduced residues (the cuTile engine: int8).
         """
 
     @abstractmethod
-    def combine(self, acc, row_exps, col_exps, *, crt=None):
-        """FP64 ``ldexp(sum_g acc[g] * 2**group_weight_exponent(g), e_i + f_j)``.
+    def combine_groups(self, acc, row_exps, col_exps):
+        """Scheme I: FP64 ``ldexp(sum_g acc[g] * 2**group_weight_exponent(g), e_i + f_j)``.
 
         The sum runs from the last group down to group 0 (smallest terms first),
         each term exact, so the only roundings are the d-1 additions and the final
-        scaling, in this order on every engine. With ``crt`` (scheme II): the CRT
-        reconstruction of :mod:`ozhpc.engines.crt`, scaled by ``2**(e_i + f_j + crt.shift)``.
+        scaling, in this order on every engine.
         """
 
-    def multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, *, crt=None):
-        """Pair products over the whole k, then :meth:`combine` (the single-panel case).
+    @abstractmethod
+    def accumulate_moduli(self, acc, da, eb, tables) -> None:
+        """Scheme II: ``acc[l] += da[l] @ eb[l].T`` modulo the l-th modulus of ``tables``
+        (:class:`ozhpc.engines.crt.CrtTables`): only ``acc[l] mod p_l`` counts (the CRT reduces
+        first), so an engine may keep reduced residues (the cuTile engine: int8)."""
 
-        Must give the same bits as the three steps below, which is all this default
-        does; an engine may fuse them (e.g. skip the group accumulators). ``crt``:
-        scheme II (diagonal products, CRT combine).
+    @abstractmethod
+    def combine_moduli(self, acc, row_exps, col_exps, tables):
+        """Scheme II: the CRT reconstruction of :mod:`ozhpc.engines.crt`, scaled by
+        ``2**(e_i + f_j + tables.shift)``."""
+
+    def multiply_combine_groups(self, da, eb, ngroups: int, row_exps, col_exps):
+        """Scheme I pair products over the whole k, then :meth:`combine_groups` (one panel).
+
+        Must give the same bits as the three steps, which is all this default does; an
+        engine may fuse them (e.g. skip the group accumulators).
         """
-        acc = self.zeros_accumulator(ngroups, da.shape[1], eb.shape[1], crt=crt)
+        acc = self.zeros_groups(ngroups, da.shape[1], eb.shape[1])
         if da.shape[2]:
-            self.accumulate(acc, da, eb, crt=crt)
-        return self.combine(acc, row_exps, col_exps, crt=crt)
+            self.accumulate_groups(acc, da, eb)
+        return self.combine_groups(acc, row_exps, col_exps)
 
-    def zeros_accumulator(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
-                          k: int | None = None, crt=None):
-        """Group accumulators for :meth:`accumulate` (float64 exact integers by default).
+    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables):
+        """Scheme II products over the whole k, then :meth:`combine_moduli` (one panel)."""
+        acc = self.zeros_moduli(tables, da.shape[1], eb.shape[1])
+        if da.shape[2]:
+            self.accumulate_moduli(acc, da, eb, tables)
+        return self.combine_moduli(acc, row_exps, col_exps, tables)
+
+    def zeros_groups(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
+                     k: int | None = None):
+        """Group accumulators for :meth:`accumulate_groups` (float64 exact integers by default).
 
         ``slices`` and ``k`` (the total k that will be accumulated) are hints: an engine may
         return a narrower exact type when the sums provably fit (the cuTile engine: int32).
-        ``crt``: scheme II's accumulators, one per modulus (see :meth:`accumulate`).
         """
         return self.xp.zeros((ngroups, m, n), dtype=self.xp.float64)
+
+    def zeros_moduli(self, tables, m: int, n: int):
+        """Accumulators for :meth:`accumulate_moduli`, one per modulus (float64 by default)."""
+        return self.xp.zeros((tables.count, m, n), dtype=self.xp.float64)
+
+    def timer(self) -> "HostTimer":
+        """A timer of device work (:class:`HostTimer` for engines that compute on the host)."""
+        return HostTimer()
 
     def row_stats(self, x):
         """``(row_abs_max(x), whether x holds inf or NaN)``: the scales' input and the

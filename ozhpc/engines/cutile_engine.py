@@ -77,6 +77,27 @@ def _roundup(x: int, m: int = PAD) -> int:
     return max(m, -(-x // m) * m)
 
 
+class EventTimer:
+    """Summed time of timed sections from CUDA events on the current stream: recorded in
+    the loop, read once at the end, so timing never synchronises the panel loop."""
+
+    def __init__(self):
+        self.pairs, self.total = [], 0.0
+
+    def start(self) -> None:
+        self.pairs.append([cp.cuda.get_current_stream().record(), None])
+
+    def stop(self) -> None:
+        self.pairs[-1][1] = cp.cuda.get_current_stream().record()
+
+    def seconds(self) -> float:
+        if self.pairs:
+            self.pairs[-1][1].synchronize()
+            self.total += sum(cp.cuda.get_elapsed_time(a, b) for a, b in self.pairs) / 1e3
+            self.pairs = []
+        return self.total
+
+
 class CutileEngine(Engine):
     """Ozaki-I kernels in cuTile (see :mod:`ozhpc.engines.cutile_kernels`).
 
@@ -105,6 +126,8 @@ class CutileEngine(Engine):
 
     name = "cutile"
     xp = cp
+    on_device = True
+    k_align = PAD
 
     def __init__(self, device: int | None = None, *, fused: bool = True,
                  memory_fraction: float = 0.5, config: ck.TileConfig | None = None,
@@ -190,10 +213,10 @@ class CutileEngine(Engine):
         return self._slices_of(x, exps, nslices, lambda src, trans, e, buf: self.launcher.launch_split(
             self._stream(), src, trans, e, buf, nslices))
 
-    def residues(self, x, exps, crt):
-        table = self._device_tables(crt).table
-        return self._slices_of(x, exps, crt.count, lambda src, trans, e, buf: self.launcher.launch_residues(
-            self._stream(), src, trans, e, table, buf, crt.bits))
+    def residues(self, x, exps, tables):
+        table = self._device_tables(tables).table
+        return self._slices_of(x, exps, tables.count, lambda src, trans, e, buf: self.launcher.launch_residues(
+            self._stream(), src, trans, e, table, buf, tables.bits))
 
     def _device_tables(self, crt) -> DeviceTables:
         """The constants of ``crt`` on this device (made once per (bits, count))."""
@@ -309,16 +332,24 @@ class CutileEngine(Engine):
                 step = min(step, (ck.INT32_INDEX_LIMIT - 1 - inner) // plane + 1)
         return max(1, step)
 
-    def accumulate(self, acc, da, eb, *, crt=None) -> None:
-        """Scheme I: ``acc[g] +=`` the int32 group sums, blocked over columns. Scheme II
-        (``crt``): ``acc`` is the int8 residue array of :meth:`zeros_accumulator`; the pair
-        kernel adds the products into it and reduces in place (no workspace)."""
+    def accumulate_groups(self, acc, da, eb) -> None:
+        """``acc[g] +=`` the int32 group sums, blocked over columns."""
+        self._accumulate(acc, da, eb)
+
+    def accumulate_moduli(self, acc, da, eb, tables) -> None:
+        """``acc`` is the int8 residue array of :meth:`zeros_moduli`; the pair kernel adds the
+        products into it and reduces in place (no workspace)."""
+        self._accumulate(acc, da, eb, tables)
+
+    def _accumulate(self, acc, da, eb, crt=None) -> None:
+        """Both schemes share the pair kernel (``crt``: its diagonal, modular mode)."""
         d, m, n = acc.shape
         if da.shape[1] != m or eb.shape[1] != n or da.shape[2] != eb.shape[2] or da.shape[0] != eb.shape[0]:
             raise ValueError(f"shapes do not match: acc {acc.shape}, da {da.shape}, eb {eb.shape}")
         want = ("int8",) if crt is not None else ("float64", "int32")
         if acc.dtype.name not in want or (crt is not None and acc.strides[-1] != 1):
-            raise TypeError(f"acc must come from zeros_accumulator ({' or '.join(want)}"
+            raise TypeError(f"acc must come from {'zeros_moduli' if crt is not None else 'zeros_groups'} "
+                            f"({' or '.join(want)}"
                             f"{', rows contiguous' if crt is not None else ''}), got {acc.dtype} "
                             f"with strides {acc.strides}")
         s, _, k = da.shape
@@ -348,7 +379,13 @@ class CutileEngine(Engine):
                 # proved the total fits (the integer sums stay exact either way)
                 acc[:, :, j0:j1] += blk[:, :m, :j1 - j0]
 
-    def combine(self, acc, row_exps, col_exps, *, crt=None):
+    def combine_groups(self, acc, row_exps, col_exps):
+        return self._combine(acc, row_exps, col_exps)
+
+    def combine_moduli(self, acc, row_exps, col_exps, tables):
+        return self._combine(acc, row_exps, col_exps, tables)
+
+    def _combine(self, acc, row_exps, col_exps, crt=None):
         d, m, n = acc.shape
         out = cp.empty((m, n), dtype=cp.float64)
         if m == 0 or n == 0:
@@ -366,7 +403,13 @@ class CutileEngine(Engine):
             self.launcher.launch_combine(self._stream(), acc, re, ce, out)
         return out
 
-    def multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, *, crt=None):
+    def multiply_combine_groups(self, da, eb, ngroups: int, row_exps, col_exps):
+        return self._multiply_combine(da, eb, ngroups, row_exps, col_exps)
+
+    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables):
+        return self._multiply_combine(da, eb, tables.count, row_exps, col_exps, tables)
+
+    def _multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, crt=None):
         """Pair GEMMs over the whole k, then the combine; the same bits as the three steps.
 
         Scheme I: when k fits one int32 chunk (``fused``), the pair kernel's int32 group sums
@@ -438,27 +481,29 @@ class CutileEngine(Engine):
             mods = self._device_tables(crt).mods
             for i, (k0, k1) in enumerate(chunks):
                 self._pair_sums(pa, pb, k0, k1, residues, mods, accumulate=i > 0)
-            return self.combine(residues, re, ce, crt=crt)
+            return self._combine(residues, re, ce, crt)
         sums = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
         if single:
             self._pair_sums(pa, pb, *chunks[0], sums)
-            return self.combine(sums, re, ce)
+            return self._combine(sums, re, ce)
         acc = cp.zeros(sums.shape, dtype=cp.float64)
         for k0, k1 in chunks:
             self._pair_sums(pa, pb, k0, k1, sums)
             acc += sums
         del sums
-        return self.combine(acc, re, ce)
+        return self._combine(acc, re, ce)
 
-    def zeros_accumulator(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
-                          k: int | None = None, crt=None):
-        """Scheme II (``crt``): int8 residues (the pair kernel reduces each product modulo its
-        modulus in place). Scheme I: int32 accumulators when ``k`` (the total) fits one int32
-        chunk for ``slices`` (``k * group_product_bound < 2**31``: every partial sum is exact in
-        int32), else float64. Narrow types cut the memory and the accumulation traffic of
-        SUMMA's panel loop; the combine / CRT kernels read any of them, with the same bits."""
-        if crt is not None:   # rows padded to 16 bytes (TMA), as the slices
-            return cp.zeros((ngroups, _roundup(m), _roundup(n)), dtype=cp.int8)[:, :m, :n]
+    def zeros_moduli(self, tables, m: int, n: int):
+        """int8 residues (the pair kernel reduces each product modulo its modulus in place),
+        rows padded to 16 bytes (TMA), as the slices."""
+        return cp.zeros((tables.count, _roundup(m), _roundup(n)), dtype=cp.int8)[:, :m, :n]
+
+    def zeros_groups(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
+                     k: int | None = None):
+        """int32 accumulators when ``k`` (the total) fits one int32 chunk for ``slices``
+        (``k * group_product_bound < 2**31``: every partial sum is exact in int32), else
+        float64. Narrow types cut the memory and the accumulation traffic of SUMMA's panel
+        loop; the combine kernel reads either, with the same bits."""
         if k is not None and slices is not None and k <= ck.k_chunk(slices, ngroups, self.k_limit, PAD):
             return cp.zeros((ngroups, m, n), dtype=cp.int32)
         return cp.zeros((ngroups, m, n), dtype=cp.float64)
@@ -472,6 +517,9 @@ class CutileEngine(Engine):
 
     def synchronize(self) -> None:
         self._stream().synchronize()
+
+    def timer(self) -> "EventTimer":
+        return EventTimer()
 
     def describe(self) -> dict:
         from dataclasses import asdict

@@ -6,7 +6,7 @@ float64 BLAS product of two slices sums ``kb`` integers of magnitude at most
 (FMA included), is then an integer of magnitude at most ``kb * 127**2``, and
 all integers below ``2**53`` are exact in FP64 (see ``PACK_SCALE`` for two products
 packed into one call, which halves the BLAS work). The group accumulators add at
-most ``K * pairs * 127**2`` in total; :func:`ozhpc.ozaki.gemm.check_k` (with ``SlicePlan.max_exact_k``)
+most ``K * pairs * 127**2`` in total; :meth:`ozhpc.ozaki.plan.SlicePlan.check_k`
 rejects any call where that could reach ``2**53``, so every accumulator value is
 the exact integer ``sum_k sum_{p+q=g} D_p E_q``.
 """
@@ -55,30 +55,31 @@ class NumpyEngine(Engine):
             y -= digit
         return out
 
-    def residues(self, x, exps, crt):
+    def residues(self, x, exps, tables):
         x = np.asarray(x, dtype=np.float64)
-        out = np.empty((crt.count,) + x.shape, dtype=np.int8)
-        shifts = crt.bits - np.asarray(exps, dtype=np.int64).reshape(-1, 1)
-        short = crt.bits <= _crt.SHORT_BITS
+        out = np.empty((tables.count,) + x.shape, dtype=np.int8)
+        shifts = tables.bits - np.asarray(exps, dtype=np.int64).reshape(-1, 1)
+        short = tables.bits <= _crt.SHORT_BITS
         step = block_rows(x.shape[1])
         for r0 in range(0, x.shape[0], step):
             big = np.rint(_scale(x[r0:r0 + step], shifts[r0:r0 + step]))  # X: an exact FP64 integer, |X| <= 2**bits
             high = np.rint(big * (1.0 / _crt.SPLIT))
             low = big - high * _crt.SPLIT       # X = high * 2**52 + low, |low| <= 2**51
-            for l, row in enumerate(crt.moduli):
+            for l, row in enumerate(tables.moduli):
                 if short:
                     out[l, r0:r0 + step] = _balanced(high * row[4] + low, row)
                 else:
                     out[l, r0:r0 + step] = _balanced(_balanced(high, row) * row[4] + _balanced(low, row), row)
         return out
 
-    def accumulate(self, acc, da, eb, *, crt=None) -> None:
-        if crt is not None:  # |residue| <= 128: BLAS partial sums stay exact integers for k < 2**39
-            for k0 in range(0, da.shape[2], PACK_K):
-                for g in range(acc.shape[0]):
-                    acc[g] += (da[g, :, k0:k0 + PACK_K].astype(np.float64)
-                               @ eb[g, :, k0:k0 + PACK_K].astype(np.float64).T)
-            return
+    def accumulate_moduli(self, acc, da, eb, tables) -> None:
+        # |residue| <= 128: BLAS partial sums stay exact integers for k < 2**39
+        for k0 in range(0, da.shape[2], PACK_K):
+            for g in range(acc.shape[0]):
+                acc[g] += (da[g, :, k0:k0 + PACK_K].astype(np.float64)
+                           @ eb[g, :, k0:k0 + PACK_K].astype(np.float64).T)
+
+    def accumulate_groups(self, acc, da, eb) -> None:
         s, ngroups = da.shape[0], acc.shape[0]
         for k0 in range(0, da.shape[2], PACK_K):
             a64 = da[:, :, k0:k0 + PACK_K].astype(np.float64)
@@ -96,9 +97,10 @@ class NumpyEngine(Engine):
                     acc[p + q_hi] += high
                     acc[p + q_lo] += packed - high * PACK_SCALE
 
-    def combine(self, acc, row_exps, col_exps, *, crt=None):
-        if crt is not None:
-            return _crt_combine(acc, row_exps, col_exps, crt)
+    def combine_moduli(self, acc, row_exps, col_exps, tables):
+        return _crt_combine(acc, row_exps, col_exps, tables)
+
+    def combine_groups(self, acc, row_exps, col_exps):
         d = acc.shape[0]
         total = np.zeros(acc.shape[1:], dtype=np.float64)
         for g in range(d - 1, -1, -1):

@@ -30,7 +30,7 @@ from ..parallel.distmatrix import DistMatrix
 from ..parallel.collective import collective_errors
 from ..parallel.grid import ProcessGrid
 from ..parallel.layout import BlockCyclic, Cyclic1D
-from ..report import RowHasher
+from .checksum import RowHasher
 from . import h5io
 
 PARALLEL_HDF5 = h5io.PARALLEL_HDF5

@@ -1,5 +1,13 @@
-"""The Ozaki schemes: I (int8 digit slices) and II (int8 residues modulo coprimes); see docs/numerics.md."""
-from .gemm import GemmInfo, gemm
-from .plan import ModularPlan, SlicePlan, make_plan
+"""The Ozaki schemes: I (int8 digit slices) and II (int8 residues modulo coprimes); see docs/numerics.md.
 
-__all__ = ["gemm", "GemmInfo", "ModularPlan", "SlicePlan", "make_plan"]
+Layers inside: ``settings`` (what the user asked) -> ``plan`` (what a product runs, per
+scheme) -> ``product`` (the one pipeline: scales, split, panels, combine) -> ``gemm``
+(whole arrays on one process).
+"""
+from .gemm import gemm
+from .plan import ModularPlan, SlicePlan, make_plan, resolve_plan
+from .product import GemmInfo, Product, Reductions
+from .settings import OzakiSettings
+
+__all__ = ["gemm", "GemmInfo", "ModularPlan", "SlicePlan", "make_plan", "resolve_plan", "Product",
+           "Reductions", "OzakiSettings"]

@@ -1,8 +1,8 @@
 """Which scheme, how many int8 slices and groups a call uses, what that costs, what it guarantees.
 
 Two plans with one interface (``split``, ``zeros``, ``accumulate``, ``combine``,
-``multiply_combine``), so the single-process product and SUMMA run either without
-knowing which:
+``multiply_combine``, and what they cost and guarantee), so the one product pipeline
+(:mod:`ozhpc.ozaki.product`) runs either without knowing which:
 
 * :class:`SlicePlan`, Ozaki scheme I: ``slices`` 7-bit digits per entry, the pairs of the
   first ``groups`` anti-diagonals (``slices*(slices+1)/2`` int8 GEMMs for the triangle);
@@ -17,23 +17,20 @@ from fractions import Fraction
 from ..engines import crt as _crt
 from ..engines.base import BITS, DIGIT_MAX
 from ..errors import InputError
-
-SCHEMES = ("ozaki1", "ozaki2")
+from .settings import MAX_SLICES, MIN_SLICES, SCHEMES, OzakiSettings  # noqa: F401  (re-exported)
 
 FP64_BITS = 53
 AUTO_MARGIN_BITS = -3
 """Bits added to ``53 + spread`` by "auto". Negative: round-to-nearest digits give an
 unbiased error that cancels, measured at about 2**-4 of the worst case on the standard
 test matrices (bench/accuracy.py); -3 keeps a factor of two in hand."""
-MIN_SLICES, MAX_SLICES = 1, 24
-"""24 slices hold 168 bits: any spread of a FP64 row that still matters to a product."""
 
 
 @dataclass(frozen=True)
 class SlicePlan:
     """``slices`` digits per operand; pairs with ``p + q < groups`` are kept.
 
-    ``groups == slices`` is the triangle (the default, "fast mode" of design.md);
+    ``groups == slices`` is the triangle (the default, "fast mode");
     ``groups == 2*slices - 1`` keeps every pair.
     """
 
@@ -41,14 +38,8 @@ class SlicePlan:
     groups: int
     scheme = "ozaki1"
 
-    # InputError (a ValueError): a bad count is the user's option, and every rank of a
-    # distributed run builds the same plan, so all of them raise it alike.
-    def __post_init__(self):
-        if not MIN_SLICES <= self.slices <= MAX_SLICES:
-            raise InputError(f"slices must be in [{MIN_SLICES}, {MAX_SLICES}], got {self.slices}")
-        if not 1 <= self.groups <= 2 * self.slices - 1:
-            raise InputError(
-                f"groups must be in [1, {2 * self.slices - 1}] for {self.slices} slices, got {self.groups}")
+    def __post_init__(self):  # the counts are the user's: OzakiSettings words the error
+        OzakiSettings("ozaki1", self.slices, self.groups)
 
     def pairs(self, g: int) -> list[tuple[int, int]]:
         """The (p, q) slice pairs of group g."""
@@ -72,20 +63,38 @@ class SlicePlan:
         return (2**FP64_BITS - 1) // (widest * DIGIT_MAX**2)
 
     # -- the steps, on an engine ------------------------------------------------------------
+    @property
+    def planes(self) -> int:
+        """int8 planes per operand entry (one per slice)."""
+        return self.slices
+
+    def describe(self) -> dict:
+        """What the report and the HDF5 attributes say about the plan."""
+        return {"scheme": self.scheme, "bits": self.bits, "slices": self.slices, "groups": self.groups}
+
+    def summary(self) -> str:
+        return f"scheme ozaki1: {self.slices} slices, {self.groups} groups, {self.pair_gemms} pair GEMMs"
+
+    def check_k(self, k: int) -> None:
+        """Refuse a k whose group sums could leave the exact FP64 integers (the same on every rank)."""
+        if k > self.max_exact_k():
+            raise InputError(f"k = {k} is too long for exact accumulation with {self.slices} slices and "
+                             f"{self.groups} groups (at most {self.max_exact_k()})")
+
     def split(self, eng, x, exps):
         return eng.split(x, exps, self.slices)
 
     def zeros(self, eng, m: int, n: int, k: int):
-        return eng.zeros_accumulator(self.groups, m, n, slices=self.slices, k=k)
+        return eng.zeros_groups(self.groups, m, n, slices=self.slices, k=k)
 
     def accumulate(self, eng, acc, da, eb) -> None:
-        eng.accumulate(acc, da, eb)
+        eng.accumulate_groups(acc, da, eb)
 
     def combine(self, eng, acc, row_exps, col_exps):
-        return eng.combine(acc, row_exps, col_exps)
+        return eng.combine_groups(acc, row_exps, col_exps)
 
     def multiply_combine(self, eng, da, eb, row_exps, col_exps):
-        return eng.multiply_combine(da, eb, self.groups, row_exps, col_exps)
+        return eng.multiply_combine_groups(da, eb, self.groups, row_exps, col_exps)
 
     def truncation_bound(self, k: int) -> Fraction:
         """tau * k with ``|C_ij - (AB)_ij| <= 2**(e_i+f_j) * tau*k + rounding``.
@@ -119,27 +128,34 @@ class ModularPlan:
     scheme = "ozaki2"
 
     def __post_init__(self):
-        if not _crt.MIN_BITS <= self.bits <= _crt.MAX_BITS:
-            raise InputError(f"bits must be in [{_crt.MIN_BITS}, {_crt.MAX_BITS}], got {self.bits}")
+        OzakiSettings("ozaki2", bits=self.bits)
 
     @classmethod
     def for_k(cls, bits: int, k: int) -> "ModularPlan":
         """The fewest moduli that hold every ``|C'_ij|`` for this (global) k."""
-        if not _crt.MIN_BITS <= bits <= _crt.MAX_BITS:
-            raise InputError(f"bits must be in [{_crt.MIN_BITS}, {_crt.MAX_BITS}], got {bits}")
+        OzakiSettings("ozaki2", bits=bits)
         try:
             return cls(bits, _crt.moduli_needed(bits, k))
         except ValueError as exc:
             raise InputError(str(exc)) from None
 
     @property
-    def slices(self) -> int:
-        """int8 planes per operand (one residue per modulus)."""
+    def planes(self) -> int:
+        """int8 planes per operand entry (one residue per modulus)."""
         return self.moduli
 
-    @property
-    def groups(self) -> int:
-        return self.moduli
+    def describe(self) -> dict:
+        """What the report and the HDF5 attributes say about the plan."""
+        return {"scheme": self.scheme, "bits": self.bits, "moduli": self.moduli}
+
+    def summary(self) -> str:
+        return f"scheme ozaki2: {self.bits} bits, {self.moduli} moduli ({self.pair_gemms} int8 GEMMs)"
+
+    def check_k(self, k: int) -> None:
+        """Refuse a k whose residue sums could leave the exact FP64 integers."""
+        if k > self.max_exact_k():
+            raise InputError(f"k = {k} is too long for exact accumulation with scheme ozaki2 "
+                             f"({self.bits} bits; at most {self.max_exact_k()})")
 
     @property
     def pair_gemms(self) -> int:
@@ -167,16 +183,16 @@ class ModularPlan:
         return eng.residues(x, exps, self.tables)
 
     def zeros(self, eng, m: int, n: int, k: int):
-        return eng.zeros_accumulator(self.moduli, m, n, k=k, crt=self.tables)
+        return eng.zeros_moduli(self.tables, m, n)
 
     def accumulate(self, eng, acc, da, eb) -> None:
-        eng.accumulate(acc, da, eb, crt=self.tables)
+        eng.accumulate_moduli(acc, da, eb, self.tables)
 
     def combine(self, eng, acc, row_exps, col_exps):
-        return eng.combine(acc, row_exps, col_exps, crt=self.tables)
+        return eng.combine_moduli(acc, row_exps, col_exps, self.tables)
 
     def multiply_combine(self, eng, da, eb, row_exps, col_exps):
-        return eng.multiply_combine(da, eb, self.moduli, row_exps, col_exps, crt=self.tables)
+        return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables)
 
 
 AUTO_BITS_MARGIN = -3
@@ -207,41 +223,19 @@ def auto_slices(spread: int) -> int:
     return max(MIN_SLICES, min(MAX_SLICES, -(-need // BITS)))
 
 
-def make_plan(slices, groups, spread: int, *, scheme: str = "ozaki1", bits="auto", k: int = 0):
-    """Resolve the user's options into a plan (the same on every rank: all inputs are global).
+def resolve_plan(settings: OzakiSettings, spread: int, k: int):
+    """The plan of ``settings`` for this data (the same on every rank: all inputs are global).
 
-    ``scheme`` "ozaki1": ``slices`` ("auto" or int) and ``groups`` ("auto", "all" or int);
-    ``bits`` must be "auto". "ozaki2": ``bits`` ("auto" or int) and the global ``k``;
-    ``slices`` and ``groups`` must be "auto".
+    ``spread`` is the "auto" statistic (:func:`ozhpc.ozaki.scales.spread_bits`), ``k`` the
+    global inner dimension (scheme II's moduli must hold every product sum).
     """
-    if scheme not in SCHEMES:
-        raise InputError(f"scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
-    if scheme == "ozaki2":
-        for name, value in (("slices", slices), ("groups", groups)):
-            if value not in ("auto", None):
-                raise InputError(f"{name} applies to scheme ozaki1; scheme ozaki2 takes bits "
-                                 f"(got {name}={value!r})")
-        if bits == "auto":
-            b = auto_bits(spread)
-        elif isinstance(bits, int) and not isinstance(bits, bool):
-            b = bits
-        else:
-            raise InputError(f"bits must be 'auto' or an integer, got {bits!r}")
-        return ModularPlan.for_k(b, k)
-    if bits not in ("auto", None):
-        raise InputError(f"bits applies to scheme ozaki2; scheme ozaki1 takes slices (got bits={bits!r})")
-    if slices == "auto":
-        s = auto_slices(spread)
-    elif isinstance(slices, int) and not isinstance(slices, bool):
-        s = slices
-    else:
-        raise InputError(f"slices must be 'auto' or an integer, got {slices!r}")
-    if groups in ("auto", None):
-        d = s
-    elif groups == "all":
-        d = 2 * s - 1
-    elif isinstance(groups, int) and not isinstance(groups, bool):
-        d = groups
-    else:
-        raise InputError(f"groups must be 'auto', 'all' or an integer, got {groups!r}")
+    if settings.scheme == "ozaki2":
+        return ModularPlan.for_k(auto_bits(spread) if settings.bits == "auto" else settings.bits, k)
+    s = auto_slices(spread) if settings.slices == "auto" else settings.slices
+    d = {"auto": s, "all": 2 * s - 1}.get(settings.groups, settings.groups)
     return SlicePlan(s, d)
+
+
+def make_plan(slices, groups, spread: int, *, scheme: str = "ozaki1", bits="auto", k: int = 0):
+    """:func:`resolve_plan` from loose options (tests, benchmarks)."""
+    return resolve_plan(OzakiSettings(scheme, slices, groups, bits), spread, k)

@@ -1,16 +1,28 @@
 """Distributed products: process grid, block-cyclic layout, DistMatrix, SUMMA, transports.
 
-Layering: ``layout`` (pure maths) -> ``grid`` (MPI) -> ``distmatrix`` -> ``transport``
--> ``summa``. This package imports :mod:`ozhpc.ozaki` and :mod:`ozhpc.engines`, never
-the reverse. See ``docs/distributed.md``.
-"""
-from .distmatrix import DistMatrix
-from .collective import agree, collective_errors
-from .grid import ProcessGrid, near_square
-from .layout import BlockCyclic, Cyclic1D, numroc
-from .summa import FAIL_ENV, Summa, SummaInfo, dist_gemm
-from .transport import HostMPITransport, Pending, Transport, get_transport
+Layering: ``layout`` (pure maths) -> ``collective``, ``grid`` (MPI) -> ``distmatrix`` ->
+``transport``, ``gpu_transport`` -> ``transport_choice`` -> ``summa``. This package imports
+:mod:`ozhpc.ozaki` and :mod:`ozhpc.engines`, never the reverse. See ``docs/distributed.md``.
 
-__all__ = ["BlockCyclic", "Cyclic1D", "numroc", "ProcessGrid", "near_square", "agree", "collective_errors", "DistMatrix",
-           "Summa", "SummaInfo", "dist_gemm", "FAIL_ENV", "Transport", "Pending", "HostMPITransport",
-           "get_transport"]
+Names are imported on first use (PEP 562), so ``ozhpc.parallel.transport_names`` and
+``ozhpc.parallel.layout`` load without starting MPI.
+"""
+from importlib import import_module
+
+_WHERE = {
+    "BlockCyclic": "layout", "Cyclic1D": "layout", "numroc": "layout",
+    "agree": "collective", "collective_errors": "collective",
+    "ProcessGrid": "grid", "near_square": "grid",
+    "DistMatrix": "distmatrix",
+    "Summa": "summa", "SummaInfo": "summa", "dist_gemm": "summa",
+    "Transport": "transport", "Pending": "transport", "HostMPITransport": "transport",
+    "get_transport": "transport_choice",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)

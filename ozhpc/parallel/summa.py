@@ -8,7 +8,7 @@ Layouts (``P x Q`` grid, C in ``MB x NB`` blocks, k-panels of width ``KB``):
   :class:`DistMatrix` with ``transposed_grid=True``;
 * C, ``m x n``: MB x NB over P x Q.
 
-Steps (design.md, "SUMMA with Ozaki"):
+Steps (the product itself is :class:`ozhpc.ozaki.product.Product`, as in ``ozhpc.gemm``):
 
 1. Row scales of op(A): local row maxima, MAX-allreduce over the process row; column
    scales of op(B) likewise over the process column. Exact and order-free.
@@ -32,38 +32,34 @@ two panel buffers per operand.
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
 
 from ..engines import get_engine
 from ..errors import InputError
-from ..ozaki import special
-from ..ozaki.gemm import GemmInfo, Stopwatch, check_k, epilogue, make_info, op_rows
-from ..ozaki.plan import make_plan
-from ..ozaki.scales import exponents, spread_bits
+from ..ozaki.product import GemmInfo, Product, Reductions, op_rows
+from ..ozaki.settings import OzakiSettings
 from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
-from .transport import Transport, TransportUnavailable, choose_transport, get_transport, is_gpu_engine
+from .transport import Transport
+from .transport_choice import TransportUnavailable, choose_transport, get_transport
 
 GPU_PANEL = 4096
 """Default k-panel width with a GPU engine: the pair kernel needs long k to run near its peak,
 and any width gives the same bits. Smaller when k / max(P, Q) is smaller (see :func:`default_kb`)."""
 
 
-def default_kb(k: int, nb: int, dims: tuple[int, int], gpu: bool) -> int:
-    """SUMMA's k-panel width when none is given: NB on CPUs; on GPUs ``min(4096, k / max(P, Q))``
-    rounded up to a multiple of 16 (the cuTile engine's padding, so panels need no re-padding)."""
-    if not gpu:
+def default_kb(k: int, nb: int, dims: tuple[int, int], engine) -> int:
+    """SUMMA's k-panel width when none is given: NB on CPUs; on devices ``min(4096, k / max(P, Q))``
+    rounded up to a multiple of the engine's ``k_align`` (so panels need no re-padding)."""
+    if not engine.on_device:
         return nb
     share = -(-max(k, 1) // max(dims))
-    return max(16, min(GPU_PANEL, -(-share // 16) * 16))
-
-FAIL_ENV = "OZHPC_TEST_FAIL_RANK"
-"""Test hook: the rank named here raises in the middle of the panel loop (failure tests only)."""
+    align = engine.k_align
+    return max(align, min(GPU_PANEL, -(-share // align) * align))
 
 
 @dataclass
@@ -82,7 +78,16 @@ class SummaInfo(GemmInfo):
     bytes_received: int = 0
     messages: int = 0
     mpi_calls: int = 0
-    extra: dict = field(default_factory=dict)
+
+
+def grid_reductions(grid: ProcessGrid) -> Reductions:
+    """The product's reductions on a grid: op(A) rows are spread over the process row, op(B)^T
+    rows over the process column; MAX of maxima and SUM of integer counts are exact."""
+    return Reductions(a_max=lambda x: _allreduce(grid.row_comm, x, MPI.MAX),
+                      b_max=lambda x: _allreduce(grid.col_comm, x, MPI.MAX),
+                      a_sum=lambda x: _allreduce(grid.row_comm, x, MPI.SUM),
+                      b_sum=lambda x: _allreduce(grid.col_comm, x, MPI.SUM),
+                      everywhere_max=lambda x: _allreduce(grid.comm, x, MPI.MAX))
 
 
 class Summa:
@@ -96,14 +101,14 @@ class Summa:
     block : (MB, NB)
         Block size of C (and of op(A)'s rows / op(B)'s columns).
     kb : int, optional
-        Width of a k-panel and k-block size of op(A) and op(B) (default: NB with the NumPy
-        engine, :func:`default_kb` with a GPU engine). Never changes the bits of C.
+        Width of a k-panel and k-block size of op(A) and op(B) (default: :func:`default_kb`).
+        Never changes the bits of C.
     engine : str or Engine
         By name, a GPU engine is created after this rank selected its own GPU
         (:func:`ozhpc.parallel.localrank.bind_device`: node-local rank % visible devices).
     transport : str or Transport
-        ``"auto"``, ``"nccl"``, ``"cuda-mpi"`` or ``"mpi-host"`` (:func:`get_transport`).
-    slices, groups, scheme, bits : as in :func:`ozhpc.gemm`
+        ``"auto"``, ``"nccl"``, ``"cuda-mpi"`` or ``"mpi-host"`` (:mod:`ozhpc.parallel.transport_choice`).
+    slices, groups, scheme, bits : as in :func:`ozhpc.gemm`, or ``settings`` (an OzakiSettings)
     on_panel : callable(done, total), optional
         Called on this rank after each panel's products are accumulated (pass it on
         rank 0 only to show progress; it must be cheap).
@@ -116,14 +121,16 @@ class Summa:
 
     def __init__(self, grid: ProcessGrid, m: int, n: int, k: int, *, block=(256, 256), kb: int | None = None,
                  engine="numpy", transport="auto", slices="auto", groups="auto", on_panel=None,
-                 transport_options: dict | None = None, scheme="ozaki1", bits="auto"):
+                 transport_options: dict | None = None, scheme="ozaki1", bits="auto",
+                 settings: OzakiSettings | None = None):
         mb, nb = (block, block) if isinstance(block, int) else (int(block[0]), int(block[1]))
+        self.settings = settings or OzakiSettings(scheme, slices, groups, bits)
         if isinstance(engine, str) and engine != "numpy":
             from .localrank import bind_device
             bind_device(grid.comm)  # this rank's GPU, before the engine picks the current device
         self.engine = get_engine(engine)
         agree_on_setup(grid, self.engine, transport)
-        kb = default_kb(k, nb, grid.dims, is_gpu_engine(self.engine)) if kb is None else int(kb)
+        kb = default_kb(k, nb, grid.dims, self.engine) if kb is None else int(kb)
         if min(mb, nb, kb) < 1:
             raise ValueError(f"block sizes must be positive, got {mb}x{nb} and kb={kb}")
         if min(m, n, k) < 0:
@@ -136,8 +143,6 @@ class Summa:
         self.bt_layout = BlockCyclic(n, k, nb, kb, q, p)
         self.c_layout = BlockCyclic(m, n, mb, nb, p, q)
         self.transport = get_transport(transport, grid, self.engine, **(transport_options or {}))
-        self.slices, self.groups = slices, groups
-        self.scheme, self.bits = scheme, bits
         self.on_panel = on_panel
         self.info: SummaInfo | None = None
 
@@ -161,113 +166,69 @@ class Summa:
             raise ValueError("operands are not in this plan's layouts (Summa.a_layout / bt_layout)")
         if beta != 0.0 and (c is None or c.layout != self.c_layout):
             raise ValueError("beta != 0 needs C in Summa.c_layout")
-        eng, xp, g = self.engine, self.engine.xp, self.grid
-        host_out = isinstance(a.local, np.ndarray)
-        clock = Stopwatch(eng)
-        a_loc = eng.asarray(a.local).astype(xp.float64, copy=False)
-        b_loc = eng.asarray(bt.local).astype(xp.float64, copy=False)
+        eng, xp = self.engine, self.engine.xp
+        product = Product(self.settings, eng, eng.asarray(a.local).astype(xp.float64, copy=False),
+                          eng.asarray(bt.local).astype(xp.float64, copy=False), k=self.k,
+                          reduce=grid_reductions(self.grid))
+        timer = eng.timer()  # the panel products alone (CUDA events on a GPU: no sync in the loop)
+        wait_s = self._panel_loop(product, timer)
+        c_loc = None if beta == 0.0 else eng.asarray(c.local).astype(xp.float64, copy=False)
+        out = product.finish(alpha, beta, c_loc)
+        if isinstance(a.local, np.ndarray):
+            out = eng.to_host(out)
+        self.info = self._info(product, wait_s, timer.seconds())
+        return DistMatrix(self.grid, self.c_layout, out)
 
-        # 1-2. global scales, plan and special-value flag; identical on every rank.
-        (amax, bad_a), (bmax, bad_b) = eng.row_stats(a_loc), eng.row_stats(b_loc)
-        e = exponents(xp, eng.asarray(_allreduce(g.row_comm, eng.to_host(amax), MPI.MAX)))
-        f = exponents(xp, eng.asarray(_allreduce(g.col_comm, eng.to_host(bmax), MPI.MAX)))
-        local = np.zeros(2, dtype=np.int64)
-        if (self.bits if self.scheme == "ozaki2" else self.slices) == "auto":
-            def summed_over(comm):
-                return lambda counts: eng.asarray(_allreduce(comm, eng.to_host(counts), MPI.SUM))
-            local[0] = max(spread_bits(xp, eng.entry_gaps(a_loc, e), summed_over(g.row_comm), eng.count_gaps_le),
-                           spread_bits(xp, eng.entry_gaps(b_loc, f), summed_over(g.col_comm), eng.count_gaps_le))
-        local[1] = bad_a or bad_b
-        spread, nonfinite = (int(v) for v in _allreduce(g.comm, local, MPI.MAX))
-        nonfinite = bool(nonfinite)
-        plan = make_plan(self.slices, self.groups, spread, scheme=self.scheme, bits=self.bits, k=self.k)
-        check_k(plan, self.k)
-        clock.lap("scales")
-
-        # 3. split own blocks once.
-        s = plan.slices
-        da = plan.split(eng, special.finite_part(xp, a_loc, bad_a), e)
-        eb = plan.split(eng, special.finite_part(xp, b_loc, bad_b), f)
-        ca = special.classify(xp, a_loc) if nonfinite else None
-        cb = special.classify(xp, b_loc) if nonfinite else None
-        del a_loc, b_loc
-        clock.lap("split")
-
-        # 4. panel loop.
-        m_loc, n_loc = self.c_layout.local_shape(*g.coords)
-        acc = plan.zeros(eng, m_loc, n_loc, self.k)
-        counts = special.zeros_counts(xp, m_loc, n_loc) if nonfinite else None
-        depth = s + (1 if nonfinite else 0)
-        nk = self.panels
-        bufs_a = [xp.empty(depth * m_loc * min(self.kb, self.k), dtype=xp.int8) for _ in range(min(2, nk))]
-        bufs_b = [xp.empty(depth * n_loc * min(self.kb, self.k), dtype=xp.int8) for _ in range(min(2, nk))]
-        p, q = g.dims
-
-        def post(t):
-            lo = t * self.kb
-            w = min(self.kb, self.k - lo)
-            pa = self._post_one(da, ca, bufs_a[t % 2], m_loc, w, (t // q) * self.kb,
-                                self.a_layout.cols.block_owner(t), g.mycol, "row")
-            pb = self._post_one(eb, cb, bufs_b[t % 2], n_loc, w, (t // p) * self.kb,
-                                self.bt_layout.cols.block_owner(t), g.myrow, "col")
-            return pa, pb
-
-        fail_here = os.environ.get(FAIL_ENV, "") == str(MPI.COMM_WORLD.Get_rank())
+    def _panel_loop(self, product: Product, timer) -> float:
+        """Broadcast and multiply the k-panels, panel t+1 in flight while t is multiplied;
+        returns the time spent waiting for panels."""
+        nk, g = self.panels, self.grid
+        rows_a, rows_b = product.shape
+        width = min(self.kb, self.k)
+        bufs_a = [product.engine.xp.empty(product.depth * rows_a * width, dtype="int8") for _ in range(min(2, nk))]
+        bufs_b = [product.engine.xp.empty(product.depth * rows_b * width, dtype="int8") for _ in range(min(2, nk))]
         wait_s = 0.0
-        timer = _ComputeTimer(eng)  # time of the panel products alone (GPU events on a GPU)
-        pending = post(0) if nk else None
+        pending = self._post(product, 0, bufs_a[0], bufs_b[0]) if nk else None
         for t in range(nk):
             t0 = MPI.Wtime()
             pa, pb = pending[0].wait(), pending[1].wait()
             wait_s += MPI.Wtime() - t0
             if t + 1 < nk:
-                pending = post(t + 1)
-            if fail_here and t == nk // 2:
-                raise RuntimeError(f"simulated failure on rank {g.rank} at panel {t} ({FAIL_ENV})")
+                pending = self._post(product, t + 1, bufs_a[(t + 1) % 2], bufs_b[(t + 1) % 2])
             timer.start()
-            plan.accumulate(eng, acc, pa[:s], pb[:s])
-            if nonfinite:
-                special.accumulate_counts(xp, counts, pa[s], pb[s])
+            product.accumulate(pa, pb)
             timer.stop()
             self.transport.progress()
             if self.on_panel is not None:
                 self.on_panel(t + 1, nk)
-        del bufs_a, bufs_b, da, eb, ca, cb
-        clock.lap("multiply")
+        product.release_operands()
+        product.clock.lap("multiply")
+        return wait_s
 
-        # 5. one combine, special values, alpha/beta.
-        ab = plan.combine(eng, acc, e, f)
-        del acc
-        if nonfinite:
-            ab = special.apply_counts(xp, ab, counts)
-        c_loc = None if beta == 0.0 else eng.asarray(c.local).astype(xp.float64, copy=False)
-        out = epilogue(xp, ab, alpha, beta, c_loc)
-        clock.lap("combine")
-        if host_out:
-            out = eng.to_host(out)
+    def _post(self, product: Product, t: int, buf_a, buf_b):
+        """Start the broadcasts of k-panel t: op(A)'s along the process row from the owner
+        column, op(B)^T's along the process column from the owner row."""
+        g, (p, q) = self.grid, self.grid.dims
+        lo = t * self.kb
+        w = min(self.kb, self.k - lo)
+        owner_a, owner_b = self.a_layout.cols.block_owner(t), self.bt_layout.cols.block_owner(t)
+        rows_a, rows_b = product.shape
+        pa = (product.pack_a((t // q) * self.kb, w, buf_a) if g.mycol == owner_a
+              else product.panel_view(rows_a, w, buf_a))
+        pb = (product.pack_b((t // p) * self.kb, w, buf_b) if g.myrow == owner_b
+              else product.panel_view(rows_b, w, buf_b))
+        return self.transport.ibcast(pa, owner_a, "row"), self.transport.ibcast(pb, owner_b, "col")
 
-        seconds = dict(clock.seconds)
-        seconds["comm_wait"] = wait_s
-        seconds["compute"] = timer.seconds()
+    def _info(self, product: Product, wait_s: float, compute_s: float) -> SummaInfo:
+        seconds = dict(product.clock.seconds, comm_wait=wait_s, compute=compute_s)
         stats = self.transport.stats()
         seconds["comm"] = stats["comm_seconds"]
         # Communication the panel loop could not hide: loop time beyond the products' own time.
         seconds["comm_exposed"] = max(0.0, seconds["multiply"] - seconds["compute"])
-        base = make_info(plan, eng, self.m, self.n, self.k, spread, nonfinite, seconds)
-        self.info = SummaInfo(**base.to_dict(), grid=tuple(g.dims), block=(self.mb, self.nb), kb=self.kb,
-                              panels=nk, transport_reason=getattr(self.transport, "reason", ""), **stats)
-        return DistMatrix(g, self.c_layout, out)
-
-    def _post_one(self, slices, codes, flat, rows, w, offset, owner, me, axis):
-        """Start the broadcast of one operand's panel; returns a Pending whose wait() gives (depth, rows, w)."""
-        s = slices.shape[0]
-        depth = s + (0 if codes is None else 1)
-        buf = flat[:depth * rows * w].reshape(depth, rows, w)
-        if me == owner:  # always true on a 1-rank row/column: the transport then just hands buf back
-            buf[:s] = slices[:, :, offset:offset + w]
-            if codes is not None:
-                buf[s] = codes[:, offset:offset + w]
-        return self.transport.ibcast(buf, owner, axis)
+        base = product.info(seconds).to_dict()
+        base.update(m=self.m, n=self.n)
+        return SummaInfo(**base, grid=tuple(self.grid.dims), block=(self.mb, self.nb), kb=self.kb,
+                         panels=self.panels, transport_reason=getattr(self.transport, "reason", ""), **stats)
 
     def close(self) -> None:
         self.transport.close()
@@ -288,57 +249,25 @@ def overlap_fraction(seconds: dict) -> float | None:
     return max(0.0, min(1.0, 1.0 - seconds.get("comm_exposed", 0.0) / comm))
 
 
-class _ComputeTimer:
-    """Summed time of the panel products: CUDA events on the engine's stream for a GPU
-    engine (read once at the end, no synchronisation in the loop), host time otherwise."""
-
-    def __init__(self, engine):
-        self.gpu = is_gpu_engine(engine)
-        self.xp = engine.xp
-        self.pairs, self.total, self._t = [], 0.0, 0.0
-
-    def start(self):
-        if self.gpu:
-            self.pairs.append([self.xp.cuda.get_current_stream().record(), None])
-        else:
-            self._t = MPI.Wtime()
-
-    def stop(self):
-        if self.gpu:
-            self.pairs[-1][1] = self.xp.cuda.get_current_stream().record()
-        else:
-            self.total += MPI.Wtime() - self._t
-
-    def seconds(self) -> float:
-        if self.gpu and self.pairs:
-            self.pairs[-1][1].synchronize()
-            self.total += sum(self.xp.cuda.get_elapsed_time(a, b) for a, b in self.pairs) / 1e3
-            self.pairs = []
-        return self.total
-
-
 def agree_on_setup(grid: ProcessGrid, engine, transport) -> None:
     """Every rank must run the same engine and transport (layouts and broadcasts depend on them).
 
     "auto" decides per rank (a node without a working GPU falls back to numpy, one without
-    NCCL to MPI): compare the choices of all ranks and raise the same InputError on every
-    rank when they differ or when one rank cannot set up its transport -- no rank is left
-    waiting in a broadcast the others never post.
+    NCCL to MPI): a rank that cannot set up its transport fails every rank alike, and so do
+    ranks whose choices differ -- no rank is left waiting in a broadcast the others never post.
     """
-    try:
-        name = transport.name if isinstance(transport, Transport) else choose_transport(transport, grid, engine)[0]
-        mine = (engine.name, name, None)
-    except (TransportUnavailable, ValueError) as exc:
-        mine = (engine.name, None, str(exc))
-    everyone = grid.comm.allgather(mine)
-    failed = [(r, err) for r, (_, _, err) in enumerate(everyone) if err]
-    if failed:
-        raise InputError(f"rank {failed[0][0]}: {failed[0][1]}")
-    first = everyone[0][:2]
-    odd = next((r for r, pick in enumerate(everyone) if pick[:2] != first), None)
+    from .collective import collective_errors
+
+    with collective_errors(grid.comm, catch=InputError):
+        try:
+            name = transport.name if isinstance(transport, Transport) else choose_transport(transport, grid, engine)[0]
+        except (TransportUnavailable, ValueError) as exc:
+            raise InputError(f"rank {grid.rank}: {exc}") from None
+    everyone = grid.comm.allgather((engine.name, name))
+    odd = next((r for r, pick in enumerate(everyone) if pick != everyone[0]), None)
     if odd is not None:
-        raise InputError(f"ranks picked different engines or transports: rank 0 uses engine {first[0]} "
-                         f"and transport {first[1]}, rank {odd} engine {everyone[odd][0]} and transport "
+        raise InputError(f"ranks picked different engines or transports: rank 0 uses engine {everyone[0][0]} "
+                         f"and transport {everyone[0][1]}, rank {odd} engine {everyone[odd][0]} and transport "
                          f"{everyone[odd][1]}; give --engine and --transport explicitly, or fix the nodes "
                          f"where the GPU engine or NCCL is unavailable (ozhpc info under mpiexec shows them)")
 
@@ -364,8 +293,8 @@ def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=Fa
     n, kb2 = op_rows(np.asarray(B), transb, False).shape
     if k != kb2:
         raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb2}x{n}")
-    with Summa(grid, m, n, k, block=block, kb=kb, engine=engine, transport=transport, slices=slices,
-               groups=groups, on_panel=on_panel, scheme=scheme, bits=bits) as plan:
+    with Summa(grid, m, n, k, block=block, kb=kb, engine=engine, transport=transport, on_panel=on_panel,
+               settings=OzakiSettings(scheme, slices, groups, bits)) as plan:
         a, bt, c = plan.distribute(A, B, C if beta != 0.0 else None, transa=transa, transb=transb)
         out = plan(a, bt, c, alpha=alpha, beta=beta)
         return (out, plan.info) if info else out

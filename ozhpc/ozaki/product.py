@@ -1,0 +1,270 @@
+"""The Ozaki product pipeline, written once: ``C = alpha * op(A) @ op(B) + beta * C``.
+
+``ozhpc.gemm`` (one process, all of k in one panel) and the SUMMA driver (a grid of ranks,
+k in panels) run the same object on their pieces of op(A) (rows along k) and op(B)^T (B's
+columns as rows along k)::
+
+    product = Product(settings, engine, a_rows, b_rows, k=k, reduce=reductions)
+    # prepare (in the constructor): row scales, the plan, the split, special-value codes
+    product.pack_a(offset, width, buf)      # an owner's k-panel as opaque int8 planes
+    product.accumulate(panel_a, panel_b)    # exact, any order of panels
+    # or, one process: product.multiply()  # the whole k at once (fused kernels)
+    c = product.finish(alpha, beta, c0)     # one fixed-order combine, inf/NaN, alpha/beta
+
+Every value that decides a bit of C (scales, plan, special-value flag) is reduced across
+ranks with the exact, order-free callables of :class:`Reductions`, so every grid, block
+size and panel width gives the same bits. What differs between the schemes lives in the
+plan objects of :mod:`ozhpc.ozaki.plan`; what differs between devices in the engines.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..errors import InputError
+from . import special
+from .plan import resolve_plan
+from .scales import exponents, spread_bits
+from .settings import OzakiSettings
+
+
+@dataclass
+class GemmInfo:
+    """What one call did: sizes, plan, engine, error bound and time per phase.
+
+    ``truncation_bound`` (tau*k) and ``rounding_bound`` bound the error of every entry:
+    ``|C_ij - (op(A) op(B))_ij| <= 2**(e_i+f_j) * truncation_bound + rounding_bound * |C_ij|``
+    (for alpha = 1, beta = 0 and finite results). ``slices`` / ``groups`` are scheme I's
+    (None with scheme II), ``moduli`` scheme II's (None with scheme I).
+    """
+
+    m: int
+    n: int
+    k: int
+    engine: str
+    slices: int | None
+    groups: int | None
+    pair_gemms: int
+    spread_bits: int
+    truncation_bound: float
+    rounding_bound: float
+    nonfinite_inputs: bool
+    seconds: dict = field(default_factory=dict)
+    scheme: str = "ozaki1"
+    bits: int = 0
+    """Bits per operand entry: 7 x slices (scheme I), the integer width (scheme II)."""
+    moduli: int | None = None
+    planes: int = 0
+    """int8 planes per operand entry: slices (scheme I) or moduli (scheme II)."""
+    plan_summary: str = ""
+    """One line, e.g. 'scheme ozaki1: 8 slices, 8 groups, 36 pair GEMMs'."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def plan_attrs(self) -> dict:
+        """The plan as HDF5 attributes of C (the scheme and its accuracy decide the bits)."""
+        keys = ("scheme", "bits", "moduli") if self.scheme == "ozaki2" else ("scheme", "bits", "slices", "groups")
+        return {key: getattr(self, key) for key in keys}
+
+
+def _same(x):
+    return x
+
+
+@dataclass(frozen=True)
+class Reductions:
+    """Exact, order-free reductions over the ranks that share a piece of the product.
+
+    Each takes and returns a NumPy array. ``a_max`` / ``a_sum``: over the pieces of each
+    op(A) row (a MAX of row maxima, a SUM of integer counts); ``b_max`` / ``b_sum``: the same
+    for op(B)^T rows; ``everywhere_max``: over every rank (the plan's inputs). One process:
+    the identity (:data:`LOCAL`).
+    """
+
+    a_max: Callable = _same
+    b_max: Callable = _same
+    a_sum: Callable = _same
+    b_sum: Callable = _same
+    everywhere_max: Callable = _same
+
+
+LOCAL = Reductions()
+
+
+def op_rows(x, trans: bool, is_left: bool):
+    """The operand as rows along k: op(A) for the left side, op(B)^T for the right."""
+    return (x.T if trans else x) if is_left else (x if trans else x.T)
+
+
+def epilogue(xp, ab, alpha: float, beta: float, c):
+    """``alpha * ab + beta * c``, each operation rounded separately, as BLAS defines it:
+    ``c`` is not read when beta == 0, and ``ab`` is not used when alpha == 0 (so inf/NaN in
+    op(A) op(B) do not reach the result)."""
+    if alpha == 0.0:
+        if beta == 0.0:
+            return xp.zeros_like(ab)
+        return c.copy() if beta == 1.0 else beta * c
+    out = ab if alpha == 1.0 else alpha * ab
+    if beta != 0.0:
+        out = out + (c if beta == 1.0 else beta * c)
+    return out
+
+
+class Stopwatch:
+    """Wall time per phase, with the device synchronised at each boundary."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.seconds: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        self.engine.synchronize()
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._t
+        self._t = now
+
+
+class Product:
+    """One product on this rank's pieces, prepared in the constructor (collective when the
+    reductions are): global row scales, the plan, the split of both operands.
+
+    Parameters
+    ----------
+    settings : OzakiSettings
+    engine : Engine
+    a_rows, b_rows : 2-D float arrays on the engine's device
+        This rank's rows of op(A) (m_loc x k_loc) and of op(B)^T (n_loc x k_loc').
+    k : int, optional
+        The global inner dimension (default: ``a_rows.shape[1]``, one process).
+    reduce : Reductions
+    """
+
+    def __init__(self, settings: OzakiSettings, engine, a_rows, b_rows, *, k: int | None = None,
+                 reduce: Reductions = LOCAL):
+        self.settings, self.engine, self.xp = settings, engine, engine.xp
+        self.k = a_rows.shape[1] if k is None else int(k)
+        self.shape = (a_rows.shape[0], b_rows.shape[0])
+        self.clock = Stopwatch(engine)
+        self._scales_and_plan(a_rows, b_rows, reduce)
+        self.clock.lap("scales")
+        self._split(a_rows, b_rows)
+        self.clock.lap("split")
+        self._acc = self._counts = self._ab = None
+
+    # -- prepare ---------------------------------------------------------------------------
+    def _scales_and_plan(self, a_rows, b_rows, reduce: Reductions) -> None:
+        eng, xp = self.engine, self.xp
+        (amax, self._bad_a), (bmax, self._bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
+        self.row_exps = exponents(xp, eng.asarray(reduce.a_max(eng.to_host(amax))))
+        self.col_exps = exponents(xp, eng.asarray(reduce.b_max(eng.to_host(bmax))))
+        local = np.zeros(2, dtype=np.int64)
+        if self.settings.auto:
+            local[0] = max(self._spread(a_rows, self.row_exps, reduce.a_sum),
+                           self._spread(b_rows, self.col_exps, reduce.b_sum))
+        local[1] = self._bad_a or self._bad_b
+        spread, nonfinite = (int(v) for v in reduce.everywhere_max(local))
+        self.spread, self.nonfinite = spread, bool(nonfinite)
+        self.plan = resolve_plan(self.settings, spread, self.k)
+        self.plan.check_k(self.k)
+
+    def _spread(self, rows, exps, sum_pieces) -> int:
+        eng = self.engine
+        summed = (lambda counts: eng.asarray(sum_pieces(eng.to_host(counts))))
+        return spread_bits(self.xp, eng.entry_gaps(rows, exps), summed, eng.count_gaps_le)
+
+    def _split(self, a_rows, b_rows) -> None:
+        """int8 planes of both operands (+ one plane of class codes when some input anywhere
+        is inf/NaN): what :meth:`pack_a` / :meth:`pack_b` hand out panel by panel."""
+        xp, plan, eng = self.xp, self.plan, self.engine
+        self._planes_a = plan.split(eng, special.finite_part(xp, a_rows, self._bad_a), self.row_exps)
+        self._planes_b = plan.split(eng, special.finite_part(xp, b_rows, self._bad_b), self.col_exps)
+        self._codes_a = special.classify(xp, a_rows) if self.nonfinite else None
+        self._codes_b = special.classify(xp, b_rows) if self.nonfinite else None
+
+    @property
+    def depth(self) -> int:
+        """int8 planes per entry of a panel: the plan's, plus the class codes."""
+        return self.plan.planes + (1 if self.nonfinite else 0)
+
+    # -- panels ----------------------------------------------------------------------------
+    def pack_a(self, offset: int, width: int, out):
+        """Columns ``offset:offset+width`` of this rank's op(A) planes into ``out``, an int8
+        buffer of at least ``depth * rows * width`` entries; returns it as (depth, rows, width)."""
+        return self._pack(self._planes_a, self._codes_a, offset, width, out)
+
+    def pack_b(self, offset: int, width: int, out):
+        """As :meth:`pack_a`, for op(B)^T."""
+        return self._pack(self._planes_b, self._codes_b, offset, width, out)
+
+    def panel_view(self, rows: int, width: int, out):
+        """``out`` shaped as a panel of ``rows`` x ``width`` (what a receiver fills)."""
+        return out[:self.depth * rows * width].reshape(self.depth, rows, width)
+
+    def _pack(self, planes, codes, offset, width, out):
+        buf = self.panel_view(planes.shape[1], width, out)
+        s = planes.shape[0]
+        buf[:s] = planes[:, :, offset:offset + width]
+        if codes is not None:
+            buf[s] = codes[:, offset:offset + width]
+        return buf
+
+    def release_operands(self) -> None:
+        """Drop the split operands (after the last panel was packed)."""
+        self._planes_a = self._planes_b = self._codes_a = self._codes_b = None
+
+    def accumulate(self, panel_a, panel_b) -> None:
+        """Add one k-panel's products (exact: any order of panels gives the same sums)."""
+        xp, s = self.xp, self.plan.planes
+        if self._acc is None:
+            self._acc = self.plan.zeros(self.engine, *self.shape, self.k)
+            self._counts = special.zeros_counts(xp, *self.shape) if self.nonfinite else None
+        self.plan.accumulate(self.engine, self._acc, panel_a[:s], panel_b[:s])
+        if self.nonfinite:
+            special.accumulate_counts(xp, self._counts, panel_a[s], panel_b[s])
+
+    def multiply(self) -> None:
+        """All of k at once on this rank's own operands (one process: fused kernels)."""
+        plan, eng = self.plan, self.engine
+        self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, self.row_exps, self.col_exps)
+        if self.nonfinite:
+            self._counts = special.zeros_counts(self.xp, *self.shape)
+            special.accumulate_counts(self.xp, self._counts, self._codes_a, self._codes_b)
+        self.release_operands()
+        self.clock.lap("multiply")
+
+    def info(self, seconds: dict | None = None) -> GemmInfo:
+        """What this product did (global m, n when given by the caller through ``seconds``'s
+        sibling fields; here the local shape)."""
+        plan = self.plan
+        described = plan.describe()
+        return GemmInfo(m=self.shape[0], n=self.shape[1], k=self.k, engine=self.engine.name,
+                        slices=described.get("slices"), groups=described.get("groups"),
+                        moduli=described.get("moduli"), planes=plan.planes, pair_gemms=plan.pair_gemms,
+                        spread_bits=self.spread, truncation_bound=float(plan.truncation_bound(self.k)),
+                        rounding_bound=plan.rounding_bound, nonfinite_inputs=self.nonfinite,
+                        seconds=dict(self.clock.seconds if seconds is None else seconds),
+                        scheme=plan.scheme, bits=plan.bits, plan_summary=plan.summary())
+
+    # -- finish ----------------------------------------------------------------------------
+    def finish(self, alpha: float = 1.0, beta: float = 0.0, c=None):
+        """``alpha * op(A) op(B) + beta * c`` on this rank's block of C (``c`` read only when
+        beta != 0): the one fixed-order combine, then IEEE inf/NaN, then alpha/beta."""
+        if beta != 0.0 and c is None:
+            raise InputError("beta != 0 needs C")
+        xp = self.xp
+        ab = self._ab
+        if ab is None:
+            acc = self._acc if self._acc is not None else self.plan.zeros(self.engine, *self.shape, self.k)
+            ab = self.plan.combine(self.engine, acc, self.row_exps, self.col_exps)
+        self._acc = self._ab = None
+        if self.nonfinite:
+            counts = self._counts if self._counts is not None else special.zeros_counts(xp, *self.shape)
+            ab = special.apply_counts(xp, ab, counts)
+        out = epilogue(xp, ab, alpha, beta, c)
+        self.clock.lap("combine")
+        return out

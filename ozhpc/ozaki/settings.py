@@ -1,0 +1,88 @@
+"""The Ozaki settings of a product (scheme, slices/groups or bits): checked once, here.
+
+The command line, job files and the Python API all build an :class:`OzakiSettings`; a bad
+value raises an :class:`~ozhpc.errors.OptionError` whose message each front end spells its
+own way (``--bits``, ``ozaki.bits``, ``bits``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engines.crt import MAX_BITS, MIN_BITS
+from ..errors import OptionError
+
+SCHEMES = ("ozaki1", "ozaki2")
+MIN_SLICES, MAX_SLICES = 1, 24
+"""24 slices hold 168 bits: any spread of a FP64 row that still matters to a product."""
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+WORDS = {"slices": ("auto",), "groups": ("auto", "all"), "bits": ("auto",)}
+RANGES = {"slices": (MIN_SLICES, MAX_SLICES), "groups": (1, None), "bits": (MIN_BITS, MAX_BITS)}
+
+
+def option_value(name: str, value):
+    """One of ``slices``, ``groups``, ``bits`` checked alone: its word ("auto", "all") or an
+    integer in range (strings of digits too, as the command line gives them)."""
+    if value in WORDS[name]:
+        return value
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            pass
+    if not _is_int(value):
+        allowed = " or ".join([", ".join(f"'{w}'" for w in WORDS[name]), "an integer"])
+        raise OptionError(f"{{{name}}} must be {allowed}, got {value!r}")
+    lo, hi = RANGES[name]
+    if hi is None and value < lo:
+        raise OptionError(f"{{{name}}} must be at least {lo}, got {value}")
+    if hi is not None and not lo <= value <= hi:
+        raise OptionError(f"{{{name}}} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class OzakiSettings:
+    """What the user asked of the Ozaki scheme; "auto" values are resolved per product.
+
+    ``scheme`` "ozaki1" is tuned by ``slices`` ("auto" or 1..24) and ``groups`` ("auto" =
+    slices, "all" = 2*slices-1, or fewer); "ozaki2" by ``bits`` ("auto" or 8..100). The
+    options of the other scheme must stay "auto".
+    """
+
+    scheme: str = "ozaki1"
+    slices: int | str = "auto"
+    groups: int | str = "auto"
+    bits: int | str = "auto"
+
+    def __post_init__(self):
+        if self.scheme not in SCHEMES:
+            raise OptionError(f"{{scheme}} must be one of {', '.join(SCHEMES)}, got {self.scheme!r}")
+        for name in WORDS:
+            object.__setattr__(self, name, option_value(name, getattr(self, name)))
+        if _is_int(self.slices) and _is_int(self.groups) and self.groups > 2 * self.slices - 1:
+            raise OptionError(f"{{groups={self.groups}}} is more than the {2 * self.slices - 1} groups that "
+                              f"{self.slices} slices have (at most 2*slices-1)")
+        self._check_scheme_options()
+
+    @property
+    def auto(self) -> bool:
+        """Whether the accuracy is chosen from the data ("auto" slices or bits)."""
+        return (self.bits if self.scheme == "ozaki2" else self.slices) == "auto"
+
+    def _check_scheme_options(self) -> None:
+        if self.scheme == "ozaki2":
+            given = [f"{{{name}={getattr(self, name)}}}" for name in ("slices", "groups")
+                     if getattr(self, name) != "auto"]
+            if given:
+                one = len(given) == 1
+                raise OptionError(f"{' and '.join(given)} {'is an option' if one else 'are options'} of "
+                                  f"{{scheme=ozaki1}}; with {{scheme=ozaki2}} leave {'it' if one else 'them'} "
+                                  f"out and set the accuracy with {{bits}}")
+        elif self.bits != "auto":
+            raise OptionError(f"{{bits={self.bits}}} needs {{scheme=ozaki2}} (the scheme here is "
+                              f"{{={self.scheme}}}, whose accuracy is set by {{slices}})")

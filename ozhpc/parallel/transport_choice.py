@@ -1,0 +1,96 @@
+"""Which transport moves SUMMA's panels: by name, or "auto" from the engine and the software.
+
+``"mpi-host"`` (:class:`~ozhpc.parallel.transport.HostMPITransport`), ``"cuda-mpi"`` and
+``"nccl"`` (:mod:`ozhpc.parallel.gpu_transport`); ``"auto"``: with a GPU engine
+(``engine.on_device``) and a grid of more than one rank, NCCL when ``cupy.cuda.nccl`` is
+usable, else CUDA-aware MPI when ``MPI.Query_cuda_support()`` says so, else host-staged MPI;
+with the NumPy engine (or one rank) always ``"mpi-host"``.
+"""
+from __future__ import annotations
+
+from mpi4py import MPI
+
+from .gpu_transport import CudaMPITransport, NcclTransport
+from .transport import HostMPITransport, Transport
+from .transport_names import TRANSPORT_NAMES
+
+
+TRANSPORTS = {"mpi-host": HostMPITransport, "cuda-mpi": CudaMPITransport, "nccl": NcclTransport}
+
+
+class TransportUnavailable(RuntimeError):
+    """A requested transport cannot run here (no CuPy/NCCL, MPI without CUDA support, CPU engine)."""
+
+
+def nccl_available() -> str | None:
+    """None when ``cupy.cuda.nccl`` can be used, else the reason it cannot."""
+    try:
+        from cupy.cuda import nccl
+    except Exception as exc:  # noqa: BLE001 -- ImportError, or CuPy built without NCCL
+        return f"cupy.cuda.nccl cannot be imported ({exc})"
+    if not getattr(nccl, "available", True):
+        return "CuPy was built without NCCL (pip install nvidia-nccl-cu13, or a CuPy wheel with NCCL)"
+    return None
+
+
+def mpi_cuda_support() -> bool:
+    """Whether the MPI library says it is CUDA-aware (``MPI.Query_cuda_support``, MPI-4.1 / Open MPI ext)."""
+    query = getattr(MPI, "Query_cuda_support", None)
+    if query is None:
+        return False
+    try:
+        return bool(query())
+    except Exception:  # noqa: BLE001 -- not implemented by this library
+        return False
+
+
+def is_gpu_engine(engine) -> bool:
+    return bool(getattr(engine, "on_device", False))
+
+
+def choose_transport(name, grid, engine=None) -> tuple[str, str]:
+    """``(transport name, why)`` for ``name`` in TRANSPORT_NAMES; raises TransportUnavailable / ValueError.
+
+    Rank-independent as long as every rank has the same software (the usual case): every
+    rank must pick the same transport, since NCCL and MPI broadcasts do not mix.
+    """
+    name = "auto" if name is None else name
+    if name not in TRANSPORT_NAMES:
+        raise ValueError(f"unknown transport {name!r}; choose one of: {', '.join(TRANSPORT_NAMES)}")
+    gpu = is_gpu_engine(engine)
+    if name == "mpi-host":
+        return name, "requested"
+    if name in ("nccl", "cuda-mpi") and not gpu:
+        raise TransportUnavailable(f"transport {name!r} moves GPU panels: it needs the cutile engine "
+                                   f"(got {getattr(engine, 'name', engine)!r}); use --transport mpi-host or auto")
+    if name == "nccl":
+        why = nccl_available()
+        if why:
+            raise TransportUnavailable(f"transport 'nccl' is not available: {why}")
+        return name, "requested"
+    if name == "cuda-mpi":
+        if not mpi_cuda_support():
+            raise TransportUnavailable("transport 'cuda-mpi' is not available: the MPI library does not report "
+                                       "CUDA support (MPI.Query_cuda_support()); use nccl or mpi-host")
+        return name, "requested"
+    # auto
+    if not gpu:
+        return "mpi-host", "auto: CPU engine"
+    if grid is not None and grid.size == 1:
+        return "mpi-host", "auto: one rank, nothing to move"
+    why = nccl_available()
+    if why is None:
+        return "nccl", "auto: GPU engine, cupy.cuda.nccl available"
+    if mpi_cuda_support():
+        return "cuda-mpi", f"auto: GPU engine, CUDA-aware MPI ({why})"
+    return "mpi-host", f"auto: GPU engine, no NCCL ({why}) and MPI without CUDA support"
+
+
+def get_transport(name, grid, engine=None, **options) -> Transport:
+    """A transport by name (see the module docstring for ``"auto"``) or a ready instance."""
+    if isinstance(name, Transport):
+        return name
+    chosen, why = choose_transport(name, grid, engine)
+    transport = TRANSPORTS[chosen](grid, engine, **options)
+    transport.reason = why
+    return transport

@@ -1,0 +1,85 @@
+"""The package's shape (docs/architecture.md): imports go one way down the layers, no import
+cycle, no function body over 60 lines."""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import ozhpc
+
+ROOT = pathlib.Path(ozhpc.__file__).parent
+LAYERS = {"engines": 0, "ozaki": 1, "parallel": 2, "io": 3}
+SHARED = {"errors"}
+"""Imported by every layer: the error classes."""
+FRONT = 4
+MAX_BODY_LINES = 60
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def layer(name: str) -> int:
+    parts = name.split(".")
+    if len(parts) == 1:
+        return FRONT
+    if parts[1] in SHARED:
+        return -1
+    return LAYERS.get(parts[1], FRONT)
+
+
+def imports(name: str) -> set[str]:
+    """Modules of this package that ``name`` imports (at any depth of its code)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - max(0, node.level - 1)] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            subs = {f"{target}.{a.name}" for a in node.names} & set(MODULES)
+            found |= subs if len(subs) == len(node.names) else {target} | subs
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return {m for m in found if m in MODULES and m != name}
+
+
+def test_imports_go_down_the_layers():
+    upward = [(name, dep) for name in MODULES for dep in imports(name)
+              if layer(dep) > layer(name) and layer(name) != FRONT and dep != "ozhpc"]
+    assert upward == []
+
+
+def test_no_import_cycle():
+    graph = {name: imports(name) for name in MODULES}
+    state: dict[str, int] = {}
+
+    def visit(node, path):
+        state[node] = 1
+        for dep in graph[node]:
+            if state.get(dep) == 1:
+                raise AssertionError(f"import cycle: {' -> '.join(path + [node, dep])}")
+            if dep not in state:
+                visit(dep, path + [node])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [])
+
+
+def test_no_function_body_over_60_lines():
+    long = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = node.body
+                has_doc = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                start = body[1].lineno if has_doc and len(body) > 1 else body[0].lineno
+                if node.end_lineno - start + 1 > MAX_BODY_LINES:
+                    long.append(f"{name}.{node.name}: {node.end_lineno - start + 1} lines")
+    assert long == []
