@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ozhpc.matrices import standard_matrix
-
 M, K, N = 37, 53, 29
 
 CASES = {
@@ -26,18 +24,28 @@ CASES = {
 }
 
 
+def dyadic(rows: int, cols: int, phi: float, seed: int) -> np.ndarray:
+    """Random 53-bit mantissas times powers of two spread over about ``6 phi`` binades: built
+    from integers by exact ``ldexp``, so the same bits on every machine (``exp`` is not
+    correctly rounded and differs between CPUs, which would move the pins)."""
+    rng = np.random.default_rng(seed)
+    mantissa = rng.integers(-(2**53) + 1, 2**53, size=(rows, cols), dtype=np.int64).astype(np.float64)
+    spread = max(1, int(6 * phi))
+    return np.ldexp(mantissa, rng.integers(-spread, spread + 1, size=(rows, cols)) - 54)
+
+
 def operands(case: dict):
     """(A, B, C0) of a case, in the storage the transposes ask for."""
     phi = case.get("phi", 0.5)
-    a = standard_matrix(M, K, phi, 101)
-    b = standard_matrix(K, N, phi, 102)
+    a = dyadic(M, K, phi, 101)
+    b = dyadic(K, N, phi, 102)
     a[4] = 0.0
     b[:, 6] = 0.0
     a[7, 3], b[9, 11] = 5e-324, -1e-310  # subnormals
     if case.get("special"):
         a[2, 5], a[10, 40], a[20, 0] = np.inf, -np.inf, np.nan
         b[5, 2], b[40, 17], b[30, 3] = -np.inf, 0.0, np.inf
-    c0 = standard_matrix(M, N, 0.5, 103) if case.get("beta") else None
+    c0 = dyadic(M, N, 0.5, 103) if case.get("beta") else None
     return (a.T.copy() if case.get("transa") else a), (b.T.copy() if case.get("transb") else b), c0
 
 
