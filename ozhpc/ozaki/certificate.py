@@ -213,9 +213,10 @@ def subnormal_unit(xp, e, f):
 
 
 def free_lower_bound(xp, c_lo, c_up, bound, rho: int, sub):
-    """``|C| - E - F <= |AB| <= |A||B|`` (normalised), F = the final rounding ``rho u |C| + 2**-1074``.
-    The two subtractions round; ``4u (|C| + E + F)`` absorbs that (it matters only near 0)."""
-    final = rho * U * c_up * UP + sub
+    """``|C| - E - F <= |AB| <= |A||B|`` (normalised), F = the final rounding ``rho u |C| + 2**-1074``
+    with one more ``u |C|`` for a result clamped to +-DBL_MAX (``numpy_engine.final_scale``). The
+    two subtractions round; ``4u (|C| + E + F)`` absorbs that (it matters only near 0)."""
+    final = (rho + 1) * U * c_up * UP + sub
     raw = (c_lo - bound) - final
     return xp.maximum(raw - 4 * U * (c_up + bound + final), 0.0) * DOWN
 
