@@ -131,16 +131,14 @@ class OperandStats:
     nnz: object
 
 
-def operand_stats(xp, x, exps, plan, reduce_max=_ident, reduce_sum=_ident) -> OperandStats:
-    """The O(rows x k) statistics of one operand the bound needs (``x``: its finite part)."""
+def operand_stats(xp, x, exps, plan, reduce_max=_ident, reduce_sum=_ident, mags=None) -> OperandStats:
+    """The O(rows x k) statistics of one operand the bound needs (``x``: its finite part;
+    ``mags``: its :func:`magnitude_stats` when the caller has them)."""
     rows = x.shape[0]
     err = representation_error(xp, x, exps, plan)
     delta = err.max(axis=1) if x.shape[1] else xp.zeros(rows, dtype=xp.float64)
-    e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
-    scaled = xp.ceil(xp.ldexp(xp.abs(x), (NORM_BITS - e).astype(xp.int32)))
-    nnz = (x != 0).sum(axis=1).astype(xp.int64)
-    norm = scaled.astype(xp.int64).sum(axis=1) + nnz   # + 1 unit per entry: ldexp underflow
-    return OperandStats(reduce_max(delta), reduce_sum(norm), reduce_sum(nnz))
+    norm, nnz = mags or magnitude_stats(xp, x, exps, reduce_sum)
+    return OperandStats(reduce_max(delta), norm, nnz)
 
 
 def dropped_pairs_bound(plan) -> float:
@@ -327,10 +325,11 @@ ENTRY_LIMIT = 1 << 16
 
 
 def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None, stats=None,
-                    exclude=None, reduce_max=_ident, reduce_sum=_ident) -> Certificate:
+                    exclude=None, fixed_lower=None, reduce_max=_ident, reduce_sum=_ident) -> Certificate:
     """The certificate of one product ``c`` (before special values and alpha/beta) of the finite,
     equilibrated operands: separable bound and free test, then (for the entries left, decided
-    by global counts) the fixed-point lower bound, then the per-entry bounds."""
+    by global counts) the fixed-point lower bound (``fixed_lower`` when the caller has it, e.g.
+    from :func:`predict_width`), then the per-entry bounds."""
     k_total = a_rows.shape[1] if k_total is None else k_total
     sa, sb = stats or (operand_stats(xp, a_rows, e, plan, reduce_max, reduce_sum),
                        operand_stats(xp, b_rows, f, plan, reduce_max, reduce_sum))
@@ -341,7 +340,9 @@ def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None
     cert = certify(xp, bound, lower, exclude, reduce_sum, reduce_max)
     free = cert.passed.size - cert.uncertified
     if cert.uncertified > FIXED_POINT_MIN:
-        lower = xp.maximum(lower, fixed_point_lower_bound(xp, a_rows, b_rows, e, f, k_total))
+        if fixed_lower is None:
+            fixed_lower = fixed_point_lower_bound(xp, a_rows, b_rows, e, f, k_total)
+        lower = xp.maximum(lower, fixed_lower)
         cert = certify(xp, bound, lower, exclude, reduce_sum, reduce_max)
     if 0 < cert.uncertified <= ENTRY_LIMIT:
         ii, jj = xp.nonzero(~cert.passed)
@@ -355,6 +356,36 @@ def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None
 
 
 # -- (e) the policy -------------------------------------------------------------------------------
+
+def magnitude_stats(xp, x, exps, reduce_sum=_ident):
+    """``(norm, nnz)`` of :class:`OperandStats` (they do not depend on the plan)."""
+    e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
+    scaled = xp.ceil(xp.ldexp(xp.abs(x), (NORM_BITS - e).astype(xp.int32)))
+    nnz = (x != 0).sum(axis=1).astype(xp.int64)
+    return reduce_sum(scaled.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(nnz)
+
+
+def predict_width(xp, mag_a, mag_b, lower, scheme: str, cap: int, reduce_max=_ident) -> int:
+    """The width whose bound meets ``u L`` on every entry with ``L > 0`` when every representation
+    error is at its worst (1/2): the "auto" statistic of certified mode, from the exact norms and
+    counts and the fixed-point lower bound ``L`` (one MAX each, so the same on every rank).
+    Scheme II: ``2**-w (|A_i|_1 + |B_j|_1) / 2 <= u L_ij``, one bit more for the rest; scheme I
+    also needs ``tau_drop(s) min(nnz) <= u L / 2``."""
+    na = mag_a[0].astype(xp.float64).reshape(-1, 1) * 2.0**-NORM_BITS
+    nb = mag_b[0].astype(xp.float64).reshape(1, -1) * 2.0**-NORM_BITS
+    cross = xp.minimum(mag_a[1].reshape(-1, 1), mag_b[1].reshape(1, -1)).astype(xp.float64)
+    safe = xp.where(lower > 0, lower, 1.0)
+    worst = [float(reduce_max(xp.asarray([x.max() if x.size else 0.0]))[0])
+             for x in (xp.where(lower > 0, (na + nb) / safe, 0.0), xp.where(lower > 0, cross / safe, 0.0))]
+    bits = 53 + max(0, math.ceil(math.log2(worst[0]))) if worst[0] > 0 else 8
+    if scheme == "ozaki2":
+        return max(_crt.MIN_BITS, min(cap, bits))
+    from .plan import SlicePlan
+    s = max(1, -(-bits // BITS))
+    while s < cap and dropped_pairs_bound(SlicePlan(s, s)) * worst[1] > U / 2:
+        s += 1
+    return min(cap, s)
+
 
 FALLBACK_LIMIT = 4096
 """Most uncertified entries (global) the exact fallback recomputes."""
@@ -446,7 +477,7 @@ class CertifiedInfo:
 def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
                              scheme="ozaki1", engine="numpy", cap=None, fallback=True, start=None):
     """Certified "auto" on one process with today's plan / engine steps: equilibrate, start at
-    today's auto width, certify, widen, fall back; then special values and alpha/beta as
+    :func:`predict_width` (``start`` overrides), certify, widen, fall back; then special values and alpha/beta as
     :func:`ozhpc.gemm`. Returns ``(C, CertifiedInfo)``."""
     import time
 
@@ -455,7 +486,7 @@ def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False,
     from ..engines import get_engine
     from . import special
     from .gemm import check_k, check_real_matrix, epilogue, op_rows
-    from .plan import ModularPlan, SlicePlan, make_plan
+    from .plan import MAX_SLICES, ModularPlan, SlicePlan, make_plan
     from .scales import exponents, spread_bits
 
     eng = get_engine(engine)
@@ -472,6 +503,10 @@ def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False,
     spread = max(spread_bits(xp, eng.entry_gaps(a_eq, e)), spread_bits(xp, eng.entry_gaps(b_eq, f)))
     auto = make_plan("auto", "auto", spread, scheme=scheme, bits="auto", k=k)
     auto_width = auto.bits if scheme == "ozaki2" else auto.slices
+    mags = magnitude_stats(xp, a_eq, e), magnitude_stats(xp, b_eq, f)
+    fixed = fixed_point_lower_bound(xp, a_eq, b_eq, e, f, k)
+    cap = cap or (_crt.MAX_BITS if scheme == "ozaki2" else MAX_SLICES)
+    predicted = predict_width(xp, mags[0], mags[1], fixed, scheme, cap)
     exclude = None
     if special.has_nonfinite(xp, a_rows) or special.has_nonfinite(xp, b_rows):
         counts = special.zeros_counts(xp, m, n)
@@ -488,14 +523,15 @@ def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False,
             plan.accumulate(eng, acc, plan.split(eng, a_eq, e), plan.split(eng, b_eq, f))
         ab = plan.combine(eng, acc, e, f)
         t2 = time.perf_counter()
+        stats = (operand_stats(xp, a_eq, e, plan, mags=mags[0]), operand_stats(xp, b_eq, f, plan, mags=mags[1]))
         cert = certify_product(xp, a_eq, b_eq, e, f, plan, ab, acc if scheme == "ozaki1" else None,
-                               exclude=exclude)
+                               stats=stats, exclude=exclude, fixed_lower=fixed)
         seconds["product"] += t2 - t1
         seconds["certificate"] += time.perf_counter() - t2
         return ab, cert
 
     use_fallback = fallback and xp is np
-    ab, width, cert, tried = certified_policy(run_product, auto_width if start is None else start, scheme,
+    ab, width, cert, tried = certified_policy(run_product, predicted if start is None else start, scheme,
                                               cap, exact_fallback(a_eq, b_eq) if use_fallback else None)
     if exclude is not None:
         ab = special.apply_counts(xp, ab, counts)
