@@ -174,18 +174,25 @@ def error_bound(xp, sa: OperandStats, sb: OperandStats, plan):
     return bound * UP
 
 
-def combine_rounding(xp, plan, acc=None, c_up=None):
+def combine_rounding(xp, plan, acc=None, c_up=None, stats=None):
     """Bound of the combine's roundings other than the final ones (normalised).
 
-    Scheme I (needs the group accumulators ``acc``): the additions ``t_g = t_{g+1} + S_g w_g``
+    Scheme I, from the group accumulators ``acc``: the additions ``t_g = t_{g+1} + S_g w_g``
     for ``g = d-2 .. 1`` err by at most ``u |t_g|``, and ``|t_g| <= sum_{h>=g} |S_h| w_h``, so in
-    all ``u sum_h min(h, d-2) |S_h| w_h``. Scheme II: the piece additions below the last two
-    (``|R_t| <= 2**(36(P-t)-1) (1 + 2**-35)``) plus the ``(1 + 2**-32)`` slack of the last two.
+    all ``u sum_h min(h, d-2) |S_h| w_h``. Without ``acc`` (a fused product), from the operand
+    ``stats``: ``|t_g| <= 2**-6 (|A_i|_1 + |B_j|_1) + 2**-14 min(nnz)`` (digits after the first
+    weigh at most 2**-7, the first at most twice the entry). Scheme II: the piece additions
+    below the last two (``|R_t| <= 2**(36(P-t)-1) (1 + 2**-35)``) plus ``(1 + 2**-32)`` slack.
     """
     if plan.scheme == "ozaki2":
         pieces = plan.tables.pieces
         const = U * 2.0 ** (36 * (pieces - 2) - 1 - 2 * plan.bits) * 1.001 if pieces >= 3 else 0.0
         return const + (0.0 if c_up is None else c_up * 2.0**-80)
+    if acc is None:
+        sa, sb = stats
+        norms = (sa.norm.astype(xp.float64).reshape(-1, 1) + sb.norm.astype(xp.float64).reshape(1, -1)) * 2.0**-NORM_BITS
+        cross = xp.minimum(sa.nnz.reshape(-1, 1), sb.nnz.reshape(1, -1)).astype(xp.float64)
+        return (norms * 2.0**-6 + cross * 2.0**-14) * (max(plan.groups - 2, 0) * U * UP)
     d = acc.shape[0]
     total = xp.zeros(acc.shape[1:], dtype=xp.float64)
     for h in range(1, d):
@@ -334,11 +341,12 @@ def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None
     sa, sb = stats or (operand_stats(xp, a_rows, e, plan, reduce_max, reduce_sum),
                        operand_stats(xp, b_rows, f, plan, reduce_max, reduce_sum))
     c_lo, c_up = normalised_c(xp, c, e, f)
-    bound = error_bound(xp, sa, sb, plan) + combine_rounding(xp, plan, acc, c_up)
+    comb = combine_rounding(xp, plan, acc, c_up, (sa, sb)) + xp.zeros(c.shape)
+    bound = error_bound(xp, sa, sb, plan) + comb
     lower = free_lower_bound(xp, c_lo, c_up, bound, FINAL_ROUNDING_ULPS[plan.scheme], subnormal_unit(xp, e, f))
     exclude = ~xp.isfinite(c) if exclude is None else exclude | ~xp.isfinite(c)
     cert = certify(xp, bound, lower, exclude, reduce_sum, reduce_max)
-    free = cert.passed.size - cert.uncertified
+    free = int(reduce_sum(xp.asarray([int(cert.passed.sum())], dtype=xp.int64))[0])
     if cert.uncertified > FIXED_POINT_MIN:
         if fixed_lower is None:
             fixed_lower = fixed_point_lower_bound(xp, a_rows, b_rows, e, f, k_total)
@@ -348,7 +356,7 @@ def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None
         ii, jj = xp.nonzero(~cert.passed)
         be, le = entry_bounds(xp, a_rows, b_rows, e, f, plan, ii, jj, k_total, reduce_max, reduce_sum)
         bound, lower = bound.copy(), lower.copy()
-        bound[ii, jj] = xp.minimum(bound[ii, jj], be)
+        bound[ii, jj] = xp.minimum(bound[ii, jj], (be + comb[ii, jj]) * UP)
         lower[ii, jj] = xp.maximum(lower[ii, jj], le)
         cert = certify(xp, bound, lower, exclude, reduce_sum, reduce_max)
     cert.free = int(free)
