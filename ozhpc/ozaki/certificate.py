@@ -19,6 +19,7 @@ op(A), column exponents of op(B)), so no bound under- or overflows where C does.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -482,45 +483,57 @@ class CertifiedInfo:
     seconds: dict
 
 
-def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
-                             scheme="ozaki1", engine="numpy", cap=None, fallback=True, start=None):
-    """Certified "auto" on one process with today's plan / engine steps: equilibrate, start at
-    :func:`predict_width` (``start`` overrides), certify, widen, fall back; then special values and alpha/beta as
-    :func:`ozhpc.gemm`. Returns ``(C, CertifiedInfo)``."""
-    import time
-
-    import numpy as np
-
-    from ..engines import get_engine
+def _prototype_setup(eng, A, B, transa, transb, scheme, cap):
+    """Operands as rows along k, equilibrated finite parts, exponents, today's auto width, the
+    plan-free statistics and the predicted width, and the special-value counts."""
     from . import special
-    from .gemm import check_k, check_real_matrix, epilogue, op_rows
-    from .plan import MAX_SLICES, ModularPlan, SlicePlan, make_plan
+    from .gemm import check_real_matrix, op_rows
+    from .plan import MAX_SLICES, make_plan
     from .scales import exponents, spread_bits
 
-    eng = get_engine(engine)
     xp = eng.xp
     for x, name in ((A, "A"), (B, "B")):
         check_real_matrix(x, name)
     a_rows = op_rows(eng.asarray(A).astype(xp.float64), transa, True)
     b_rows = op_rows(eng.asarray(B).astype(xp.float64), transb, False)
-    (m, k), n = a_rows.shape, b_rows.shape[0]
-    seconds = {"scales": 0.0, "product": 0.0, "certificate": 0.0}
-    t0 = time.perf_counter()
     a_eq, b_eq, _ = equilibrate_global(xp, special.finite_part(xp, a_rows), special.finite_part(xp, b_rows))
     e, f = exponents(xp, eng.row_stats(a_eq)[0]), exponents(xp, eng.row_stats(b_eq)[0])
     spread = max(spread_bits(xp, eng.entry_gaps(a_eq, e)), spread_bits(xp, eng.entry_gaps(b_eq, f)))
-    auto = make_plan("auto", "auto", spread, scheme=scheme, bits="auto", k=k)
-    auto_width = auto.bits if scheme == "ozaki2" else auto.slices
+    auto = make_plan("auto", "auto", spread, scheme=scheme, bits="auto", k=a_rows.shape[1])
+    t0 = time.perf_counter()
     mags = magnitude_stats(xp, a_eq, e), magnitude_stats(xp, b_eq, f)
-    fixed = fixed_point_lower_bound(xp, a_eq, b_eq, e, f, k)
+    fixed = fixed_point_lower_bound(xp, a_eq, b_eq, e, f, a_rows.shape[1])
     cap = cap or (_crt.MAX_BITS if scheme == "ozaki2" else MAX_SLICES)
     predicted = predict_width(xp, mags[0], mags[1], fixed, scheme, cap)
-    exclude = None
+    counts = None
     if special.has_nonfinite(xp, a_rows) or special.has_nonfinite(xp, b_rows):
-        counts = special.zeros_counts(xp, m, n)
+        counts = special.zeros_counts(xp, a_rows.shape[0], b_rows.shape[0])
         special.accumulate_counts(xp, counts, special.classify(xp, a_rows), special.classify(xp, b_rows))
-        exclude = (counts > 0).any(axis=0)
-    seconds["scales"] = time.perf_counter() - t0
+    return dict(a=a_eq, b=b_eq, e=e, f=f, auto=auto.bits if scheme == "ozaki2" else auto.slices,
+                mags=mags, fixed=fixed, cap=cap, predicted=predicted, counts=counts,
+                prediction_s=time.perf_counter() - t0)
+
+
+def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
+                             scheme="ozaki1", engine="numpy", cap=None, fallback=True, start=None):
+    """Certified "auto" on one process with today's plan / engine steps: equilibrate, start at
+    :func:`predict_width` (``start`` overrides), certify, widen, fall back; then special values
+    and alpha/beta as :func:`ozhpc.gemm`. Returns ``(C, CertifiedInfo)``; ``seconds`` has the
+    products, their certificates and the prediction (norms + fixed-point GEMM) apart."""
+    import numpy as np
+
+    from ..engines import get_engine
+    from . import special
+    from .gemm import check_k, epilogue
+    from .plan import ModularPlan, SlicePlan
+
+    eng = get_engine(engine)
+    xp = eng.xp
+    p = _prototype_setup(eng, A, B, transa, transb, scheme, cap)
+    a_eq, b_eq, e, f, mags = p["a"], p["b"], p["e"], p["f"], p["mags"]
+    (m, k), n = a_eq.shape, b_eq.shape[0]
+    exclude = None if p["counts"] is None else (p["counts"] > 0).any(axis=0)
+    seconds = {"prediction": p["prediction_s"], "product": 0.0, "certificate": 0.0}
 
     def run_product(width):
         t1 = time.perf_counter()
@@ -533,18 +546,17 @@ def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False,
         t2 = time.perf_counter()
         stats = (operand_stats(xp, a_eq, e, plan, mags=mags[0]), operand_stats(xp, b_eq, f, plan, mags=mags[1]))
         cert = certify_product(xp, a_eq, b_eq, e, f, plan, ab, acc if scheme == "ozaki1" else None,
-                               stats=stats, exclude=exclude, fixed_lower=fixed)
+                               stats=stats, exclude=exclude, fixed_lower=p["fixed"])
         seconds["product"] += t2 - t1
         seconds["certificate"] += time.perf_counter() - t2
         return ab, cert
 
     use_fallback = fallback and xp is np
-    ab, width, cert, tried = certified_policy(run_product, predicted if start is None else start, scheme,
-                                              cap, exact_fallback(a_eq, b_eq) if use_fallback else None)
+    ab, width, cert, tried = certified_policy(run_product, p["predicted"] if start is None else start, scheme,
+                                              p["cap"], exact_fallback(a_eq, b_eq) if use_fallback else None)
     if exclude is not None:
-        ab = special.apply_counts(xp, ab, counts)
-    c_dev = None if beta == 0.0 else eng.asarray(C).astype(xp.float64)
-    out = epilogue(xp, ab, alpha, beta, c_dev)
-    info = CertifiedInfo(scheme, width, auto_width, cert.uncertified == 0, cert.uncertified, cert.worst,
+        ab = special.apply_counts(xp, ab, p["counts"])
+    out = epilogue(xp, ab, alpha, beta, None if beta == 0.0 else eng.asarray(C).astype(xp.float64))
+    info = CertifiedInfo(scheme, width, p["auto"], cert.uncertified == 0, cert.uncertified, cert.worst,
                          cert.free, cert.fallback, tried, seconds)
     return out, info
