@@ -43,6 +43,16 @@ def _ident(x):
     return x
 
 
+def _scale(xp, x, shift):
+    """``ldexp(x, shift)`` for a per-row (column vector) or scalar ``shift``: a product with
+    ``2**shift`` when that is a normal number (correctly rounded, so the same bits as ``ldexp``,
+    and 3-4x faster in NumPy), ``ldexp`` otherwise."""
+    shift = xp.asarray(shift).astype(xp.int32)
+    if shift.size == 0 or (int(shift.min()) >= -1022 and int(shift.max()) <= 1023):
+        return x * xp.ldexp(xp.ones(shift.shape), shift)
+    return xp.ldexp(x, shift)
+
+
 # -- (a) equilibration over k --------------------------------------------------------------------
 
 def inner_stats(xp, rows):
@@ -94,9 +104,13 @@ def equilibrate_global(xp, a_rows, b_rows, reduce_max_a=_ident, reduce_max_b=_id
 
 # -- (b) the per-entry error bound ----------------------------------------------------------------
 
-TINY = 2.0**-900
+TINY = 2.0**-800
 """Added to every nonzero representation error: covers the rounding of an ``ldexp`` that
-underflows (at most 2**-1075, times at most 2**168 for 24 slices)."""
+underflows (at most 2**-1075, times at most 2**168 for 24 slices), and keeps the bounds built
+from it (times ``2**-32`` units and ``2**-w``) normal numbers."""
+FLOOR = 2.0**-1000
+"""Absolute slack added to a bound wherever some representation error is nonzero: covers the
+rounding of its products should they reach the subnormal range."""
 
 
 def plan_width(plan) -> int:
@@ -110,10 +124,10 @@ def representation_error(xp, x, exps, plan):
     digits; scheme II: ``|y - rint(y)|``, ``y = x 2**(bits - e)``). 0 for entries on the grid."""
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
     if plan.scheme == "ozaki2":
-        y = xp.ldexp(x, (plan.bits - e).astype(xp.int32))
+        y = _scale(xp, x, plan.bits - e)
         err = xp.abs(y - xp.rint(y))
     else:
-        y = xp.ldexp(x, (-e).astype(xp.int32))
+        y = _scale(xp, x, -e)
         for _ in range(plan.slices):
             y = y * float(2**BITS)
             y = y - xp.rint(y)
@@ -168,11 +182,11 @@ def error_bound(xp, sa: OperandStats, sb: OperandStats, plan):
     na = sa.norm.astype(xp.float64).reshape(-1, 1) * 2.0**-NORM_BITS
     nb = sb.norm.astype(xp.float64).reshape(1, -1) * 2.0**-NORM_BITS
     cross = xp.minimum(sa.nnz.reshape(-1, 1), sb.nnz.reshape(1, -1)).astype(xp.float64)
-    bound = xp.ldexp(da * nb + na * db, -w) + xp.ldexp(da * db * cross, -2 * w)
+    bound = (da * nb + na * db) * 2.0**-w + (da * db * cross) * 2.0**(-2 * w)
     tau = dropped_pairs_bound(plan)
     if tau:
         bound = bound + tau * cross
-    return bound * UP
+    return bound * UP + xp.where((da > 0) | (db > 0), FLOOR, 0.0)
 
 
 def combine_rounding(xp, plan, acc=None, c_up=None, stats=None):
@@ -236,8 +250,8 @@ def fixed_point_lower_bound(xp, a_rows, b_rows, e, f, k_total: int):
         return xp.zeros((a_rows.shape[0], b_rows.shape[0]))
     ea = (bits - xp.asarray(e).astype(xp.int64)).reshape(-1, 1).astype(xp.int32)
     fb = (bits - xp.asarray(f).astype(xp.int64)).reshape(-1, 1).astype(xp.int32)
-    ia = xp.floor(xp.ldexp(xp.abs(a_rows), ea))
-    ib = xp.floor(xp.ldexp(xp.abs(b_rows), fb))
+    ia = xp.floor(_scale(xp, xp.abs(a_rows), ea))
+    ib = xp.floor(_scale(xp, xp.abs(b_rows), fb))
     return xp.ldexp(ia @ ib.T, -2 * bits)
 
 
@@ -250,11 +264,13 @@ def _entry_terms(xp, a, b, da, db, both, plan):
     (``both``: where both entries are nonzero, the terms the dropped pairs can reach)."""
     w = plan_width(plan)
     mag = a * b
-    err = xp.ldexp(da * b + a * db, -w) + xp.ldexp(da * db, -2 * w)
+    err = (da * b + a * db) * 2.0**-w + (da * db) * 2.0**(-2 * w)
     tau = dropped_pairs_bound(plan)
+    some = (da > 0) | (db > 0)
     if tau:
         err = err + xp.where(both, tau, 0.0)
-    err = xp.where(err > 0, err * UP + 2.0**-1070, 0.0)
+        some = some | both
+    err = xp.where(some, err * UP + FLOOR, 0.0)
     return err, xp.maximum(mag * (1 - 2.0**-50) - 2.0**-1070, 0.0)
 
 
@@ -275,8 +291,8 @@ def entry_bounds(xp, a_rows, b_rows, e, f, plan, ii, jj, k_total: int,
     grid = 61 - max(1, k_total).bit_length()
     ea = xp.asarray(e).astype(xp.int64).reshape(-1, 1)
     fb = xp.asarray(f).astype(xp.int64).reshape(-1, 1)
-    an = xp.ldexp(xp.abs(a_rows), (-ea).astype(xp.int32))
-    bn = xp.ldexp(xp.abs(b_rows), (-fb).astype(xp.int32))
+    an = _scale(xp, xp.abs(a_rows), -ea)
+    bn = _scale(xp, xp.abs(b_rows), -fb)
     dan = representation_error(xp, a_rows, e, plan)
     dbn = representation_error(xp, b_rows, f, plan)
     nza, nzb = a_rows != 0, b_rows != 0
@@ -369,7 +385,7 @@ def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None
 def magnitude_stats(xp, x, exps, reduce_sum=_ident):
     """``(norm, nnz)`` of :class:`OperandStats` (they do not depend on the plan)."""
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
-    scaled = xp.ceil(xp.ldexp(xp.abs(x), (NORM_BITS - e).astype(xp.int32)))
+    scaled = xp.ceil(_scale(xp, xp.abs(x), NORM_BITS - e))
     nnz = (x != 0).sum(axis=1).astype(xp.int64)
     return reduce_sum(scaled.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(nnz)
 
