@@ -349,11 +349,13 @@ ENTRY_LIMIT = 1 << 16
 
 
 def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None, stats=None,
-                    exclude=None, fixed_lower=None, reduce_max=_ident, reduce_sum=_ident) -> Certificate:
+                    exclude=None, fixed_lower=None, entry_limit=None, reduce_max=_ident,
+                    reduce_sum=_ident) -> Certificate:
     """The certificate of one product ``c`` (before special values and alpha/beta) of the finite,
     equilibrated operands: separable bound and free test, then (for the entries left, decided
     by global counts) the fixed-point lower bound (``fixed_lower`` when the caller has it, e.g.
-    from :func:`predict_width`), then the per-entry bounds."""
+    from :func:`predict_width`), then the per-entry bounds for at most ``entry_limit`` entries
+    (default :data:`ENTRY_LIMIT`; 0 where the caller does not hold whole rows along k)."""
     k_total = a_rows.shape[1] if k_total is None else k_total
     sa, sb = stats or (operand_stats(xp, a_rows, e, plan, reduce_max, reduce_sum),
                        operand_stats(xp, b_rows, f, plan, reduce_max, reduce_sum))
@@ -369,7 +371,7 @@ def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None
             fixed_lower = fixed_point_lower_bound(xp, a_rows, b_rows, e, f, k_total)
         lower = xp.maximum(lower, fixed_lower)
         cert = certify(xp, bound, lower, exclude, reduce_sum, reduce_max)
-    if 0 < cert.uncertified <= ENTRY_LIMIT:
+    if 0 < cert.uncertified <= (ENTRY_LIMIT if entry_limit is None else entry_limit):
         ii, jj = xp.nonzero(~cert.passed)
         be, le = entry_bounds(xp, a_rows, b_rows, e, f, plan, ii, jj, k_total, reduce_max, reduce_sum)
         bound, lower = bound.copy(), lower.copy()
