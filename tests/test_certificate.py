@@ -182,7 +182,7 @@ def badly_scaled(rng, rows, cols, spread):
 def test_certified_entries_meet_the_bound_at_any_width(seed, m, n, k, spread, scheme, extra, use_acc):
     """At fixed, often too small widths the certificate passes some entries: each of them meets
     the guarantee exactly; compensated column scalings on top; scheme I with and without the
-    group accumulators (a fused product)."""
+    group accumulators (a fused product), plain or compensated combine."""
     rng = np.random.default_rng(seed)
     a, b = badly_scaled(rng, m, k, spread), badly_scaled(rng, k, n, spread)
     sc = 2.0 ** rng.integers(-spread, spread + 1, size=k)
@@ -192,8 +192,10 @@ def test_certified_entries_meet_the_bound_at_any_width(seed, m, n, k, spread, sc
     plan = ModularPlan.for_k(40 + 4 * extra, k) if scheme == "ozaki2" else SlicePlan(3 + extra, 3 + extra)
     acc = plan.zeros(ENGINE, m, n, k)
     plan.accumulate(ENGINE, acc, plan.split(ENGINE, a_eq, e), plan.split(ENGINE, b_eq, f))
-    c = plan.combine(ENGINE, acc, e, f)
-    cert = cf.certify_product(np, a_eq, b_eq, e, f, plan, c, acc if scheme == "ozaki1" and use_acc else None)
+    compensated = scheme == "ozaki1" and use_acc and seed % 2 == 0
+    c = cf.compensated_combine(np, acc, e, f) if compensated else plan.combine(ENGINE, acc, e, f)
+    cert = cf.certify_product(np, a_eq, b_eq, e, f, plan, c, acc if scheme == "ozaki1" and use_acc else None,
+                              compensated=compensated)
     assert cert.uncertified == int((~cert.passed).sum())
     for i, j in zip(*np.nonzero(cert.passed)):
         assert guarantee_holds(c, a, b, scheme, i, j), (i, j, plan)
@@ -302,3 +304,24 @@ def test_too_few_bits_break_the_bound_and_are_not_certified(scheme):
     missed = [(i, j) for i in range(12) for j in range(10) if not guarantee_holds(c, a, b, scheme, i, j)]
     assert missed and not any(cert.passed[i, j] for i, j in missed)
     assert cert.uncertified >= len(missed) and cert.worst > 1
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 14), st.integers(-1100, 950))
+def test_compensated_combine_rounds_once(seed, d, scale):
+    """Group sums of mixed signs and sizes: the compensated combine is the exact sum rounded once
+    (within u |C| and the (d-1) u**2 term), where the plain combine may be several ulps off."""
+    rng = np.random.default_rng(seed)
+    acc = (rng.integers(-2**40, 2**40, size=(d, 3, 4)) * (rng.random((d, 3, 4)) < 0.8)).astype(np.float64)
+    e, f = np.array([scale, scale + 3, scale - 5]), np.array([0, 1, -2, 4])
+    c = cf.compensated_combine(np, acc, e, f)
+    for i in range(3):
+        for j in range(4):
+            terms = [Fraction(int(acc[g, i, j])) * Fraction(2) ** (-7 * (g + 2)) for g in range(d)]
+            exact = sum(terms, Fraction(0)) * Fraction(2) ** int(e[i] + f[j])
+            slack = d * U * U * sum(abs(t) * (g + 1) for g, t in enumerate(terms)) * Fraction(2) ** int(e[i] + f[j]) * 2
+            assert abs(Fraction(float(c[i, j])) - exact) <= U * abs(Fraction(float(c[i, j]))) + slack + Fraction(1, 2**1074)
+            assert not (c[i, j] == 0 and np.signbit(c[i, j]))
+    plain = SlicePlan(d, d).combine(ENGINE, acc, e, f)
+    exactly = (acc[1:] == 0).all(axis=0)   # one group: no addition rounds, both agree
+    assert np.array_equal(c[exactly], plain[exactly])

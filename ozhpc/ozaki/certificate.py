@@ -189,14 +189,50 @@ def error_bound(xp, sa: OperandStats, sb: OperandStats, plan):
     return bound * UP + xp.where((da > 0) | (db > 0), FLOOR, 0.0)
 
 
-def combine_rounding(xp, plan, acc=None, c_up=None, stats=None):
+def compensated_combine(xp, acc, row_exps, col_exps):
+    """Scheme I's combine with its roundings carried along: the same additions smallest group
+    first, each one's exact error (TwoSum) summed apart and added back before the final ``ldexp``
+    (``final_scale`` rules: +0.0, the DBL_MAX clamp). The error is then one rounding of C plus
+    ``(d-1) u**2 sum_g |t_g|`` (:func:`combine_rounding` with ``compensated=True``), where the plain
+    combine can lose ``u |t_g|`` at each of its d-2 intermediate additions: for an entry far below
+    ``2**(e_i + f_j)`` (phi >= 4, rows with one dominant entry) that is several ulps of C.
+    Identical to the plain combine wherever no addition rounds (identity, permutations)."""
+    d = acc.shape[0]
+    total = xp.zeros(acc.shape[1:], dtype=xp.float64)
+    err = xp.zeros(acc.shape[1:], dtype=xp.float64)
+    for g in range(d - 1, -1, -1):
+        x = acc[g].astype(xp.float64) * 2.0 ** (-BITS * (g + 2))
+        s = total + x
+        bp = s - total
+        err = err + ((total - (s - bp)) + (x - bp))
+        total = s
+    scale = (xp.asarray(row_exps).astype(xp.int64).reshape(-1, 1)
+             + xp.asarray(col_exps).astype(xp.int64).reshape(1, -1))
+    return final_scale(xp, total + err, scale)
+
+
+def final_scale(xp, total, scale):
+    """``numpy_engine.final_scale`` written against ``xp``: ``ldexp``, +-DBL_MAX where the scaled
+    value is exactly ``2**1024``, +0.0 for zeros."""
+    import numpy as np
+    with np.errstate(over="ignore"):
+        out = xp.ldexp(total, scale)
+        over = xp.isinf(out) & xp.isfinite(total)
+        if bool(over.any()):
+            edge = xp.abs(xp.ldexp(total, scale - 1)) <= 2.0**1023
+            out = xp.where(over & edge, xp.copysign(float(np.finfo(np.float64).max), total), out)
+    return out + 0.0
+
+
+def combine_rounding(xp, plan, acc=None, c_up=None, stats=None, compensated=False):
     """Bound of the combine's roundings other than the final ones (normalised).
 
     Scheme I, from the group accumulators ``acc``: the additions ``t_g = t_{g+1} + S_g w_g``
     for ``g = d-2 .. 1`` err by at most ``u |t_g|``, and ``|t_g| <= sum_{h>=g} |S_h| w_h``, so in
     all ``u sum_h min(h, d-2) |S_h| w_h``. Without ``acc`` (a fused product), from the operand
     ``stats``: ``|t_g| <= 2**-6 (|A_i|_1 + |B_j|_1) + 2**-14 min(nnz)`` (digits after the first
-    weigh at most 2**-7, the first at most twice the entry). Scheme II: the piece additions
+    weigh at most 2**-7, the first at most twice the entry). ``compensated``
+    (:func:`compensated_combine`): ``(d-1) u**2 sum_h (h+1) |S_h| w_h``. Scheme II: the piece additions
     below the last two (``|R_t| <= 2**(36(P-t)-1) (1 + 2**-35)``) plus ``(1 + 2**-32)`` slack.
     """
     if plan.scheme == "ozaki2":
@@ -210,10 +246,12 @@ def combine_rounding(xp, plan, acc=None, c_up=None, stats=None):
         return (norms * 2.0**-6 + cross * 2.0**-14) * (max(plan.groups - 2, 0) * U * UP)
     d = acc.shape[0]
     total = xp.zeros(acc.shape[1:], dtype=xp.float64)
-    for h in range(1, d):
-        if min(h, d - 2) > 0:
-            total = total + xp.abs(acc[h].astype(xp.float64)) * float(min(h, d - 2) * 2.0 ** (-BITS * (h + 2)))
-    return total * (U * UP * (1 + d * U))
+    for h in range(d):
+        weight = (h + 1) if compensated else min(h, d - 2)
+        if weight > 0:
+            total = total + xp.abs(acc[h].astype(xp.float64)) * float(weight * 2.0 ** (-BITS * (h + 2)))
+    factor = d * U * U if compensated else U
+    return total * (factor * UP * (1 + d * U)) + (xp.where(total > 0, FLOOR, 0.0) if compensated else 0.0)
 
 
 # -- (c) lower bounds of (|A||B|)_ij (normalised) ------------------------------------------------
@@ -349,18 +387,19 @@ ENTRY_LIMIT = 1 << 16
 
 
 def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None, stats=None,
-                    exclude=None, fixed_lower=None, entry_limit=None, reduce_max=_ident,
-                    reduce_sum=_ident) -> Certificate:
+                    exclude=None, fixed_lower=None, entry_limit=None, compensated=False,
+                    reduce_max=_ident, reduce_sum=_ident) -> Certificate:
     """The certificate of one product ``c`` (before special values and alpha/beta) of the finite,
     equilibrated operands: separable bound and free test, then (for the entries left, decided
     by global counts) the fixed-point lower bound (``fixed_lower`` when the caller has it, e.g.
     from :func:`predict_width`), then the per-entry bounds for at most ``entry_limit`` entries
-    (default :data:`ENTRY_LIMIT`; 0 where the caller does not hold whole rows along k)."""
+    (default :data:`ENTRY_LIMIT`; 0 where the caller does not hold whole rows along k).
+    ``compensated``: ``c`` came from :func:`compensated_combine` (scheme I)."""
     k_total = a_rows.shape[1] if k_total is None else k_total
     sa, sb = stats or (operand_stats(xp, a_rows, e, plan, reduce_max, reduce_sum),
                        operand_stats(xp, b_rows, f, plan, reduce_max, reduce_sum))
     c_lo, c_up = normalised_c(xp, c, e, f)
-    comb = combine_rounding(xp, plan, acc, c_up, (sa, sb)) + xp.zeros(c.shape)
+    comb = combine_rounding(xp, plan, acc, c_up, (sa, sb), compensated) + xp.zeros(c.shape)
     bound = error_bound(xp, sa, sb, plan) + comb
     lower = free_lower_bound(xp, c_lo, c_up, bound, FINAL_ROUNDING_ULPS[plan.scheme], subnormal_unit(xp, e, f))
     exclude = ~xp.isfinite(c) if exclude is None else exclude | ~xp.isfinite(c)
@@ -392,26 +431,40 @@ def magnitude_stats(xp, x, exps, reduce_sum=_ident):
     return reduce_sum(scaled.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(nnz)
 
 
+PREDICT_MARGIN = 15 / 16
+"""Largest worst-case ratio ``E / (u L)`` :func:`predict_width` accepts: the rest of ``u L`` is
+left for the combine's own roundings (about 2**-6 of it in scheme I, less in scheme II)."""
+
+
 def predict_width(xp, mag_a, mag_b, lower, scheme: str, cap: int, reduce_max=_ident) -> int:
-    """The width whose bound meets ``u L`` on every entry with ``L > 0`` when every representation
-    error is at its worst (1/2): the "auto" statistic of certified mode, from the exact norms and
-    counts and the fixed-point lower bound ``L`` (one MAX each, so the same on every rank).
-    Scheme II: ``2**-w (|A_i|_1 + |B_j|_1) / 2 <= u L_ij``, one bit more for the rest; scheme I
-    also needs ``tau_drop(s) min(nnz) <= u L / 2``."""
+    """The fewest bits / slices whose bound, with every representation error at its worst (1/2),
+    is at most ``PREDICT_MARGIN u L_ij`` on every entry with ``L > 0``: the "auto" statistic of
+    certified mode, from the exact norms and counts and the fixed-point lower bound ``L`` (one
+    MAX per candidate width, so the same on every rank). It starts at ``52 + log2 max (|A_i|_1 +
+    |B_j|_1) / L_ij`` bits (the first term alone) and adds a bit / slice until the worst entry fits."""
+    from .plan import SlicePlan
     na = mag_a[0].astype(xp.float64).reshape(-1, 1) * 2.0**-NORM_BITS
     nb = mag_b[0].astype(xp.float64).reshape(1, -1) * 2.0**-NORM_BITS
     cross = xp.minimum(mag_a[1].reshape(-1, 1), mag_b[1].reshape(1, -1)).astype(xp.float64)
-    safe = xp.where(lower > 0, lower, 1.0)
-    worst = [float(reduce_max(xp.asarray([x.max() if x.size else 0.0]))[0])
-             for x in (xp.where(lower > 0, (na + nb) / safe, 0.0), xp.where(lower > 0, cross / safe, 0.0))]
-    bits = 53 + max(0, math.ceil(math.log2(worst[0]))) if worst[0] > 0 else 8
-    if scheme == "ozaki2":
-        return max(_crt.MIN_BITS, min(cap, bits))
-    from .plan import SlicePlan
-    s = max(1, -(-bits // BITS))
-    while s < cap and dropped_pairs_bound(SlicePlan(s, s)) * worst[1] > U / 2:
-        s += 1
-    return min(cap, s)
+    pos = lower > 0
+    safe = xp.where(pos, lower, 1.0)
+
+    def worst(x):
+        return float(reduce_max(xp.asarray([xp.where(pos, x / safe, 0.0).max() if x.size else 0.0]))[0])
+
+    def fits(width):
+        w = BITS * width if scheme == "ozaki1" else width
+        bound = (na + nb) * 2.0 ** (-w - 1) + cross * 2.0 ** (-2 * w - 2)
+        if scheme == "ozaki1":
+            bound = bound + dropped_pairs_bound(SlicePlan(width, width)) * cross
+        return worst(bound) * 2.0**53 <= PREDICT_MARGIN
+
+    first = worst(na + nb)
+    bits = 52 + math.ceil(math.log2(first)) if first > 0 else _crt.MIN_BITS
+    width = max(_crt.MIN_BITS, bits) if scheme == "ozaki2" else max(1, -(-bits // BITS))
+    while width < cap and not fits(width):
+        width += 1
+    return min(cap, width)
 
 
 FALLBACK_LIMIT = 4096
@@ -560,11 +613,12 @@ def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False,
         acc = plan.zeros(eng, m, n, k)
         if k:
             plan.accumulate(eng, acc, plan.split(eng, a_eq, e), plan.split(eng, b_eq, f))
-        ab = plan.combine(eng, acc, e, f)
+        ab = compensated_combine(xp, acc, e, f) if scheme == "ozaki1" else plan.combine(eng, acc, e, f)
         t2 = time.perf_counter()
         stats = (operand_stats(xp, a_eq, e, plan, mags=mags[0]), operand_stats(xp, b_eq, f, plan, mags=mags[1]))
         cert = certify_product(xp, a_eq, b_eq, e, f, plan, ab, acc if scheme == "ozaki1" else None,
-                               stats=stats, exclude=exclude, fixed_lower=p["fixed"])
+                               stats=stats, exclude=exclude, fixed_lower=p["fixed"],
+                               compensated=scheme == "ozaki1")
         seconds["product"] += t2 - t1
         seconds["certificate"] += time.perf_counter() - t2
         return ab, cert
