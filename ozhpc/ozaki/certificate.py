@@ -241,7 +241,8 @@ def combine_rounding(xp, plan, acc=None, c_up=None, stats=None, compensated=Fals
         return const + (0.0 if c_up is None else c_up * 2.0**-80)
     if acc is None:
         sa, sb = stats
-        norms = (sa.norm.astype(xp.float64).reshape(-1, 1) + sb.norm.astype(xp.float64).reshape(1, -1)) * 2.0**-NORM_BITS
+        norms = (sa.norm.astype(xp.float64).reshape(-1, 1)
+                 + sb.norm.astype(xp.float64).reshape(1, -1)) * 2.0**-NORM_BITS
         cross = xp.minimum(sa.nnz.reshape(-1, 1), sb.nnz.reshape(1, -1)).astype(xp.float64)
         return (norms * 2.0**-6 + cross * 2.0**-14) * (max(plan.groups - 2, 0) * U * UP)
     d = acc.shape[0]
