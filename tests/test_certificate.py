@@ -327,3 +327,22 @@ def test_compensated_combine_rounds_once(seed, d, scale):
     plain = SlicePlan(d, d).combine(ENGINE, acc, e, f)
     exactly = (acc[1:] == 0).all(axis=0)   # one group: no addition rounds, both agree
     assert np.array_equal(c[exactly], plain[exactly])
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_special_values_zero_and_empty_operands(scheme):
+    """inf/NaN land where IEEE puts them (those entries are not counted), the finite entries are
+    certified; k = 0, empty and all-zero operands give +0.0 and pass."""
+    rng = np.random.default_rng(23)
+    a, b = rng.standard_normal((5, 7)), rng.standard_normal((7, 4))
+    a[1, 2], b[3, 1] = np.inf, np.nan
+    c, info = cf.certified_gemm_prototype(a, b, scheme=scheme)
+    with np.errstate(all="ignore"):
+        native = a @ b
+    assert info.certified and np.array_equal(np.isnan(c), np.isnan(native))
+    assert np.array_equal(np.isinf(c), np.isinf(native))
+    finite = [(i, j) for i in range(5) for j in range(4) if np.isfinite(a[i]).all() and np.isfinite(b[:, j]).all()]
+    assert finite and all(guarantee_holds(c, a, b, scheme, i, j) for i, j in finite)
+    for sa, sb in (((3, 0), (0, 4)), ((0, 5), (5, 4)), ((3, 5), (5, 0)), ((3, 4), (4, 2))):
+        c, info = cf.certified_gemm_prototype(np.zeros(sa), np.zeros(sb), scheme=scheme)
+        assert c.shape == (sa[0], sb[1]) and info.certified and not c.any() and not np.signbit(c).any()
