@@ -107,8 +107,28 @@ class NumpyEngine(Engine):
             total = total + acc[g] * 2.0 ** group_weight_exponent(g)
         scale = (np.asarray(row_exps, dtype=np.int64)[:, None]
                  + np.asarray(col_exps, dtype=np.int64)[None, :])
-        with np.errstate(over="ignore"):  # an overflowing product is inf, as in DGEMM
-            return np.ldexp(total, scale)
+        return final_scale(total, scale)
+
+
+DBL_MAX = float(np.finfo(np.float64).max)
+
+
+def final_scale(total, scale):
+    """``ldexp(total, scale)``, the last step of both combines, with two BLAS details:
+
+    * a zero result is +0.0 (a BLAS sums from +0.0, so a negative product that underflows, or
+      terms that cancel, give +0.0): ``+ 0.0`` turns -0.0 into +0.0 and leaves the rest alone;
+    * an overflow caused by the operands' rounding alone is no overflow: when the scaled total
+      is at most ``2**1024`` (reached by rounding entries near DBL_MAX up to the grid, e.g.
+      ``DBL_MAX * 1`` with fewer than 53 bits), the result is +-DBL_MAX; beyond, +-inf as in DGEMM.
+    """
+    with np.errstate(over="ignore"):  # an overflowing product is inf, as in DGEMM
+        out = np.ldexp(total, scale)
+        over = np.isinf(out) & np.isfinite(total)
+        if over.any():
+            edge = np.abs(np.ldexp(total, scale - 1)) <= 2.0**1023
+            out = np.where(over & edge, np.copysign(DBL_MAX, total), out)
+    return out + 0.0
 
 
 def _balanced(y, row):
@@ -161,6 +181,5 @@ def _crt_combine(acc, row_exps, col_exps, crt):
         total = pieces[npieces - 1]
         for t in range(npieces - 2, -1, -1):
             total = total + pieces[t] * 2.0 ** (_crt.PIECE_BITS * (npieces - 1 - t))
-        with np.errstate(over="ignore"):
-            out[i0:i0 + rows] = np.ldexp(total, scale[i0:i0 + rows])
+        out[i0:i0 + rows] = final_scale(total, scale[i0:i0 + rows])
     return out
