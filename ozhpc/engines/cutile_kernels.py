@@ -188,6 +188,18 @@ def _ldexp(x, sc):
     return ct.where(ex + sc >= -1022, normal, sub)
 
 
+def _final_scale(x, sc):
+    """``numpy_engine.final_scale``: :func:`_ldexp`, then the two BLAS details -- +-DBL_MAX
+    where only the operands' rounding made the result overflow (``|x 2**(sc-1)| <= 2**1023``),
+    and +0.0 for a zero (a BLAS sums from +0.0). Selects, not arithmetic, so no compiler
+    folding can change them."""
+    out = _ldexp(x, sc)
+    dbl_max = ct.bitcast(ct.full((1, 1), 0x7FEFFFFFFFFFFFFF, ct.int64), ct.float64)
+    clamp = (ct.abs(out) > dbl_max) & (ct.abs(_ldexp(x, sc - 1)) <= _pow2_const(1023))
+    out = ct.where(clamp, ct.where(x < 0.0, -dbl_max, dbl_max), out)
+    return ct.where(out == 0.0, 0.0, out)
+
+
 def _rint_small(t):
     """``rint(t)`` (half to even) for ``|t| < 2**51``."""
     return (t + _RINT_MAGIC) - _RINT_MAGIC
@@ -470,7 +482,7 @@ def _combine_kernel(ACC: BigArray, RE, CE, C, TM: ConstInt, TN: ConstInt):
         part = ct.load(ACC, (g, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN))
         part = part.astype(ct.float64)
         total = total + part * _group_weight(g)
-    ct.store(C, (bm, bn), _ldexp(total, _row_col_scale(RE, CE, bm, bn, TM, TN)))
+    ct.store(C, (bm, bn), _final_scale(total, _row_col_scale(RE, CE, bm, bn, TM, TN)))
 
 
 @ct.kernel
@@ -564,7 +576,7 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
     total = pieces[PIECES - 1]
     for t in ct.static_iter(range(PIECES - 2, -1, -1)):
         total = total + pieces[t] * _pow2_const(_crt.PIECE_BITS * (PIECES - 1 - t))
-    ct.store(C, (bm, bn), _ldexp(total, _row_col_scale(RE, CE, bm, bn, TM, TN) + shift))
+    ct.store(C, (bm, bn), _final_scale(total, _row_col_scale(RE, CE, bm, bn, TM, TN) + shift))
 
 
 @ct.kernel

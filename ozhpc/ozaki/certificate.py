@@ -559,7 +559,8 @@ def _prototype_setup(eng, A, B, transa, transb, scheme, cap):
     """Operands as rows along k, equilibrated finite parts, exponents, today's auto width, the
     plan-free statistics and the predicted width, and the special-value counts."""
     from . import special
-    from .gemm import check_real_matrix, op_rows
+    from .gemm import check_real_matrix
+    from .product import op_rows
     from .plan import MAX_SLICES, make_plan
     from .scales import exponents, spread_bits
 
@@ -596,8 +597,8 @@ def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False,
 
     from ..engines import get_engine
     from . import special
-    from .gemm import check_k, epilogue
     from .plan import ModularPlan, SlicePlan
+    from .product import epilogue
 
     eng = get_engine(engine)
     xp = eng.xp
@@ -610,7 +611,7 @@ def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False,
     def run_product(width):
         t1 = time.perf_counter()
         plan = ModularPlan.for_k(width, k) if scheme == "ozaki2" else SlicePlan(width, width)
-        check_k(plan, k)
+        plan.check_k(k)
         acc = plan.zeros(eng, m, n, k)
         if k:
             plan.accumulate(eng, acc, plan.split(eng, a_eq, e), plan.split(eng, b_eq, f))

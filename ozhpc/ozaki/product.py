@@ -103,7 +103,8 @@ def op_rows(x, trans: bool, is_left: bool):
 def epilogue(xp, ab, alpha: float, beta: float, c):
     """``alpha * ab + beta * c``, each operation rounded separately, as BLAS defines it:
     ``c`` is not read when beta == 0, and ``ab`` is not used when alpha == 0 (so inf/NaN in
-    op(A) op(B) do not reach the result)."""
+    op(A) op(B) do not reach the result). A zero result is +0.0 (a BLAS adds the products to
+    +0.0 or to ``beta * c``), also when ``alpha < 0``."""
     if alpha == 0.0:
         if beta == 0.0:
             return xp.zeros_like(ab)
@@ -111,7 +112,7 @@ def epilogue(xp, ab, alpha: float, beta: float, c):
     out = ab if alpha == 1.0 else alpha * ab
     if beta != 0.0:
         out = out + (c if beta == 1.0 else beta * c)
-    return out
+    return out + 0.0
 
 
 class Stopwatch:
