@@ -28,7 +28,7 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
         shape_c, _ = h5io.dataset_info(cfg.c, "input C")
         if shape_c != (m, n):
             raise h5io.InputError(f"input C {cfg.c} has shape {shape_c}, expected {(m, n)}")
-    h5io.check_output(cfg.out, cfg.force)
+    h5io.check_output(cfg.out, cfg.force, inputs=(cfg.a, cfg.b, cfg.c))
     return m, n, k
 
 
