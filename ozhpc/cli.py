@@ -172,6 +172,7 @@ def cmd_gen(args) -> int:
     from .matrices import standard_matrix
 
     m, n = args.shape
+    h5io.check_output(args.output, args.force)  # before generating: a refusal costs nothing
     h5io.write_matrix(args.output, standard_matrix(m, n, args.phi, args.seed), force=args.force,
                       attrs={"phi": args.phi, "seed": args.seed})
     print(f"wrote {m}x{n} test matrix (phi={args.phi}, seed={args.seed}) to {args.output}")

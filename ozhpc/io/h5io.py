@@ -88,13 +88,21 @@ def check_output_file(name: str, target: str, what: str) -> None:
     parent = os.path.dirname(target)
     if not os.path.isdir(parent):
         raise InputError(f"{what} directory {parent!r} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not writable(parent):
         raise InputError(f"{what} directory {parent!r} is not writable")
     if os.path.isdir(target):
         raise InputError(f"{what} {name!r} is a directory")
-    if os.path.exists(target) and not os.access(target, os.W_OK):
+    if os.path.exists(target) and not writable(target):
         raise InputError(f"{what} file {name!r} is read-only (no write permission); ozhpc never changes "
                          "a file's permissions, even with --force: make it writable or choose another file")
+
+
+def writable(path: str) -> bool:
+    """Writable for us AND by its mode bits (root may write anything; we still honour 0444)."""
+    try:
+        return os.access(path, os.W_OK) and bool(os.stat(path).st_mode & 0o222)
+    except OSError:
+        return False
 
 
 def same_file(a: str, b: str) -> bool:
