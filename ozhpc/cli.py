@@ -431,22 +431,52 @@ asynchronously and drops what it has not forwarded when the job is killed."""
 
 
 def entry_point() -> None:
+    from . import signals
+
+    signals.install(_command_name(sys.argv[1:]), launcher_rank() == 0)
     try:
         code = main()
+        sys.stdout.flush()
     except SystemExit:
         raise
+    except signals.Interrupted as exc:
+        signals.leave(exc.signum)
+    except BrokenPipeError:  # `ozhpc ... | head`: the reader is gone, which is not an error
+        _silence_stdout()
+        sys.exit(0)
     except BaseException:  # noqa: BLE001 -- report, then take the whole MPI job down
-        import traceback
-
-        rank = launcher_rank()
-        text = traceback.format_exc()
-        sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
-        sys.stderr.flush()
-        mpi = sys.modules.get("mpi4py.MPI")
-        if mpi is None and any(name in os.environ for name in LAUNCHER_RANK_VARS):
-            from mpi4py import MPI as mpi  # the other ranks may be in MPI already: join to abort them
-        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
-            time.sleep(ABORT_GRACE_S)
-            mpi.COMM_WORLD.Abort(1)
-        sys.exit(1)
+        if signals.received():  # e.g. an MPI error because the other ranks left on the signal
+            signals.leave(signals.received())
+        _abort_job()
     sys.exit(code)
+
+
+def _command_name(argv) -> str:
+    return next((a for a in argv if a in COMMANDS), "")
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    os.close(devnull)
+
+
+def _abort_job() -> None:
+    """Print this rank's traceback tagged with its rank, then abort every rank (exit 1)."""
+    import traceback
+
+    rank = launcher_rank()
+    text = traceback.format_exc()
+    sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
+    sys.stderr.flush()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None and any(name in os.environ for name in LAUNCHER_RANK_VARS):
+        from mpi4py import MPI as mpi  # the other ranks may be in MPI already: join to abort them
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
+        time.sleep(ABORT_GRACE_S)
+        mpi.COMM_WORLD.Abort(1)
+    sys.exit(1)

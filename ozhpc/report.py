@@ -11,6 +11,8 @@ import tempfile
 
 import numpy as np
 
+from . import signals
+
 
 def sha256_of_matrix(c: np.ndarray) -> str:
     """SHA-256 of C as C-ordered little-endian float64 bytes (the same for any layout it came from)."""
@@ -71,6 +73,7 @@ def write_report(path: str, report: dict) -> None:
     target = os.path.realpath(path)
     head, tail = os.path.split(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{tail}.", suffix=".tmp", dir=head)
+    signals.temporary_files.add(tmp)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(report, f, indent=2, sort_keys=True, default=str)
@@ -83,6 +86,7 @@ def write_report(path: str, report: dict) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+        signals.temporary_files.discard(tmp)
 
 
 def _umask() -> int:

@@ -20,6 +20,7 @@ import pytest
 
 from ozhpc.io import filelock
 from ozhpc.matrices import standard_matrix
+from ozhpc.report import sha256_of_matrix
 
 pytestmark = pytest.mark.mpi
 
@@ -164,3 +165,174 @@ def test_not_enough_disk(monkeypatch, tmp_path):
     with pytest.raises(InputError, match="not enough disk space for output file"):
         resources.check_disk(str(tmp_path / "out.h5"), 1000, 1000)
     resources.check_disk(str(tmp_path / "out.h5"), 10, 10)
+
+
+def c_of(path, name="C"):
+    with h5py.File(path, "r") as f:
+        return f[name][...], f[name].attrs["ozhpc_sha256"]
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_file_kept_mode_links_and_other_datasets(d, ranks):
+    """The output file is written in place: mode, hard link, symlink (its target) and other data stay."""
+    make(d, {"out.h5": "h5"})
+    os.chmod(d / "out.h5", 0o600)
+    os.link(d / "out.h5", d / "hard.h5")
+    os.symlink("out.h5", d / "sym.h5")
+    inode = os.stat(d / "out.h5").st_ino
+    proc, _ = gemm(ranks, d, "sym.h5:/C", "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert os.path.islink(d / "sym.h5") and os.stat(d / "out.h5").st_ino == inode
+    assert os.stat(d / "out.h5").st_nlink == 2 and stat.S_IMODE(os.stat(d / "out.h5").st_mode) == 0o600
+    c, sha = c_of(d / "hard.h5")
+    assert sha == sha256_of_matrix(c) and np.any(c)
+    with h5py.File(d / "hard.h5", "r") as f:
+        assert f["G/x"][...].tolist() == [1, 1, 1] and sorted(f) == ["C", "G"]
+    assert leftovers(d) == [] and temp_datasets(d / "out.h5") == []
+
+
+def test_force_reruns_do_not_grow_the_file(d):
+    """Rewriting C with --force reuses the space of the result it replaces (at most two results' worth)."""
+    sizes = []
+    for i in range(5):
+        proc, _ = gemm(1, d, "out.h5:/C", "--force")
+        assert proc.returncode == 0, proc.stderr
+        sizes.append(os.path.getsize(d / "out.h5"))
+    assert max(sizes) < 2 * 8 * N * N + 64 * 1024, sizes
+    assert c_of(d / "out.h5")[0].shape == (N, N)
+
+
+def test_leftovers_of_killed_jobs_are_removed(d):
+    """A temporary dataset, a temporary file and a lock file left by killed jobs: the next write removes them."""
+    make(d, {"out.h5": "h5"})
+    with h5py.File(d / "out.h5", "a") as f:
+        f[".ozhpc-tmp-999-dead"] = np.zeros((N, N))
+    (d / ".out.h5.ozhpc-999-dead.tmp").write_bytes(b"partial")
+    (d / ".out.h5.ozhpc-lock").write_bytes(b"")
+    proc, _ = gemm(2, d, "out.h5:/C2")
+    assert proc.returncode == 0, proc.stderr
+    assert leftovers(d) == [] and temp_datasets(d / "out.h5") == []
+    with h5py.File(d / "out.h5", "r") as f:
+        assert sorted(f) == ["C", "C2", "G"]
+
+
+def _start(ranks, d, out, *extra):
+    return subprocess.Popen(command(ranks, "gemm", "in.h5:/A", "in.h5:/B", "-o", out, "--engine", "numpy",
+                                    "--progress", "off", "--block", "16", *extra),
+                            cwd=d, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_lock(d):
+    """The jobs have computed and wait for the lock we hold (they created no file meanwhile)."""
+    time.sleep(8)
+
+
+@pytest.mark.parametrize("same", [False, True])
+def test_concurrent_jobs_serialise_on_the_lock(d, same):
+    """Two jobs writing into one file: both datasets present, or (same new dataset) one clear refusal."""
+    make(d, {"out.h5": "h5"})
+    outs = ["out.h5:/X", "out.h5:/X"] if same else ["out.h5:/X", "out.h5:/Y"]
+    with filelock.locked(os.path.realpath(d / "out.h5")):
+        jobs = [_start(2, d, outs[0]), _start(2, d, outs[1])]
+        _wait_for_lock(d)
+        assert all(job.poll() is None for job in jobs), "the jobs must wait for the lock"
+        with h5py.File(d / "out.h5", "r") as f:
+            assert sorted(f) == ["C", "G"]
+    results = [job.communicate(timeout=120) + (job.returncode,) for job in jobs]
+    codes = sorted(code for _, _, code in results)
+    with h5py.File(d / "out.h5", "r") as f:
+        names = sorted(f)
+    if same:
+        assert codes == [0, 2], results
+        errors = [line for _, err, code in results if code == 2 for line in err.splitlines() if "error:" in line]
+        assert len(errors) == 1 and "out.h5:/X exists; pass --force" in errors[0]
+        assert names == ["C", "G", "X"]
+    else:
+        assert codes == [0, 0], results
+        assert names == ["C", "G", "X", "Y"]
+    assert leftovers(d) == [] and temp_datasets(d / "out.h5") == []
+
+
+def test_concurrent_new_file(d):
+    """Two jobs creating one new file at the same time: both datasets end up in it."""
+    jobs = [_start(2, d, "new.h5:/X"), _start(2, d, "new.h5:/Y")]
+    results = [job.communicate(timeout=120) + (job.returncode,) for job in jobs]
+    assert [code for _, _, code in results] == [0, 0], results
+    with h5py.File(d / "new.h5", "r") as f:
+        assert sorted(f) == ["X", "Y"]
+    assert leftovers(d) == []
+
+
+def _interrupt(job, sig, after):
+    time.sleep(after)
+    t0 = time.monotonic()
+    job.send_signal(sig)
+    out, err = job.communicate(timeout=60)
+    return job.returncode, out, err, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("ranks,sig", [(2, "SIGINT"), (4, "SIGTERM"), (3, "SIGINT")])
+def test_signal_during_compute(tmp_path, ranks, sig):
+    """Ctrl-C / SIGTERM to mpiexec mid-compute: exit 130/143, one line, no traceback, no output."""
+    import signal
+
+    n = 640
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["A"], f["B"] = standard_matrix(n, n, 0.5, 1), standard_matrix(n, n, 0.5, 2)
+    before = digest(tmp_path / "in.h5")
+    job = _start(ranks, tmp_path, "out.h5:/C")
+    code, out, err, seconds = _interrupt(job, getattr(signal, sig), 3.0)
+    assert code == 128 + getattr(signal, sig), out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines == [f"ozhpc gemm: interrupted ({sig})"], err
+    assert seconds < 10
+    assert digest(tmp_path / "in.h5") == before
+    assert sorted(os.listdir(tmp_path)) == ["in.h5"]
+
+
+def test_signal_while_waiting_for_the_lock(d):
+    """A job interrupted while it waits for another writer: no temporaries, the file untouched."""
+    import signal
+
+    make(d, {"out.h5": "h5"})
+    before = digest(d / "out.h5")
+    with filelock.locked(os.path.realpath(d / "out.h5")):
+        job = _start(2, d, "out.h5:/X")
+        code, out, err, _ = _interrupt(job, signal.SIGINT, 6.0)
+    assert code == 130, out + err
+    assert "Traceback" not in err and "ozhpc gemm: interrupted (SIGINT)" in err
+    assert digest(d / "out.h5") == before and leftovers(d) == []
+
+
+@pytest.mark.parametrize("new_file", [True, False])
+def test_interrupted_transaction_removes_its_temporary(tmp_path, new_file):
+    from ozhpc.io.h5io import DatasetRef
+    from ozhpc.io.h5out import OutputTransaction, new_tag
+    from ozhpc.signals import Interrupted
+
+    if not new_file:
+        make(tmp_path, {"out.h5": "h5"})
+    with pytest.raises(Interrupted):
+        with OutputTransaction(DatasetRef(str(tmp_path / "out.h5"), "/X"), False, new_tag()) as txn:
+            txn.create((4, 4))
+            raise Interrupted(2)
+    assert leftovers(tmp_path) == []
+    assert os.path.exists(tmp_path / "out.h5") != new_file
+    if not new_file:
+        assert temp_datasets(tmp_path / "out.h5") == []
+
+
+def test_closed_stdout_is_not_an_error(d):
+    """`ozhpc ... | true`: the reader is gone before ozhpc writes; exit 0, no BrokenPipeError."""
+    for args in (["info"], ["gen", "--shape", "8x8", "g.h5:/A"]):
+        proc = subprocess.run(f"{sys.executable} -m ozhpc {' '.join(args)} | true; "
+                              "echo \" ${PIPESTATUS[0]}\"", shell=True, executable="bash",
+                              capture_output=True, text=True, cwd=d, env=env(), timeout=120)
+        assert proc.stdout.endswith(" 0\n"), proc.stdout + proc.stderr
+        assert "Error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    proc = subprocess.run(f"{MPIEXEC} -n 2 {sys.executable} -m ozhpc gemm in.h5:/A in.h5:/B -o o.h5:/C "
+                          "--engine numpy --progress off | true; echo \" ${PIPESTATUS[0]}\"", shell=True,
+                          executable="bash", capture_output=True, text=True, cwd=d, env=env(), timeout=120)
+    # mpiexec itself forwards the output: it may die of SIGPIPE (141); the ranks must not fail.
+    assert proc.stdout.strip() in ("0", "141") and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert c_of(d / "o.h5")[0].shape == (N, N)

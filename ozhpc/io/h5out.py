@@ -26,6 +26,7 @@ from contextlib import ExitStack, contextmanager
 import h5py
 from h5py import h5d, h5p
 
+from .. import signals
 from ..errors import InputError
 from . import h5io
 from .filelock import locked
@@ -146,6 +147,7 @@ class OutputTransaction:
             remove_stale(self.target, None)
             self.new_file = True
             self.file = temp_file_path(self.target, self._tag)
+            signals.temporary_files.add(self.file)
             create_file(self.file)
 
     def open(self, mode: str = "r+", **kwargs):
@@ -157,18 +159,20 @@ class OutputTransaction:
 
     def commit(self, digest: str | None = None) -> None:
         """Rename the finished temporary into place (deleting the old dataset only now)."""
-        with self.open() as f:
-            if digest is not None:
-                f[self.tmp_name].attrs[h5io.ATTRS_PREFIX + "sha256"] = digest
-            if h5io.target_exists(f, self.ref, self.force):
-                del f[self.ref.path]
-            parent = self.ref.path.rsplit("/", 1)[0]
-            if parent:
-                f.require_group(parent)
-            f.move(self.tmp_name, self.ref.path)
-        if self.new_file:
-            publish_file(self.file, self.target)
-        self.done = True
+        with signals.deferred():
+            with self.open() as f:
+                if digest is not None:
+                    f[self.tmp_name].attrs[h5io.ATTRS_PREFIX + "sha256"] = digest
+                if h5io.target_exists(f, self.ref, self.force):
+                    del f[self.ref.path]
+                parent = self.ref.path.rsplit("/", 1)[0]
+                if parent:
+                    f.require_group(parent)
+                f.move(self.tmp_name, self.ref.path)
+            if self.new_file:
+                publish_file(self.file, self.target)
+                signals.temporary_files.discard(self.file)
+            self.done = True
 
     def abort(self) -> None:
         """Remove the temporary; never raises (it runs while another error is on its way)."""
@@ -176,6 +180,7 @@ class OutputTransaction:
             if self.new_file:
                 if os.path.exists(self.file):
                     os.remove(self.file)
+                signals.temporary_files.discard(self.file)
             elif os.path.exists(self.file):
                 with self.open() as f:
                     if self.tmp_name in f:
