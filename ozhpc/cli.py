@@ -7,6 +7,7 @@ and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
@@ -157,7 +158,31 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--dir", default="ozhpc-demo", help="working directory (default ./ozhpc-demo)")
     d.add_argument("--n", type=int, default=512, help="matrix size (default 512)")
     d.add_argument("--phi", type=float, default=0.5, help="exponent spread (default 0.5)")
+    for command in sub.choices.values():  # -v also after the command (`ozhpc gemm ... -v`)
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help="log what is chosen (engine, slices)")
     return parser
+
+
+def _strict_parse(parser: argparse.ArgumentParser, argv):
+    """``parse_args``, but an unknown option names the closest known one, in one line (exit 2)."""
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    command = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
+    known = list(command._option_string_actions) + list(parser._option_string_actions)  # noqa: SLF001
+    hints = []
+    for token in (t.split("=", 1)[0] for t in extra if t.startswith("-")):
+        close = difflib.get_close_matches(token, known, n=1, cutoff=0.6)
+        if close:
+            hints.append((token, close[0]))
+    hint = ""
+    if len(hints) == 1:
+        hint = f" (did you mean {hints[0][1]}?)"
+    elif hints:
+        hint = f" (did you mean {', '.join(f'{c} for {t}' for t, c in hints)}?)"
+    sys.stderr.write(f"{command.prog}: error: unrecognized arguments: {' '.join(extra)}{hint}\n")
+    sys.exit(EXIT_USAGE)
 
 
 def config_from_args(args) -> RunConfig:
@@ -384,12 +409,12 @@ def launcher_rank() -> int:
 def _parse(parser: argparse.ArgumentParser, argv):
     """``parser.parse_args`` with usage/help output on rank 0 only (all ranks exit alike)."""
     if launcher_rank() == 0:
-        return parser.parse_args(argv)
+        return _strict_parse(parser, argv)
     with open(os.devnull, "w") as quiet:
         saved = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = quiet
         try:
-            return parser.parse_args(argv)
+            return _strict_parse(parser, argv)
         finally:
             sys.stdout, sys.stderr = saved
 

@@ -336,3 +336,19 @@ def test_closed_stdout_is_not_an_error(d):
     # mpiexec itself forwards the output: it may die of SIGPIPE (141); the ranks must not fail.
     assert proc.stdout.strip() in ("0", "141") and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     assert c_of(d / "o.h5")[0].shape == (N, N)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_option_typo_gets_a_suggestion(d, ranks):
+    proc, seconds = gemm(ranks, d, "out.h5:/C", "--trnasb")
+    assert_refused(proc, seconds, "ozhpc gemm: error: unrecognized arguments: --trnasb (did you mean --transb?)")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert sorted(os.listdir(d)) == ["in.h5"]
+
+
+def test_verbose_after_the_command(d):
+    base = ["gemm", "in.h5:/A", "in.h5:/B", "--progress", "off", "--engine", "auto"]  # auto logs its choice
+    quiet, _ = run(1, *base, "-o", "out.h5:/C", cwd=d)
+    loud, _ = run(1, *base, "-o", "out.h5:/C2", "-v", cwd=d)
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr + loud.stderr
+    assert "ozhpc: " not in quiet.stderr and "ozhpc: " in loud.stderr, loud.stderr
