@@ -85,8 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
     m = sub.add_parser("gemm", help="C = alpha*op(A)@op(B) + beta*C from HDF5 to HDF5",
-                       description="Multiply two HDF5 datasets with the Ozaki scheme. C is written atomically "
-                                   "(temporary file, then rename) and, for a given --scheme, bitwise identical for "
+                       description="Multiply two HDF5 datasets with the Ozaki scheme. C is written safely (a temporary "
+                                   "dataset in the output file, renamed when complete, under the file's lock) and, "
+                                   "for a given --scheme, bitwise identical for "
                                    "any engine, grid, block size and rank count. Run under mpiexec/srun to distribute.")
     m.add_argument("a", type=_dataset("input A"), metavar="A.h5:/A")
     m.add_argument("b", type=_dataset("input B"), metavar="B.h5:/B")
@@ -121,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SUMMA k-panel width (default: NB with numpy, min(4096, k/max(P,Q)) with cutile); "
                         "never changes the result")
     m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
-    m.add_argument("--force", action="store_true", help="replace an existing output dataset")
+    m.add_argument("--force", action="store_true",
+                   help="replace an existing output dataset and report (never a group, a read-only file or an input)")
     m.add_argument("--progress", choices=("auto", "bar", "log", "off"), default="auto",
                    help="progress on rank 0: bar on a terminal, log lines otherwise (default auto)")
 
@@ -131,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "to the file. Same engine and output as 'gemm'; run under mpiexec/srun to distribute.")
     r.add_argument("job", metavar="JOB.toml", help="the job file")
     r.add_argument("--force", action="store_true", default=None,
-                   help="replace an existing output dataset (overrides output.force)")
+                   help="replace an existing output dataset and report (overrides output.force)")
     r.add_argument("--report", metavar="run.json", help="write the JSON report here (overrides output.report)")
     r.add_argument("--progress", choices=("auto", "bar", "log", "off"),
                    help="progress on rank 0 (overrides run.progress)")

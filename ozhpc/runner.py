@@ -1,8 +1,10 @@
-"""Run one configured product: read HDF5 inputs, multiply, write C atomically, report.
+"""Run one configured product: check everything, read HDF5 inputs, multiply, write C safely, report.
 
 One code path for any number of MPI ranks, 1 included: a process grid over the
 communicator, block-cyclic reads of op(A) / op(B)^T, SUMMA with the Ozaki engine,
-block-cyclic write with an atomic rename, and a report written by rank 0.
+block-cyclic write into a temporary dataset renamed when complete (ozhpc.io.h5out), and a
+report written by rank 0. Everything that can be checked before the compute is (outputs,
+report, memory, disk), collectively, so a bad run fails in seconds with one line.
 """
 from __future__ import annotations
 
