@@ -197,9 +197,12 @@ def config_from_args(args) -> RunConfig:
 
 def cmd_gen(args) -> int:
     from .matrices import standard_matrix
+    from .resources import check_disk, check_matrix_fits
 
     m, n = args.shape
     h5io.check_output(args.output, args.force)  # before generating: a refusal costs nothing
+    check_matrix_fits(m, n)
+    check_disk(args.output.file, m, n)
     h5io.write_matrix(args.output, standard_matrix(m, n, args.phi, args.seed), force=args.force,
                       attrs={"phi": args.phi, "seed": args.seed})
     print(f"wrote {m}x{n} test matrix (phi={args.phi}, seed={args.seed}) to {args.output}")

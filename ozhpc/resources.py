@@ -54,6 +54,14 @@ def check_memory(m: int, n: int, k: int, dims: tuple[int, int], ranks_here: int)
                          "available; use more nodes or a smaller problem")
 
 
+def check_matrix_fits(m: int, n: int) -> None:
+    """One process builds a whole m x n float64 matrix (``ozhpc gen``): about three copies at peak."""
+    free, need = available_memory(), 3 * 8 * m * n
+    if free is not None and need > free:
+        raise InputError(f"not enough memory for a {m}x{n} matrix: about {_gib(need)} needed, "
+                         f"{_gib(free)} available")
+
+
 def check_disk(path: str, m: int, n: int) -> None:
     """Refuse an output file whose file system cannot hold an m x n float64 dataset more."""
     directory = os.path.dirname(os.path.realpath(path))

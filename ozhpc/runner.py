@@ -167,5 +167,8 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         "sha256": digest,
     })
     if cfg.report and is_root:
-        write_report(cfg.report, report)
+        try:
+            write_report(cfg.report, report)
+        except OSError as exc:  # checked before the compute; this is e.g. a disk that filled up since
+            raise InputError(f"C was written, but the report {cfg.report!r} could not be: {exc.strerror}") from None
     return report

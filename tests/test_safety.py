@@ -352,3 +352,36 @@ def test_verbose_after_the_command(d):
     loud, _ = run(1, *base, "-o", "out.h5:/C2", "-v", cwd=d)
     assert quiet.returncode == loud.returncode == 0, quiet.stderr + loud.stderr
     assert "ozhpc: " not in quiet.stderr and "ozhpc: " in loud.stderr, loud.stderr
+
+
+def test_job_file_report_is_refused_like_the_option(d):
+    """Job key output.report naming the input file: refused before the compute."""
+    (d / "job.toml").write_text('[inputs]\na = "in.h5:/A"\nb = "in.h5:/B"\n[output]\nc = "out.h5:/C"\n'
+                                'report = "in.h5"\n[ozaki]\nengine = "numpy"\n[run]\nprogress = "off"\n')
+    before = digest(d / "in.h5")
+    proc, seconds = run(2, "run", "job.toml", cwd=d)
+    assert_refused(proc, seconds, "is the run's HDF5 file")
+    assert digest(d / "in.h5") == before and sorted(os.listdir(d)) == ["in.h5", "job.toml"]
+
+
+def test_gen_huge_shape_fails_before_generating(tmp_path):
+    proc, seconds = run(1, "gen", "--shape", "2000000x2000000", "g.h5:/A", cwd=tmp_path, timeout=60)
+    assert_refused(proc, seconds, "not enough memory for a 2000000x2000000 matrix")
+    assert os.listdir(tmp_path) == []
+
+
+def test_lock_without_flock_falls_back(monkeypatch, tmp_path):
+    """A file system without flock: lockf; without either: a warning, and the write goes on."""
+    import errno
+    import fcntl
+
+    def unsupported(fd, op):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+    monkeypatch.setattr(fcntl, "flock", unsupported)
+    target = str(tmp_path / "out.h5")
+    with filelock.locked(target):
+        assert os.path.exists(filelock.lock_path(target))
+    monkeypatch.setattr(fcntl, "lockf", unsupported)
+    with filelock.locked(target):
+        pass
+    assert os.listdir(tmp_path) == []

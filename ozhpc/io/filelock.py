@@ -9,11 +9,15 @@ and a sidecar they leave behind is empty and harmless (the next job reuses and r
 """
 from __future__ import annotations
 
+import errno
 import fcntl
+import logging
 import os
 from contextlib import contextmanager
 
 from ..errors import InputError
+
+log = logging.getLogger("ozhpc")
 
 
 def lock_path(target: str) -> str:
@@ -30,7 +34,8 @@ def _acquire(path: str) -> int:
         except OSError as exc:
             raise InputError(f"cannot create the lock file {path!r} ({exc.strerror})") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # waits for the job writing now; a signal still ends it
+            if not _lock(fd, path):
+                return fd  # no locks on this file system: not serialised (logged)
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(path))
             except FileNotFoundError:
@@ -41,6 +46,27 @@ def _acquire(path: str) -> int:
         if same:
             return fd
         os.close(fd)  # the holder removed it while we waited: lock the current one
+
+
+NO_LOCKS = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLCK, errno.EINVAL)
+
+
+def _lock(fd: int, path: str) -> bool:
+    """Wait for the exclusive lock (a signal still ends the wait); False where locks are unsupported.
+
+    ``flock`` first, POSIX ``lockf`` where a file system only has those, and a warning
+    (not a failure) where it has neither (e.g. Lustre mounted without ``flock``).
+    """
+    for take in (fcntl.flock, fcntl.lockf):
+        try:
+            take(fd, fcntl.LOCK_EX)
+            return True
+        except OSError as exc:
+            if exc.errno not in NO_LOCKS:
+                raise
+    log.warning("%s: this file system supports no file locks; jobs writing the same file at the "
+                "same time are not serialised", path)
+    return False
 
 
 @contextmanager
