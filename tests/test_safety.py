@@ -104,6 +104,7 @@ REFUSED = {
     "output file read-only, --force": ("out.h5:/C", ["--force"], {"out.h5": "h5ro"}, "even with --force"),
     "output file not HDF5": ("out.h5:/C", [], {"out.h5": "text"}, "exists and is not an HDF5 file"),
     "output dir read-only": ("ro/out.h5:/C", [], {"ro": "rodir"}, "output directory"),
+    "output named like a temporary": ("out.h5:/.ozhpc-tmp-1", [], {}, "are ozhpc's temporaries"),
 }
 
 
@@ -130,8 +131,9 @@ def test_refused_before_compute(d, case):
     out, extra, files, needle = REFUSED[case]
     make(d, files)
     before = {n: digest(d / n) for n in os.listdir(d) if (d / n).is_file()}
-    proc, seconds = gemm(2, d, out, *extra)
+    proc, seconds = gemm(2, d, out, *extra, "--progress", "log")
     assert_refused(proc, seconds, needle)
+    assert "panel" not in proc.stderr, "refused before the compute, not after it"
     assert {n: digest(d / n) for n in os.listdir(d) if (d / n).is_file()} == before
     assert sorted(os.listdir(d)) == sorted(["in.h5", *files])
 

@@ -16,6 +16,7 @@ from ..errors import InputError
 
 PARALLEL_HDF5 = bool(h5py.get_config().mpi)
 ATTRS_PREFIX = "ozhpc_"
+TMP_PREFIX = ".ozhpc-tmp-"  # temporary result datasets (ozhpc.io.h5out); removed when found stale
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
     ``inputs``: the run's input refs; the output may share their file, never their dataset.
     """
     target = os.path.realpath(ref.file)
+    if ref.path.lstrip("/").startswith(TMP_PREFIX):
+        raise InputError(f"output {ref}: names starting with {TMP_PREFIX} are ozhpc's temporaries; choose another")
     check_output_file(ref.file, target, "output")
     for other in inputs:
         if other is not None and other.path == ref.path and same_file(other.file, target):

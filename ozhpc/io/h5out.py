@@ -31,7 +31,7 @@ from ..errors import InputError
 from . import h5io
 from .filelock import locked
 
-TMP_PREFIX = ".ozhpc-tmp-"
+TMP_PREFIX = h5io.TMP_PREFIX
 log = logging.getLogger("ozhpc")
 
 
