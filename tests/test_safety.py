@@ -387,3 +387,14 @@ def test_lock_without_flock_falls_back(monkeypatch, tmp_path):
     with filelock.locked(target):
         pass
     assert os.listdir(tmp_path) == []
+
+
+def test_concurrent_force_rewrites_of_one_dataset(d):
+    """Two --force jobs replacing one dataset at once: both succeed, one complete result remains."""
+    make(d, {"out.h5": "h5"})
+    jobs = [_start(2, d, "out.h5:/C", "--force"), _start(3, d, "out.h5:/C", "--force")]
+    results = [job.communicate(timeout=120) + (job.returncode,) for job in jobs]
+    assert [code for _, _, code in results] == [0, 0], results
+    c, sha = c_of(d / "out.h5")
+    assert sha == sha256_of_matrix(c) and sha in results[0][0] and sha in results[1][0]
+    assert leftovers(d) == [] and temp_datasets(d / "out.h5") == []
