@@ -7,6 +7,7 @@ and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from . import __version__
 from .config import RunConfig, parse_pair, parse_panel
 from .engines import ENGINE_NAMES
 from .errors import InputError, OptionError, cli_spelling
-from .io import h5io
+from .io import h5io, h5out
 from .ozaki.settings import SCHEMES, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
 from .progress import MODES as PROGRESS_MODES
@@ -98,8 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
     m = sub.add_parser("gemm", help="C = alpha*op(A)@op(B) + beta*C from HDF5 to HDF5",
-                       description="Multiply two HDF5 datasets with the Ozaki scheme. C is written atomically "
-                                   "(temporary file, then rename) and, for a given --scheme, bitwise identical for "
+                       description="Multiply two HDF5 datasets with the Ozaki scheme. C is written safely (a temporary "
+                                   "dataset in the output file, renamed when complete, under the file's lock) and, "
+                                   "for a given --scheme, bitwise identical for "
                                    "any engine, grid, block size and rank count. Run under mpiexec/srun to distribute.")
     m.add_argument("a", type=_dataset("input A"), metavar="A.h5:/A")
     m.add_argument("b", type=_dataset("input B"), metavar="B.h5:/B")
@@ -134,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SUMMA k-panel width (default: NB with numpy, min(4096, k/max(P,Q)) with cutile); "
                         "never changes the result")
     m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
-    m.add_argument("--force", action="store_true", help="replace an existing output dataset")
+    m.add_argument("--force", action="store_true",
+                   help="replace an existing output dataset and report (never a group, a read-only file or an input)")
     m.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
                    help="progress on rank 0: bar on a terminal, log lines otherwise (default auto)")
 
@@ -144,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "to the file. Same engine and output as 'gemm'; run under mpiexec/srun to distribute.")
     r.add_argument("job", metavar="JOB.toml", help="the job file")
     r.add_argument("--force", action="store_true", default=None,
-                   help="replace an existing output dataset (overrides output.force)")
+                   help="replace an existing output dataset and report (overrides output.force)")
     r.add_argument("--report", metavar="run.json", help="write the JSON report here (overrides output.report)")
     r.add_argument("--progress", choices=PROGRESS_MODES,
                    help="progress on rank 0 (overrides run.progress)")
@@ -171,7 +174,31 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--dir", default="ozhpc-demo", help="working directory (default ./ozhpc-demo)")
     d.add_argument("--n", type=int, default=512, help="matrix size (default 512)")
     d.add_argument("--phi", type=float, default=0.5, help="exponent spread (default 0.5)")
+    for command in sub.choices.values():  # -v also after the command (`ozhpc gemm ... -v`)
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help="log what is chosen (engine, slices)")
     return parser
+
+
+def _strict_parse(parser: argparse.ArgumentParser, argv):
+    """``parse_args``, but an unknown option names the closest known one, in one line (exit 2)."""
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    command = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
+    known = list(command._option_string_actions) + list(parser._option_string_actions)  # noqa: SLF001
+    hints = []
+    for token in (t.split("=", 1)[0] for t in extra if t.startswith("-")):
+        close = difflib.get_close_matches(token, known, n=1, cutoff=0.6)
+        if close:
+            hints.append((token, close[0]))
+    hint = ""
+    if len(hints) == 1:
+        hint = f" (did you mean {hints[0][1]}?)"
+    elif hints:
+        hint = f" (did you mean {', '.join(f'{c} for {t}' for t, c in hints)}?)"
+    sys.stderr.write(f"{command.prog}: error: unrecognized arguments: {' '.join(extra)}{hint}\n")
+    sys.exit(EXIT_USAGE)
 
 
 def config_from_args(args) -> RunConfig:
@@ -184,9 +211,13 @@ def config_from_args(args) -> RunConfig:
 
 def cmd_gen(args) -> int:
     from .matrices import standard_matrix
+    from .resources import check_disk, check_matrix_fits
 
     m, n = args.shape
-    h5io.write_matrix(args.output, standard_matrix(m, n, args.phi, args.seed), force=args.force,
+    h5io.check_output(args.output, args.force)  # before generating: a refusal costs nothing
+    check_matrix_fits(m, n)
+    check_disk(args.output.file, m, n)
+    h5out.write_matrix(args.output, standard_matrix(m, n, args.phi, args.seed), force=args.force,
                       attrs={"phi": args.phi, "seed": args.seed})
     print(f"wrote {m}x{n} test matrix (phi={args.phi}, seed={args.seed}) to {args.output}")
     return 0
@@ -388,12 +419,12 @@ def launcher_rank() -> int:
 def _parse(parser: argparse.ArgumentParser, argv):
     """``parser.parse_args`` with usage/help output on rank 0 only (all ranks exit alike)."""
     if launcher_rank() == 0:
-        return parser.parse_args(argv)
+        return _strict_parse(parser, argv)
     with open(os.devnull, "w") as quiet:
         saved = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = quiet
         try:
-            return parser.parse_args(argv)
+            return _strict_parse(parser, argv)
         finally:
             sys.stdout, sys.stderr = saved
 
@@ -435,22 +466,52 @@ asynchronously and drops what it has not forwarded when the job is killed."""
 
 
 def entry_point() -> None:
+    from . import signals
+
+    signals.install(_command_name(sys.argv[1:]), launcher_rank() == 0)
     try:
         code = main()
+        sys.stdout.flush()
     except SystemExit:
         raise
+    except signals.Interrupted as exc:
+        signals.leave(exc.signum)
+    except BrokenPipeError:  # `ozhpc ... | head`: the reader is gone, which is not an error
+        _silence_stdout()
+        sys.exit(0)
     except BaseException:  # noqa: BLE001 -- report, then take the whole MPI job down
-        import traceback
-
-        rank = launcher_rank()
-        text = traceback.format_exc()
-        sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
-        sys.stderr.flush()
-        mpi = sys.modules.get("mpi4py.MPI")
-        if mpi is None and any(name in os.environ for name in LAUNCHER_RANK_VARS):
-            from mpi4py import MPI as mpi  # the other ranks may be in MPI already: join to abort them
-        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
-            time.sleep(ABORT_GRACE_S)
-            mpi.COMM_WORLD.Abort(1)
-        sys.exit(1)
+        if signals.received():  # e.g. an MPI error because the other ranks left on the signal
+            signals.leave(signals.received())
+        _abort_job()
     sys.exit(code)
+
+
+def _command_name(argv) -> str:
+    return next((a for a in argv if a in COMMANDS), "")
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    os.close(devnull)
+
+
+def _abort_job() -> None:
+    """Print this rank's traceback tagged with its rank, then abort every rank (exit 1)."""
+    import traceback
+
+    rank = launcher_rank()
+    text = traceback.format_exc()
+    sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
+    sys.stderr.flush()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None and any(name in os.environ for name in LAUNCHER_RANK_VARS):
+        from mpi4py import MPI as mpi  # the other ranks may be in MPI already: join to abort them
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
+        time.sleep(ABORT_GRACE_S)
+        mpi.COMM_WORLD.Abort(1)
+    sys.exit(1)

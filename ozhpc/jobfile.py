@@ -174,9 +174,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "c": Key("c", _dataset, path=True, doc="input C, read (and required) only when gemm.beta != 0"),
     },
     "output": {
-        "c": Key("out", _dataset, required=True, path=True, doc="where C is written (atomically)"),
-        "report": Key("report", _string, path=True, doc="JSON run report"),
-        "force": Key("force", _boolean, doc="replace an existing output dataset"),
+        "c": Key("out", _dataset, required=True, path=True, doc="where C is written (a temporary dataset renamed when complete)"),
+        "report": Key("report", _string, path=True, doc="JSON run report (never an input or output file)"),
+        "force": Key("force", _boolean, doc="replace an existing output dataset and report"),
     },
     "gemm": {
         "transa": Key("transa", _boolean, doc="use A transposed"),

@@ -6,9 +6,11 @@ import json
 import os
 import platform
 import socket
+import tempfile
 
 import numpy as np
 
+from . import signals
 from .io.checksum import RowHasher, sha256_of_matrix  # noqa: F401  (re-exported)
 
 
@@ -28,10 +30,48 @@ def gflops(m: int, n: int, k: int, seconds: float) -> float:
     return 2.0 * m * n * k / seconds / 1e9 if seconds > 0 else float("nan")
 
 
+def check_report(path: str, force: bool, files=()) -> None:
+    """Refuse, before any work, a report path that cannot or must not be written.
+
+    ``files``: the run's input and output files; a report never replaces one of them.
+    """
+    from .errors import InputError
+    from .io.h5io import check_output_file, same_file
+
+    target = os.path.realpath(path)
+    check_output_file(path, target, "report")
+    for other in files:
+        if same_file(path, other):
+            raise InputError(f"report {path!r} is the run's HDF5 file {other!r}; choose another report path")
+    if os.path.exists(target) and not force:
+        raise InputError(f"report {path!r} exists; pass --force to replace it")
+
+
 def write_report(path: str, report: dict) -> None:
-    """Write the report atomically (temporary file, then rename)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=2, sort_keys=True, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write the report atomically: a temporary file beside it (always removed), then rename.
+
+    A symlink is written through (its target is replaced); an existing report keeps its mode.
+    """
+    target = os.path.realpath(path)
+    head, tail = os.path.split(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{tail}.", suffix=".tmp", dir=head)
+    signals.temporary_files.add(tmp)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(report, f, indent=2, sort_keys=True, default=str)
+            f.write("\n")
+        try:
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
+        except FileNotFoundError:
+            os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        signals.temporary_files.discard(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

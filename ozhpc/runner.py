@@ -1,8 +1,10 @@
-"""Run one configured product: read HDF5 inputs, multiply, write C atomically, report.
+"""Run one configured product: check everything, read HDF5 inputs, multiply, write C safely, report.
 
 One code path for any number of MPI ranks, 1 included: a process grid over the
 communicator, block-cyclic reads of op(A) / op(B)^T, SUMMA with the Ozaki engine,
-block-cyclic write with an atomic rename, and a report written by rank 0.
+block-cyclic write into a temporary dataset renamed when complete (ozhpc.io.h5out), and a
+report written by rank 0. Everything that can be checked before the compute is (outputs,
+report, memory, disk), collectively, so a bad run fails in seconds with one line.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from .config import RunConfig
 from .errors import InputError
 from .io import h5io
 from .progress import make_progress
-from .report import base_report, gflops, write_report
+from .report import base_report, check_report, gflops, write_report
 
 
 def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
@@ -28,8 +30,32 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
         shape_c, _ = h5io.dataset_info(cfg.c, "input C")
         if shape_c != (m, n):
             raise h5io.InputError(f"input C {cfg.c} has shape {shape_c}, expected {(m, n)}")
-    h5io.check_output(cfg.out, cfg.force)
+    check_outputs(cfg)
     return m, n, k
+
+
+def check_outputs(cfg: RunConfig) -> None:
+    """The output dataset and the report may be written (before any work)."""
+    inputs = [ref for ref in (cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None) if ref is not None]
+    h5io.check_output(cfg.out, cfg.force, inputs=inputs)
+    if cfg.report:
+        check_report(cfg.report, cfg.force, files=[ref.file for ref in inputs] + [cfg.out.file])
+
+
+def check_resources(cfg: RunConfig, m: int, n: int, k: int, dims, ranks_here: int) -> None:
+    """Memory per rank and disk space for C, so a run that cannot fit fails before allocating."""
+    from .resources import check_disk, check_memory
+
+    check_memory(m, n, k, dims, ranks_here)
+    check_disk(cfg.out.file, m, n)
+
+
+def ranks_on_this_node(comm) -> int:
+    """How many ranks of ``comm`` share this host (collective)."""
+    import socket
+
+    hosts = comm.allgather(socket.gethostname())
+    return hosts.count(hosts[comm.Get_rank()])
 
 
 def _engine(name):
@@ -66,8 +92,10 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
     comm = MPI.COMM_WORLD if comm is None else comm
     t_start = MPI.Wtime()
     with ProcessGrid(comm, cfg.grid) as grid:
+        ranks_here = ranks_on_this_node(grid.comm)
         with collective_errors(grid.comm, catch=InputError):
             m, n, k = validate_inputs(cfg)
+            check_resources(cfg, m, n, k, grid.dims, ranks_here)
         if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
             bind_device(grid.comm)
         with collective_errors(grid.comm, catch=InputError):
@@ -132,5 +160,8 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         "sha256": digest,
     })
     if cfg.report and is_root:
-        write_report(cfg.report, report)
+        try:
+            write_report(cfg.report, report)
+        except OSError as exc:  # checked before the compute; this is e.g. a disk that filled up since
+            raise InputError(f"C was written, but the report {cfg.report!r} could not be: {exc.strerror}") from None
     return report

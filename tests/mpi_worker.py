@@ -154,7 +154,7 @@ def io(comm, directory) -> dict:
                 saved = json.load(f)
             if saved["sha256"] != ref or saved["ranks"] != size:
                 failures.append(f"report content: {run}")
-    leftovers = [n for n in os.listdir(directory) if n.endswith(".tmp")]
+    leftovers = [n for n in os.listdir(directory) if n.endswith((".tmp", ".ozhpc-lock"))]
     if leftovers:
         failures.append(f"temporary files left: {leftovers}")
     return {"cases": done, "failures": failures}

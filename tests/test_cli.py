@@ -89,6 +89,7 @@ def test_gemm_scheme_ozaki2_end_to_end(inputs, tmp_path):
     assert f"scheme ozaki2: {info.bits} bits, {info.moduli} moduli ({info.moduli} int8 GEMMs)" in r.stdout
 
     # --bits: the accuracy knob of scheme II; fewer bits, fewer moduli, other bits of C.
+    report = tmp_path / "run24.json"  # an existing report is replaced only with --force
     r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C24", "--scheme", "ozaki2",
                  "--bits", "24", "--report", report])
     assert r.returncode == 0, r.stderr

@@ -8,20 +8,21 @@ is read with the axes swapped and transposed in memory, so ``--transa``/``--tran
 cost nothing extra.
 
 With parallel HDF5 (``h5py.get_config().mpi``) files are opened with
-``driver="mpio"`` on the grid's communicator, the output dataset is created
-collectively and every rank writes its blocks independently. Otherwise (PyPI h5py is
+``driver="mpio"`` on the grid's communicator and every rank writes its blocks
+independently into the dataset rank 0 created. Otherwise (PyPI h5py is
 serial) every rank opens the inputs read-only on its own, and the output is written in
 turn: rank r waits for a token from rank r-1, writes its blocks, passes the token on.
 
-The output goes to a temporary file beside the target; after every rank has written,
+The output goes to a temporary dataset in the target file (:mod:`ozhpc.io.h5out`), with
+rank 0 holding the file's lock from the check to the commit; after every rank has written,
 rank 0 computes the SHA-256 of C (C-ordered little-endian float64, read back in row
 chunks, never the whole matrix at once), stores it as an attribute and renames the
-file into place. Any failure on any rank is agreed on collectively, the temporary file
-is removed, and every rank raises.
+dataset into place. Any failure on any rank is agreed on collectively, the temporary is
+removed, and every rank raises.
 """
 from __future__ import annotations
 
-import os
+from contextlib import ExitStack
 
 import h5py
 import numpy as np
@@ -30,8 +31,8 @@ from ..parallel.distmatrix import DistMatrix
 from ..parallel.collective import collective_errors
 from ..parallel.grid import ProcessGrid
 from ..parallel.layout import BlockCyclic, Cyclic1D
+from . import h5io, h5out
 from .checksum import RowHasher
-from . import h5io
 
 PARALLEL_HDF5 = h5io.PARALLEL_HDF5
 HASH_CHUNK_BYTES = 1 << 24
@@ -119,63 +120,56 @@ def hash_dataset(path: str, dset_path: str) -> str:
 
 
 def write_distributed(ref: h5io.DatasetRef, c: DistMatrix, *, attrs: dict | None = None,
-                      force: bool = False) -> str:
-    """Write C's blocks to ``ref`` atomically; returns the SHA-256 of C on every rank.
+                      force: bool = False, sha256: bool = True) -> str | None:
+    """Write C's blocks to ``ref`` (crash safe, under the file's lock); returns the SHA-256 of C.
 
-    The output is checked again (``h5io.check_output``) when the temporary file is made, so a
-    dataset that appeared during a long run is not replaced without ``force``. Collective over
-    C's grid. Concurrent jobs writing into one output file are not supported (the last rename
-    wins).
+    Rank 0 takes the output file's lock and holds it across the collective write, checks the
+    target again under it (another job may have written it during the run: refused without
+    ``force``), creates the temporary dataset; every rank writes its blocks; rank 0 commits
+    (:class:`~ozhpc.io.h5out.OutputTransaction`). ``sha256=False`` skips the read-back that
+    computes the SHA-256 (returns None; pass your own fingerprint in ``attrs``). Collective
+    over C's grid; a failure anywhere removes the temporary and raises on every rank.
     """
     grid = c.grid
-    comm, rank, size = grid.comm, grid.rank, grid.size
-    tag = comm.bcast(f"{os.getpid()}" if rank == 0 else None, root=0)
-    tmp = h5io.temporary_path(ref, tag)
-    pr, pc = c.coords
-    rows, cols = c.layout.rows, c.layout.cols
+    comm, rank = grid.comm, grid.rank
+    tag = comm.bcast(h5out.new_tag() if rank == 0 else None, root=0)
+    with ExitStack() as stack:
+        txn = None
 
-    def cleanup():
-        if rank == 0:
-            h5io.abandon_output(tmp)
+        def cleanup():
+            if txn is not None:
+                txn.abort()
 
-    def create():
-        if rank == 0:
-            h5io.check_output(ref, force)
-            h5io.begin_output(ref, tag)
-            if not (PARALLEL_HDF5 and size > 1):
-                with h5py.File(tmp, "a") as f:
-                    h5io.prepare_dataset(f, ref.path, c.layout.shape, attrs)
-
-    with collective_errors(comm, cleanup=cleanup):
-        create()
-
-    if PARALLEL_HDF5 and size > 1:
-        def write_parallel():
-            with h5py.File(tmp, "r+", driver="mpio", comm=comm) as f:
-                dset = h5io.prepare_dataset(f, ref.path, c.layout.shape, attrs)  # collective
-                write_blocks(dset, rows, pr, cols, pc, c.local)
         with collective_errors(comm, cleanup=cleanup):
-            write_parallel()
-    else:
+            if rank == 0:
+                txn = stack.enter_context(h5out.OutputTransaction(ref, force, tag))
+                txn.create(c.layout.shape, attrs)
+        where = comm.bcast((txn.file, txn.tmp_name) if rank == 0 else None, root=0)
         with collective_errors(comm, cleanup=cleanup):
-            if rank > 0:
-                comm.recv(source=rank - 1, tag=TOKEN_TAG)
-            try:
-                with h5py.File(tmp, "r+") as f:
-                    write_blocks(f[ref.path], rows, pr, cols, pc, c.local)
-            finally:  # pass the token on even after a failure: the next rank must not wait forever
-                if rank < size - 1:
-                    comm.send(None, dest=rank + 1, tag=TOKEN_TAG)
-
-    def finish():
-        if rank != 0:
-            return None
-        digest = hash_dataset(tmp, ref.path)
-        with h5py.File(tmp, "r+") as f:
-            f[ref.path].attrs[h5io.ATTRS_PREFIX + "sha256"] = digest
-        h5io.commit_output(tmp, ref)
-        return digest
-
-    with collective_errors(comm, cleanup=cleanup):
-        digest = finish()
+            _write_all(where, c)
+        with collective_errors(comm, cleanup=cleanup):
+            digest = None
+            if rank == 0:
+                digest = hash_dataset(*where) if sha256 else None
+                txn.commit(digest)
     return comm.bcast(digest, root=0)
+
+
+def _write_all(where: tuple[str, str], c: DistMatrix) -> None:
+    """Every rank writes its blocks into dataset ``where[1]`` of file ``where[0]``."""
+    grid = c.grid
+    comm, rank, size = grid.comm, grid.rank, grid.size
+    path, name = where
+    (pr, pc), rows, cols = c.coords, c.layout.rows, c.layout.cols
+    if PARALLEL_HDF5 and size > 1:
+        with h5out.open_output(path, "r+", driver="mpio", comm=comm) as f:
+            write_blocks(f[name], rows, pr, cols, pc, c.local)
+        return
+    if rank > 0:  # in turn: rank r waits for rank r-1's token
+        comm.recv(source=rank - 1, tag=TOKEN_TAG)
+    try:
+        with h5out.open_output(path, "r+") as f:
+            write_blocks(f[name], rows, pr, cols, pc, c.local)
+    finally:  # pass the token on even after a failure: the next rank must not wait forever
+        if rank < size - 1:
+            comm.send(None, dest=rank + 1, tag=TOKEN_TAG)

@@ -1,14 +1,12 @@
-"""HDF5 datasets named ``FILE.h5:/path``: validated reads, atomic writes.
+"""HDF5 datasets named ``FILE.h5:/path``: validated reads, output checks, whole-matrix writes.
 
-Outputs never appear half-written at their final path: data goes to a
-temporary file in the same directory which is renamed over the target only once
-complete. An existing dataset is replaced only with ``force``; other datasets in
-an existing output file are kept.
+Outputs never appear half-written at their final path (:mod:`ozhpc.io.h5out` says how). An
+existing dataset is replaced only with ``force``, a group never; other datasets in an existing
+output file are kept.
 """
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 
 import h5py
@@ -18,6 +16,7 @@ from ..errors import InputError
 
 PARALLEL_HDF5 = bool(h5py.get_config().mpi)
 ATTRS_PREFIX = "ozhpc_"
+TMP_PREFIX = ".ozhpc-tmp-"  # temporary result datasets (ozhpc.io.h5out); removed when found stale
 
 
 @dataclass(frozen=True)
@@ -66,66 +65,75 @@ def read_matrix(ref: DatasetRef, what: str = "input", rows=slice(None), cols=sli
         return np.ascontiguousarray(f[ref.path][rows, cols], dtype=np.float64)
 
 
-def check_output(ref: DatasetRef, force: bool) -> None:
-    """Refuse an output that would overwrite a dataset (without ``force``) or cannot be written."""
-    parent = os.path.dirname(os.path.abspath(ref.file))
-    if not os.path.isdir(parent):
-        raise InputError(f"output directory {parent!r} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise InputError(f"output directory {parent!r} is not writable")
-    if os.path.exists(ref.file):
+def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
+    """Refuse, before any work, an output that cannot or must not be written.
+
+    ``inputs``: the run's input refs; the output may share their file, never their dataset.
+    """
+    target = os.path.realpath(ref.file)
+    if ref.path.lstrip("/").startswith(TMP_PREFIX):
+        raise InputError(f"output {ref}: names starting with {TMP_PREFIX} are ozhpc's temporaries; choose another")
+    check_output_file(ref.file, target, "output")
+    for other in inputs:
+        if other is not None and other.path == ref.path and same_file(other.file, target):
+            raise InputError(f"output {ref} is an input of this run ({other}); choose another dataset")
+    if os.path.exists(target):
         try:
-            with h5py.File(ref.file, "r") as f:
-                exists = ref.path in f
+            f = h5py.File(target, "r")
         except OSError:
             raise InputError(f"output file {ref.file!r} exists and is not an HDF5 file") from None
-        if exists and not force:
-            raise InputError(f"output {ref} exists; pass --force to replace it")
+        with f:
+            target_exists(f, ref, force)
 
 
-def temporary_path(ref: DatasetRef, tag: str = "") -> str:
-    head, tail = os.path.split(os.path.abspath(ref.file))
-    return os.path.join(head, f".{tail}.{tag or os.getpid()}.tmp")
+def check_output_file(name: str, target: str, what: str) -> None:
+    """The file ``name`` (resolved to ``target``) may be created or written in place."""
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise InputError(f"{what} directory {parent!r} does not exist")
+    if not writable(parent):
+        raise InputError(f"{what} directory {parent!r} is not writable")
+    if os.path.isdir(target):
+        raise InputError(f"{what} {name!r} is a directory")
+    if os.path.exists(target) and not writable(target):
+        raise InputError(f"{what} file {name!r} is read-only (no write permission); ozhpc never changes "
+                         "a file's permissions, even with --force: make it writable or choose another file")
 
 
-def begin_output(ref: DatasetRef, tag: str = "") -> str:
-    """Create the temporary file that will become ``ref.file`` (a copy when it exists)."""
-    tmp = temporary_path(ref, tag)
-    if os.path.exists(ref.file):
-        shutil.copyfile(ref.file, tmp)
-    else:
-        h5py.File(tmp, "w").close()
-    return tmp
-
-
-def commit_output(tmp: str, ref: DatasetRef) -> None:
-    """Atomically move the finished temporary file to its final name."""
-    os.replace(tmp, ref.file)
-
-
-def abandon_output(tmp: str) -> None:
-    if os.path.exists(tmp):
-        os.remove(tmp)
-
-
-def prepare_dataset(f: h5py.File, path: str, shape, attrs: dict | None = None) -> h5py.Dataset:
-    """(Re)create the float64 output dataset with its provenance attributes."""
-    if path in f:
-        del f[path]
-    dset = f.create_dataset(path, shape=shape, dtype="<f8")
-    for key, value in (attrs or {}).items():
-        dset.attrs[ATTRS_PREFIX + key] = value
-    return dset
-
-
-def write_matrix(ref: DatasetRef, data: np.ndarray, force: bool = False, attrs: dict | None = None) -> None:
-    """Write a whole matrix atomically (one process)."""
-    check_output(ref, force)
-    tmp = begin_output(ref)
+def writable(path: str) -> bool:
+    """Writable for us AND by its mode bits (root may write anything; we still honour 0444)."""
     try:
-        with h5py.File(tmp, "a") as f:
-            prepare_dataset(f, ref.path, data.shape, attrs)[...] = data
-        commit_output(tmp, ref)
-    except BaseException:
-        abandon_output(tmp)
-        raise
+        return os.access(path, os.W_OK) and bool(os.stat(path).st_mode & 0o222)
+    except OSError:
+        return False
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (through symlinks and hard links)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def target_exists(f: h5py.File, ref: DatasetRef, force: bool) -> bool:
+    """Whether ``ref.path`` is a dataset that ``force`` lets us replace; refuse groups and children."""
+    parts = ref.path.strip("/").split("/")
+    node = f
+    for i, part in enumerate(parts):
+        obj = node.get(part)
+        if obj is None:
+            return False
+        prefix = "/" + "/".join(parts[:i + 1])
+        if isinstance(obj, h5py.Group):
+            node = obj
+            continue
+        if not isinstance(obj, h5py.Dataset):
+            raise InputError(f"output {ref}: {prefix} is not a dataset or group; choose another path")
+        if i < len(parts) - 1:
+            raise InputError(f"output {ref}: {prefix} is a dataset and cannot hold {ref.path}; choose another path")
+        if not force:
+            raise InputError(f"output {ref} exists; pass --force to replace it")
+        return True
+    raise InputError(f"output {ref} is a group; ozhpc never replaces a group, even with --force: "
+                     "name a dataset path")

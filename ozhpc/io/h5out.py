@@ -1,0 +1,199 @@
+"""One result dataset written into an HDF5 file without copying the file.
+
+Under the file's advisory lock (:mod:`ozhpc.io.filelock`, held from start to commit) the
+result is written to a new dataset ``/.ozhpc-tmp-<tag>`` inside the target file (into a new
+file ``.NAME.ozhpc-<tag>.tmp`` beside it when the target does not exist yet), then renamed to
+its final path only once complete; an old dataset there (``force``) is deleted in that same
+step, never before. So a killed job leaves no partial result at the final name, only a
+temporary that the next writer of the file removes (it holds the lock, so every temporary it
+finds is from a dead job). The file itself is never replaced: its mode, owner, hard links and
+the symlinks pointing at it stay as they are, and its other datasets are not touched.
+
+Space: the dataset is contiguous and allocated when created (no fill). Files ozhpc creates
+keep their free-space map (HDF5 "persistent free space", serial HDF5 only), so a rerun with
+``force`` reuses the space its previous result freed: such a file holds at most two results'
+worth of space per dataset. HDF5 never shrinks a file below its last object; ``h5repack``
+rewrites one compactly.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import secrets
+from contextlib import ExitStack, contextmanager
+
+import h5py
+from h5py import h5d, h5p
+
+from .. import signals
+from ..errors import InputError
+from . import h5io
+from .filelock import locked
+
+TMP_PREFIX = h5io.TMP_PREFIX
+log = logging.getLogger("ozhpc")
+
+
+def new_tag() -> str:
+    """A name part unique to this write (pid and random bits)."""
+    return f"{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def temp_file_path(target: str, tag: str) -> str:
+    head, tail = os.path.split(target)
+    return os.path.join(head, f".{tail}.ozhpc-{tag}.tmp")
+
+
+@contextmanager
+def open_output(path: str, mode: str = "r+", **kwargs):
+    """``h5py.File`` with the failure to open turned into one clear line."""
+    try:
+        f = h5py.File(path, mode, **kwargs)
+    except OSError as exc:
+        raise InputError(f"cannot open output file {path!r} for writing ({exc}); is it open in "
+                         "another program?") from None
+    with f:
+        yield f
+
+
+def remove_stale(target: str, f: h5py.File | None) -> None:
+    """Delete what killed jobs left (call with the lock held: then no live job owns any)."""
+    head, tail = os.path.split(target)
+    for name in os.listdir(head):
+        if name.startswith(f".{tail}.ozhpc-") and name.endswith(".tmp"):
+            log.info("removing %s, left by a job that was killed", name)
+            os.remove(os.path.join(head, name))
+    for name in [n for n in (f or {}) if n.startswith(TMP_PREFIX)]:
+        log.info("removing %s:/%s, left by a job that was killed", target, name)
+        del f[name]
+
+
+def create_file(path: str) -> None:
+    """A new, empty HDF5 file that keeps its free-space map (space reuse on reruns)."""
+    kwargs = {} if h5io.PARALLEL_HDF5 else dict(fs_strategy="fsm", fs_persist=True, fs_threshold=1)
+    with open_output(path, "w-", **kwargs):
+        pass
+
+
+def create_dataset(f: h5py.File, name: str, shape, attrs: dict | None):
+    """The float64 result dataset, contiguous and allocated now (no fill: every entry is written)."""
+    dcpl = h5p.create(h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5d.FILL_TIME_NEVER)
+    dset = f.create_dataset(name, shape=tuple(shape), dtype="<f8", dcpl=dcpl)
+    for key, value in (attrs or {}).items():
+        dset.attrs[h5io.ATTRS_PREFIX + key] = value
+    return dset
+
+
+def publish_file(tmp: str, target: str) -> None:
+    """Give the finished new file its final name, never over a file that appeared meanwhile."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise InputError(f"output file {target!r} was created by another program during this run; "
+                         "it was not replaced") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        os.rename(tmp, target)  # no hard links here; the lock keeps other ozhpc jobs out
+        return
+    os.unlink(tmp)
+
+
+class OutputTransaction:
+    """Rank 0's side of one output write: lock, checks, temporary dataset, commit or abort.
+
+    ``with OutputTransaction(ref, force, tag) as txn: txn.create(shape, attrs); <write
+    txn.tmp_name in txn.file>; txn.commit(digest)``. Leaving the block without ``commit``
+    (an error, a signal) removes the temporary; the lock is held for the whole block.
+    """
+
+    def __init__(self, ref: h5io.DatasetRef, force: bool, tag: str):
+        self.ref, self.force = ref, force
+        self.target = os.path.realpath(ref.file)  # through symlinks: the file they point to
+        self.tmp_name = f"/{TMP_PREFIX}{tag}"
+        self.file = self.target
+        self.new_file = False
+        self.done = False
+        self._tag = tag
+        self._stack = ExitStack()
+
+    def __enter__(self) -> "OutputTransaction":
+        self._stack.enter_context(locked(self.target))
+        try:
+            self._begin()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if not self.done:
+                self.abort()
+        finally:
+            self._stack.close()
+
+    def _begin(self) -> None:
+        """Check again under the lock (another job may have written meanwhile), clear leftovers."""
+        h5io.check_output_file(self.ref.file, self.target, "output")
+        if os.path.exists(self.target):
+            with open_output(self.target) as f:
+                h5io.target_exists(f, self.ref, self.force)
+                remove_stale(self.target, f)
+        else:
+            remove_stale(self.target, None)
+            self.new_file = True
+            self.file = temp_file_path(self.target, self._tag)
+            signals.temporary_files.add(self.file)
+            create_file(self.file)
+
+    def open(self, mode: str = "r+", **kwargs):
+        return open_output(self.file, mode, **kwargs)
+
+    def create(self, shape, attrs: dict | None = None) -> None:
+        with self.open() as f:
+            create_dataset(f, self.tmp_name, shape, attrs)
+
+    def commit(self, digest: str | None = None) -> None:
+        """Rename the finished temporary into place (deleting the old dataset only now)."""
+        with signals.deferred():
+            with self.open() as f:
+                if digest is not None:
+                    f[self.tmp_name].attrs[h5io.ATTRS_PREFIX + "sha256"] = digest
+                if h5io.target_exists(f, self.ref, self.force):
+                    del f[self.ref.path]
+                parent = self.ref.path.rsplit("/", 1)[0]
+                if parent:
+                    f.require_group(parent)
+                f.move(self.tmp_name, self.ref.path)
+            if self.new_file:
+                publish_file(self.file, self.target)
+                signals.temporary_files.discard(self.file)
+            self.done = True
+
+    def abort(self) -> None:
+        """Remove the temporary; never raises (it runs while another error is on its way)."""
+        try:
+            if self.new_file:
+                if os.path.exists(self.file):
+                    os.remove(self.file)
+                signals.temporary_files.discard(self.file)
+            elif os.path.exists(self.file):
+                with self.open() as f:
+                    if self.tmp_name in f:
+                        del f[self.tmp_name]
+        except Exception as exc:  # noqa: BLE001 -- the next writer removes it (remove_stale)
+            log.warning("could not remove the temporary %s:%s (%s); the next write removes it",
+                        self.file, self.tmp_name, exc)
+
+
+def write_matrix(ref: h5io.DatasetRef, data, force: bool = False, attrs: dict | None = None) -> None:
+    """Write a whole matrix safely (one process)."""
+    with OutputTransaction(ref, force, new_tag()) as txn:
+        txn.create(data.shape, attrs)
+        with txn.open() as f:
+            f[txn.tmp_name][...] = data
+        txn.commit()
