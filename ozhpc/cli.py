@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SUMMA k-panel width (default: NB with numpy, min(4096, k/max(P,Q)) with cutile); "
                         "never changes the result")
     m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
+    m.add_argument("--dry-run", action="store_true",
+                   help="check inputs, outputs and options and print the plan and the per-rank peak memory "
+                        "(host and GPU) the run would need; read and write nothing (exit 0, or 2 when it "
+                        "would not fit)")
     m.add_argument("--force", action="store_true",
                    help="replace an existing output dataset and report (never a group, a read-only file or an input)")
     m.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
@@ -206,7 +210,7 @@ def config_from_args(args) -> RunConfig:
                      transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
                      grid=args.grid, block=args.block, scheme=args.scheme, slices=args.slices,
                      groups=args.groups, bits=args.bits, engine=args.engine, transport=args.transport,
-                     kb=args.panel, force=args.force, progress=args.progress)
+                     kb=args.panel, force=args.force, progress=args.progress, dry_run=args.dry_run)
 
 
 def cmd_gen(args) -> int:
@@ -247,6 +251,12 @@ def cmd_run(args) -> int:
 
 def print_summary(report: dict) -> None:
     if launcher_rank() != 0:  # under MPI only rank 0 prints
+        return
+    if report.get("dry_run"):
+        print(f"dry run: C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}, "
+              f"grid {report['grid'][0]}x{report['grid'][1]}, block {report['block'][0]}x{report['block'][1]}, "
+              f"panel {report['kb']}, engine {report['engine']}")
+        print(f"  {report['memory']['summary']}; nothing was read or written")
         return
     s = report["seconds"]
     print(f"C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}")

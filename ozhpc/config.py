@@ -57,6 +57,7 @@ class RunConfig:
     transport: str = "auto"  # "auto", "nccl", "cuda-mpi", "mpi-host" (ozhpc.parallel.transport)
     kb: int | None = None    # SUMMA k-panel width; None: NB on CPUs, min(4096, k / max(P, Q)) on GPUs
     force: bool = False
+    dry_run: bool = False    # check everything and state the memory estimate; read and write nothing
     progress: str = "auto"  # "auto" (bar on a terminal, log lines otherwise), "bar", "log", "off"
 
     def __post_init__(self):

@@ -1,28 +1,82 @@
 """Memory and disk a run needs, checked before any allocation or compute.
 
-The memory model is deliberately small (one function, :func:`rank_bytes`) so that a fuller
-one (slices, panels, GPU memory) can replace it; it only has to catch the runs that cannot
-possibly fit, e.g. a dataset that declares a huge shape, before every rank tries to allocate.
+:func:`estimate_memory` models one rank's peak from its local shapes and the plan, so a job
+that cannot fit (or a dataset that declares a huge shape) fails before any rank allocates, and
+``ozhpc gemm --dry-run`` can state the figure before a job is submitted.
 """
 from __future__ import annotations
 
-import math
 import os
+from dataclasses import dataclass
 
 from .errors import InputError
 
-WORK_FACTOR = 4
-"""Working memory per rank as a multiple of its FP64 blocks of op(A), op(B)^T and C (int8
-slices or residues of both operands, panels in flight, the FP64 accumulator)."""
+BASE_BYTES = 96 << 20
+"""Python, NumPy, h5py and mpi4py loaded, before any matrix (measured 60-95 MiB)."""
 DISK_SLACK = 1 << 20  # HDF5 metadata and rounding, bytes
+AUTO_SLICES, AUTO_BITS = 8, 56
+"""What "auto" picks for well-scaled data (standard matrices up to phi = 1); wider exponent
+ranges pick more, which :func:`estimate_memory` says in its note."""
+PACK_K = 4096  # the NumPy engine's k chunk of its BLAS products
 
 
-def rank_bytes(m: int, n: int, k: int, dims: tuple[int, int]) -> int:
-    """Rough peak bytes of one rank of a P x Q grid (its share of op(A), op(B)^T and C)."""
-    p, q = dims
-    local = (math.ceil(m / p) * math.ceil(k / q) + math.ceil(n / q) * math.ceil(k / p)
-             + math.ceil(m / p) * math.ceil(n / q))
-    return WORK_FACTOR * 8 * local
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak bytes of one rank: on the host and (GPU engines) on the device, and the plan assumed."""
+
+    host: int
+    device: int
+    planes: int
+    note: str
+
+    def describe(self) -> str:
+        device = f", device {_gib(self.device)}" if self.device else ""
+        return f"peak per rank: host {_gib(self.host)}{device} ({self.note})"
+
+
+def _plan_shape(settings, k: int) -> tuple[int, int, str]:
+    """(int8 planes per entry, accumulator planes, note) of ``settings`` ("auto": typical data)."""
+    from .ozaki.plan import ModularPlan, resolve_plan
+
+    if settings.scheme == "ozaki2":
+        bits = AUTO_BITS if settings.bits == "auto" else settings.bits
+        moduli = ModularPlan.for_k(bits, k).moduli
+        note = f"{bits} bits, {moduli} moduli" + (" assumed for auto" if settings.bits == "auto" else "")
+        return moduli, moduli, note
+    plan = resolve_plan(settings if settings.slices != "auto" else type(settings)(
+        "ozaki1", AUTO_SLICES, settings.groups), 0, k)
+    note = f"{plan.slices} slices, {plan.groups} groups" + (" assumed for auto" if settings.slices == "auto" else "")
+    return plan.slices, plan.groups, note
+
+
+def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int, k: int, settings, *,
+                    on_device: bool = False, with_c: bool = False) -> MemoryEstimate:
+    """Peak memory of one rank's product, from its local shapes (op(A): m x kA, op(B)^T: n x kB).
+
+    Host, NumPy engine: the FP64 operands, their int8 planes, two panels in flight per operand,
+    the FP64 accumulators (one m x n plane per group or modulus) and the temporaries of the
+    panel products (each panel's planes as FP64 and a few m x n products) or of the combine,
+    whichever is larger. A GPU engine keeps the planes, panels and (narrower) accumulators on
+    the device and only the operands and C on the host. ``bench/results/memory_cpu_2026-12-01.md``
+    compares it with the measured peak.
+    """
+    (m, ka), (n, kbt) = local_a, local_bt
+    planes, acc_planes, note = _plan_shape(settings, k)
+    a, b, c = m * ka, n * kbt, m * n
+    w = max(1, min(kb, k))
+    operands = 8 * (a + b) + (8 * c if with_c else 0)
+    split = planes * (a + b) + 2 * planes * (m + n) * w
+    if on_device:
+        device = operands + split + acc_planes * 4 * c + 3 * 8 * c
+        return MemoryEstimate(BASE_BYTES + operands + 2 * 8 * c, device, planes, note)
+    chunk = min(w, PACK_K)
+    if settings.scheme == "ozaki2":
+        products = 8 * (m + n) * chunk + 2 * 8 * c
+    else:
+        products = 8 * planes * (m + n) * chunk + 5 * 8 * c
+    accumulate = split + 8 * acc_planes * c + products
+    combine = 8 * acc_planes * c + 5 * 8 * c
+    return MemoryEstimate(BASE_BYTES + operands + max(accumulate, combine), 0, planes, note)
 
 
 def available_memory() -> int | None:
@@ -44,14 +98,16 @@ def _gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.3g} GiB"
 
 
-def check_memory(m: int, n: int, k: int, dims: tuple[int, int], ranks_here: int) -> None:
-    """Refuse a product whose per-rank estimate times the ranks on this node exceeds free memory."""
+def check_memory(estimate: MemoryEstimate, ranks_here: int, device_free: int | None = None) -> None:
+    """Refuse a product whose per-rank estimate times the ranks on this node exceeds free host
+    memory, or whose device estimate exceeds the GPU's free memory."""
     free = available_memory()
-    need = rank_bytes(m, n, k, dims)
-    if free is not None and need * ranks_here > free:
-        raise InputError(f"not enough memory for a {m}x{k} by {k}x{n} product on a {dims[0]}x{dims[1]} grid: "
-                         f"about {_gib(need)} per rank x {ranks_here} rank(s) on this node, {_gib(free)} "
-                         "available; use more nodes or a smaller problem")
+    if free is not None and estimate.host * ranks_here > free:
+        raise InputError(f"not enough memory: {estimate.describe()} x {ranks_here} rank(s) on this node, "
+                         f"{_gib(free)} available; use more ranks or nodes, or a smaller problem")
+    if device_free is not None and estimate.device > device_free:
+        raise InputError(f"not enough GPU memory: {estimate.describe()}, {_gib(device_free)} free on the "
+                         "GPU; use more ranks (GPUs), or a smaller problem")
 
 
 def check_matrix_fits(m: int, n: int) -> None:

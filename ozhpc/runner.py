@@ -42,12 +42,41 @@ def check_outputs(cfg: RunConfig) -> None:
         check_report(cfg.report, cfg.force, files=[ref.file for ref in inputs] + [cfg.out.file])
 
 
-def check_resources(cfg: RunConfig, m: int, n: int, k: int, dims, ranks_here: int) -> None:
-    """Memory per rank and disk space for C, so a run that cannot fit fails before allocating."""
-    from .resources import check_disk, check_memory
+def check_resources(cfg: RunConfig, plan, ranks_here: int):
+    """Memory per rank (the model of :mod:`ozhpc.resources` on this rank's layouts) and disk space
+    for C, so a run that cannot fit fails before allocating; returns the memory estimate."""
+    from .resources import check_disk, check_memory, estimate_memory
 
-    check_memory(m, n, k, dims, ranks_here)
-    check_disk(cfg.out.file, m, n)
+    me = plan.grid.coords
+    estimate = estimate_memory(plan.a_layout.local_shape(*me), plan.bt_layout.local_shape(me[1], me[0]),
+                               plan.kb, plan.k, plan.settings, on_device=plan.engine.on_device,
+                               with_c=cfg.beta != 0.0)
+    check_memory(estimate, ranks_here, _device_free(plan.engine))
+    check_disk(cfg.out.file, plan.m, plan.n)
+    return estimate
+
+
+def _largest(comm, estimate):
+    """The estimate of the rank that needs the most host memory (collective)."""
+    return max(comm.allgather(estimate), key=lambda e: (e.host, e.device))
+
+
+def dry_run_report(cfg: RunConfig, plan, estimate) -> dict:
+    """What ``--dry-run`` reports: the layout, the plan assumed and the largest rank's memory."""
+    report = base_report()
+    report.update({"dry_run": True, "config": cfg.describe(), "m": plan.m, "n": plan.n, "k": plan.k,
+                   "ranks": plan.grid.size, "grid": list(plan.grid.dims), "block": [plan.mb, plan.nb],
+                   "kb": plan.kb, "engine": plan.engine.name,
+                   "memory": {"host_bytes_per_rank": estimate.host, "device_bytes_per_rank": estimate.device,
+                              "assumed": estimate.note, "summary": estimate.describe()}})
+    return report
+
+
+def _device_free(engine) -> int | None:
+    if not engine.on_device:
+        return None
+    free, _ = engine.xp.cuda.runtime.memGetInfo()
+    return int(free)
 
 
 def ranks_on_this_node(comm) -> int:
@@ -95,7 +124,6 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         ranks_here = ranks_on_this_node(grid.comm)
         with collective_errors(grid.comm, catch=InputError):
             m, n, k = validate_inputs(cfg)
-            check_resources(cfg, m, n, k, grid.dims, ranks_here)
         if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
             bind_device(grid.comm)
         with collective_errors(grid.comm, catch=InputError):
@@ -104,6 +132,10 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
                    settings=cfg.ozaki, on_panel=on_panel) as plan:
+            with collective_errors(grid.comm, catch=InputError):
+                estimate = check_resources(cfg, plan, ranks_here)
+            if cfg.dry_run:
+                return dry_run_report(cfg, plan, _largest(grid.comm, estimate))
             t0 = MPI.Wtime()
             a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
                                              transa=cfg.transa, transb=cfg.transb)

@@ -4,8 +4,8 @@ Reads select a rank's blocks with one regular hyperslab per axis
 (``h5py.MultiBlockSlice``: start, stride = P*NB, count, block = NB) plus the trailing
 partial block, so a rank issues at most four reads per operand whatever the block
 size. op(A) and op(B)^T are read straight into SUMMA's layouts: a transposed operand
-is read with the axes swapped and transposed in memory, so ``--transa``/``--transb``
-cost nothing extra.
+is read with the axes swapped and handed on as a transposed view (never copied on the host), so
+``--transa``/``--transb`` cost nothing extra.
 
 With parallel HDF5 (``h5py.get_config().mpi``) files are opened with
 ``driver="mpio"`` on the grid's communicator and every rank writes its blocks
@@ -91,7 +91,9 @@ def read_distributed(ref: h5io.DatasetRef, grid: ProcessGrid, layout: BlockCycli
                 if tuple(dset.shape) != want:
                     raise h5io.InputError(f"{what} {ref} has shape {tuple(dset.shape)}, expected {want}")
                 if transpose:
-                    local = np.ascontiguousarray(read_blocks(dset, layout.cols, pc, layout.rows, pr).T)
+                    # a transposed view, no host copy: the engines read rows of any stride
+                    # (the cuTile split reads transposed rows at full speed)
+                    local = read_blocks(dset, layout.cols, pc, layout.rows, pr).T
                 else:
                     local = read_blocks(dset, layout.rows, pr, layout.cols, pc)
         except (OSError, KeyError) as exc:
