@@ -1,4 +1,4 @@
-"""``ozhpc`` command line: gen, gemm, check, info, demo.
+"""``ozhpc`` command line: gen, gemm, run, check, fingerprint, info, demo.
 
 Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, help="which entries are sampled (default 0)")
     c.add_argument("--json", action="store_true", help="print the statistics as JSON")
 
+    fp = sub.add_parser("fingerprint", help="the grid-independent fingerprint of a dataset (as in the run report)",
+                        description="Print the fingerprint of a 2-D HDF5 dataset: the same 64 hex digits a run "
+                                    "report's \"fingerprint\" and the ozhpc_fingerprint attribute hold, whatever "
+                                    "grid, block size or rank count wrote it. Reads the dataset in row chunks.")
+    fp.add_argument("dataset", type=_dataset("dataset"), metavar="FILE.h5:/C")
+
     sub.add_parser("info", help="versions, engines, MPI and HDF5 features available here",
                    description="Print versions and which engines, MPI library and HDF5 features are usable.")
 
@@ -211,6 +217,8 @@ def print_summary(report: dict) -> None:
     print(f"  engine {report['engine']}, {plan_summary(report)}, {report['ranks']} rank(s)")
     print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
     print(f"  {report['gflops']:.2f} GFLOP/s (FP64-equivalent), sha256 {report['sha256']}")
+    if report.get("fingerprint"):
+        print(f"  fingerprint {report['fingerprint']}")
 
 
 def plan_summary(report: dict) -> str:
@@ -259,6 +267,14 @@ def cmd_check(args) -> int:
     print(f"  ozhpc : max {stats['max_rel_error']:.3e}  median {stats['median_rel_error']:.3e}")
     print(f"  native: max {stats['native_max_rel_error']:.3e}  median {stats['native_median_rel_error']:.3e}")
     print(f"  ozhpc max / native max = {stats['ratio_to_native']:.3g}")
+    return 0
+
+
+def cmd_fingerprint(args) -> int:
+    from .fingerprint import fingerprint_dataset
+
+    h5io.dataset_info(args.dataset, "dataset")
+    print(f"{fingerprint_dataset(args.dataset.file, args.dataset.path)}  {args.dataset}")
     return 0
 
 
@@ -356,7 +372,8 @@ def cmd_demo(args) -> int:
     return 0
 
 
-COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "info": cmd_info, "demo": cmd_demo}
+COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,
+            "info": cmd_info, "demo": cmd_demo}
 
 
 # -- MPI behaviour (style.md item 9) ------------------------------------------------------------

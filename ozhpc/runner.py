@@ -10,6 +10,7 @@ import numpy as np
 
 from .config import RunConfig
 from .errors import InputError
+from .fingerprint import fingerprint_distributed
 from .io import h5io
 from .progress import make_progress
 from .report import base_report, gflops, write_report
@@ -48,7 +49,7 @@ def plan_attrs(info) -> dict:
     return {"scheme": info.scheme, "bits": info.bits, "slices": info.slices, "groups": info.groups}
 
 
-PHASES = ("read", "scales", "split", "multiply", "comm_wait", "combine", "write", "total",
+PHASES = ("read", "scales", "split", "multiply", "comm_wait", "combine", "fingerprint", "write", "total",
           "compute", "comm", "comm_exposed")
 
 
@@ -92,9 +93,12 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
             del a, bt, c0
             info = plan.info
             t1 = MPI.Wtime()
-            digest = distio.write_distributed(cfg.out, c, attrs=plan_attrs(info), force=cfg.force)
-            write_s = MPI.Wtime() - t1
-        mine = dict(info.seconds, read=read_s, write=write_s, total=MPI.Wtime() - t_start)
+            fingerprint = fingerprint_distributed(c)  # each rank its own blocks; grid-independent
+            t2 = MPI.Wtime()
+            digest = distio.write_distributed(cfg.out, c, attrs=dict(plan_attrs(info), fingerprint=fingerprint),
+                                              force=cfg.force)
+            write_s = MPI.Wtime() - t2
+        mine = dict(info.seconds, read=read_s, fingerprint=t2 - t1, write=write_s, total=MPI.Wtime() - t_start)
         slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
         grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
         moved = np.array(grid.comm.allgather((info.bytes_sent, info.bytes_received)), dtype=np.int64)
@@ -137,6 +141,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         "gflops": rate,
         "tflops": rate / 1e3,
         "sha256": digest,
+        "fingerprint": fingerprint,
     })
     if cfg.report and is_root:
         write_report(cfg.report, report)
