@@ -128,14 +128,18 @@ def fingerprint_distributed(c) -> str:
     return finish(add_sums(*c.grid.comm.allgather(mine)), c.shape)
 
 
-def fingerprint_dataset(path: str, dset_path: str, chunk_bytes: int = FILE_CHUNK_BYTES) -> str:
-    """Fingerprint of a 2-D HDF5 dataset, read in row chunks (never whole)."""
+def fingerprint_dataset(path: str, dset_path: str, chunk_bytes: int = FILE_CHUNK_BYTES, comm=None) -> str:
+    """Fingerprint of a 2-D HDF5 dataset, read in row chunks (never whole). With ``comm``
+    (collective) each rank reads one contiguous share of the rows and the sums are combined."""
     import h5py
 
+    rank, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
     with h5py.File(path, "r") as f:
         dset = f[dset_path]
         m, n = dset.shape
+        lo, hi = m * rank // size, m * (rank + 1) // size
         step = max(1, chunk_bytes // max(1, 8 * n))
-        parts = [lane_sums(dset[lo:lo + step].astype(np.float64, copy=False),
-                           np.arange(lo, min(m, lo + step)), np.arange(n)) for lo in range(0, m, step)]
-    return finish(add_sums([0] * LANES, *parts), (m, n))
+        parts = [lane_sums(dset[r:min(hi, r + step)].astype(np.float64, copy=False),
+                           np.arange(r, min(hi, r + step)), np.arange(n)) for r in range(lo, hi, step)]
+    mine = add_sums([0] * LANES, *parts)
+    return finish(mine if comm is None else add_sums(*comm.allgather(mine)), (m, n))
