@@ -117,8 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how SUMMA moves slice panels: nccl (GPU), cuda-mpi (CUDA-aware MPI), mpi-host "
                         "(host-staged); auto picks nccl > cuda-mpi > mpi-host for the GPU engine (default)")
     m.add_argument("--panel", type=_option(parse_panel, None), default=None, metavar="KB",
-                   help="SUMMA k-panel width (default: NB with numpy, min(4096, k/max(P,Q)) with cutile); "
-                        "never changes the result")
+                   help="SUMMA k-panel width (default: min(1024 with numpy, 4096 with cutile; k/max(P,Q)), "
+                        "whatever the block size); never changes the result")
     m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
     m.add_argument("--force", action="store_true", help="replace an existing output dataset")
     m.add_argument("--progress", choices=("auto", "bar", "log", "off"), default="auto",

@@ -112,7 +112,8 @@ def test_run_prints_log_lines_on_rank_zero(tmp_path):
     a, b = tmp_path / "in.h5:/A", tmp_path / "in.h5:/B"
     assert run_cli(["gen", "--shape", "9x20", a]).returncode == 0
     assert run_cli(["gen", "--shape", "20x6", b]).returncode == 0
-    proc = run_cli(["gemm", a, b, "-o", tmp_path / "c.h5:/C", "--block", "4", "--progress", "log", "--engine", "numpy"])
+    proc = run_cli(["gemm", a, b, "-o", tmp_path / "c.h5:/C", "--block", "4", "--panel", "4", "--progress", "log",
+                    "--engine", "numpy"])
     assert proc.returncode == 0, proc.stderr
     lines = [l for l in proc.stderr.splitlines() if l.startswith("ozhpc: panel")]
     assert lines and lines[-1].startswith("ozhpc: panel 5/5 (100%)")

@@ -84,7 +84,7 @@ def test_nvls_stays_off():
 
 
 def test_gpu_panel_width_default():
-    assert default_kb(10_000, 256, (2, 2), gpu=False) == 256
+    assert default_kb(10_000, 256, (2, 2), gpu=False) == 1024  # CPUs: not NB (test_grid_summa)
     assert default_kb(32768, 256, (1, 2), gpu=True) == 4096
     assert default_kb(1000, 256, (1, 2), gpu=True) == 512
     assert default_kb(5, 256, (1, 1), gpu=True) == 16

@@ -54,13 +54,19 @@ GPU_PANEL = 4096
 and any width gives the same bits. Smaller when k / max(P, Q) is smaller (see :func:`default_kb`)."""
 
 
+CPU_PANEL = 1024
+"""Default k-panel width with the NumPy engine: each panel is one pass of BLAS calls plus one pass
+over the accumulators, so narrow panels (a small block size) cost many passes for the same work;
+wider than ~1024 gains little and costs panel-buffer memory (bench/results/block_panel_cpu_*.md)."""
+
+
 def default_kb(k: int, nb: int, dims: tuple[int, int], gpu: bool) -> int:
-    """SUMMA's k-panel width when none is given: NB on CPUs; on GPUs ``min(4096, k / max(P, Q))``
-    rounded up to a multiple of 16 (the cuTile engine's padding, so panels need no re-padding)."""
-    if not gpu:
-        return nb
+    """SUMMA's k-panel width when none is given: ``min(1024 on CPUs / 4096 on GPUs, k / max(P, Q))``
+    rounded up to a multiple of 16 (the cuTile engine's padding, so panels need no re-padding).
+    Never tied to the block size NB; any width gives the same bits."""
     share = -(-max(k, 1) // max(dims))
-    return max(16, min(GPU_PANEL, -(-share // 16) * 16))
+    return max(16, min(GPU_PANEL if gpu else CPU_PANEL, -(-share // 16) * 16))
+
 
 FAIL_ENV = "OZHPC_TEST_FAIL_RANK"
 """Test hook: the rank named here raises in the middle of the panel loop (failure tests only)."""
