@@ -1,4 +1,4 @@
-"""``ozhpc`` command line: gen, gemm, run, check, fingerprint, info, demo.
+"""``ozhpc`` command line: gen, gemm, run, check, fingerprint, warmup, info, demo.
 
 Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
@@ -63,6 +63,10 @@ def add_product_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--c", type=_dataset("input C"), metavar="FILE.h5:/C0", help="input C, needed when beta != 0")
 
 
+CACHE_HELP = ("GPU kernel cache shared by the ranks of a node (default $OZHPC_CACHE_DIR, else "
+              "$CUDA_TILE_CACHE_DIR, else ~/.cache/ozhpc/cutile; 'off' disables it)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ozhpc", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
@@ -119,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--panel", type=_option(parse_panel, None), default=None, metavar="KB",
                    help="SUMMA k-panel width (default: min(1024 with numpy, 4096 with cutile; k/max(P,Q)), "
                         "whatever the block size); never changes the result")
+    m.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
     m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
     m.add_argument("--force", action="store_true", help="replace an existing output dataset")
     m.add_argument("--progress", choices=("auto", "bar", "log", "off"), default="auto",
@@ -134,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--report", metavar="run.json", help="write the JSON report here (overrides output.report)")
     r.add_argument("--progress", choices=("auto", "bar", "log", "off"),
                    help="progress on rank 0 (overrides run.progress)")
+    r.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
 
     c = sub.add_parser("check", help="error statistics of a computed C against an exact reference",
                        description="Compare C with the exact alpha*op(A)@op(B) + beta*C0 on sampled entries "
@@ -157,6 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
                                     "report's \"fingerprint\" and the ozhpc_fingerprint attribute hold, whatever "
                                     "grid, block size or rank count wrote it. Reads the dataset in row chunks.")
     fp.add_argument("dataset", type=_dataset("dataset"), metavar="FILE.h5:/C")
+
+    w = sub.add_parser("warmup", help="compile the GPU kernels ahead of time into the kernel cache",
+                       description="Compile the cuTile kernels for this node's GPU into the kernel cache (both "
+                                   "schemes), so that jobs start without compiling. Run once per node or shared "
+                                   "cache directory; without a usable GPU engine it says so and exits 0.")
+    w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
 
     sub.add_parser("info", help="versions, engines, MPI and HDF5 features available here",
                    description="Print versions and which engines, MPI library and HDF5 features are usable.")
@@ -201,9 +213,24 @@ def cmd_gen(args) -> int:
     return 0
 
 
+def use_cache_dir(args) -> None:
+    """--cache-dir for this process, before any engine imports cuda.tile (the runner applies it)."""
+    from .engines.toolchain import CACHE_ENV
+
+    if getattr(args, "cache_dir", None):
+        os.environ[CACHE_ENV] = args.cache_dir
+
+
+def cmd_warmup(args) -> int:
+    from .warmup import run_warmup
+
+    return run_warmup(args.cache_dir)
+
+
 def cmd_gemm(args) -> int:
     from .runner import execute
 
+    use_cache_dir(args)
     report = execute(config_from_args(args), comm=getattr(args, "comm", None))
     print_summary(report)
     return 0
@@ -216,6 +243,7 @@ def cmd_run(args) -> int:
     from .runner import execute
 
     comm = getattr(args, "comm", None)  # as cmd_gemm: None means COMM_WORLD
+    use_cache_dir(args)
     cfg = load_job(args.job, comm=MPI.COMM_WORLD if comm is None else comm,
                    force=args.force, report=args.report, progress=args.progress)
     report = execute(cfg, comm=comm)
@@ -284,7 +312,9 @@ def info_lines() -> list[str]:
     import h5py
 
     from .engines import available_engines
+    from .engines.toolchain import configure_cache, describe
 
+    configure_cache()  # before available_engines() imports cuda.tile
     lines = [f"ozhpc {__version__}", f"python {platform.python_version()}", f"numpy {np.__version__}",
              f"h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}, parallel: {h5io.PARALLEL_HDF5})"]
     try:
@@ -298,6 +328,7 @@ def info_lines() -> list[str]:
         lines.append(f"mpi4py: not available ({exc})")
     for name, status in available_engines().items():
         lines.append(f"engine {name}: {status}")
+    lines.append(describe())
     return lines
 
 
@@ -373,7 +404,7 @@ def cmd_demo(args) -> int:
 
 
 COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,
-            "info": cmd_info, "demo": cmd_demo}
+            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo}
 
 
 # -- MPI behaviour (style.md item 9) ------------------------------------------------------------
@@ -410,7 +441,7 @@ def _parse(parser: argparse.ArgumentParser, argv):
             sys.stdout, sys.stderr = saved
 
 
-MPI_COMMANDS = ("gen", "gemm", "run", "check", "demo")
+MPI_COMMANDS = ("gen", "gemm", "run", "check", "warmup", "demo")
 """Commands that run through the distributed driver (one process is a 1x1 grid) and need mpi4py."""
 
 

@@ -69,6 +69,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
 
     from .parallel import ProcessGrid, Summa, collective_errors
     from .parallel.localrank import bind_device
+    from .engines.toolchain import configure_cache
     from .io import distio
 
     comm = MPI.COMM_WORLD if comm is None else comm
@@ -77,6 +78,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         with collective_errors(grid.comm, catch=InputError):
             m, n, k = validate_inputs(cfg)
         if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
+            configure_cache()      # the node's kernel cache, before cuda.tile is imported
             bind_device(grid.comm)
         with collective_errors(grid.comm, catch=InputError):
             engine = _engine(cfg.engine)
