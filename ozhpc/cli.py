@@ -67,6 +67,21 @@ CACHE_HELP = ("GPU kernel cache shared by the ranks of a node (default $OZHPC_CA
               "$CUDA_TILE_CACHE_DIR, else ~/.cache/ozhpc/cutile; 'off' disables it)")
 
 
+def add_tool_commands(sub) -> None:
+    """fingerprint and warmup: helpers around a run (kept apart from build_parser's length)."""
+    fp = sub.add_parser("fingerprint", help="the grid-independent fingerprint of a dataset (as in the run report)",
+                        description="Print the fingerprint of a 2-D HDF5 dataset: the same 64 hex digits a run "
+                                    "report's \"fingerprint\" and the ozhpc_fingerprint attribute hold, whatever "
+                                    "grid, block size or rank count wrote it. Reads the dataset in row chunks.")
+    fp.add_argument("dataset", type=_dataset("dataset"), metavar="FILE.h5:/C")
+
+    w = sub.add_parser("warmup", help="compile the GPU kernels ahead of time into the kernel cache",
+                       description="Compile the cuTile kernels for this node's GPU into the kernel cache (both "
+                                   "schemes), so that jobs start without compiling. Run once per node or shared "
+                                   "cache directory; without a usable GPU engine it says so and exits 0.")
+    w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ozhpc", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
@@ -158,17 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also compute C's fingerprint (reads all of C, shared over the ranks) and compare it "
                         "with its ozhpc_fingerprint attribute")
 
-    fp = sub.add_parser("fingerprint", help="the grid-independent fingerprint of a dataset (as in the run report)",
-                        description="Print the fingerprint of a 2-D HDF5 dataset: the same 64 hex digits a run "
-                                    "report's \"fingerprint\" and the ozhpc_fingerprint attribute hold, whatever "
-                                    "grid, block size or rank count wrote it. Reads the dataset in row chunks.")
-    fp.add_argument("dataset", type=_dataset("dataset"), metavar="FILE.h5:/C")
-
-    w = sub.add_parser("warmup", help="compile the GPU kernels ahead of time into the kernel cache",
-                       description="Compile the cuTile kernels for this node's GPU into the kernel cache (both "
-                                   "schemes), so that jobs start without compiling. Run once per node or shared "
-                                   "cache directory; without a usable GPU engine it says so and exits 0.")
-    w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    add_tool_commands(sub)
 
     sub.add_parser("info", help="versions, engines, MPI and HDF5 features available here",
                    description="Print versions and which engines, MPI library and HDF5 features are usable.")
