@@ -87,7 +87,7 @@ def _line(dset, index: int, along_rows: bool) -> np.ndarray:
 
 def local_errors(args, idx, mine) -> list[tuple[int, float, float]]:
     """``(t, ours, native)`` for the sampled entries ``idx[t]``, t in ``mine`` (this rank's share)."""
-    out = []
+    out, rows, cols = [], {}, {}  # a row or column shared by several samples is read once
     with h5py.File(args.a.file, "r") as fa, h5py.File(args.b.file, "r") as fb, \
             h5py.File(args.result.file, "r") as fc:
         a, b, c = fa[args.a.path], fb[args.b.path], fc[args.result.path]
@@ -95,8 +95,8 @@ def local_errors(args, idx, mine) -> list[tuple[int, float, float]]:
         try:
             for t in mine:
                 i, j = idx[t]
-                row = _line(a, i, along_rows=not args.transa)
-                col = _line(b, j, along_rows=args.transb)
+                row = rows[i] if i in rows else rows.setdefault(i, _line(a, i, along_rows=not args.transa))
+                col = cols[j] if j in cols else cols.setdefault(j, _line(b, j, along_rows=args.transb))
                 c0 = float(c0f[args.c.path][i, j]) if c0f is not None else 0.0
                 out.append((t, *entry_errors(row, col, float(c[i, j]), c0, args.alpha, args.beta)))
         finally:

@@ -76,18 +76,29 @@ def test_gemm_report_and_attribute_hold_the_fingerprint(tmp_path):
     assert rep["seconds"]["fingerprint"] >= 0 and rep["fingerprint"] in r.stdout
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
-def test_same_fingerprint_for_every_grid_block_and_rank_count(ranks):
+def worker(ranks, *args) -> dict:
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         pytest.skip("mpiexec not found")
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, WORKER, "fingerprint"],
+    proc = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, WORKER, *map(str, args)],
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_same_fingerprint_for_every_grid_block_and_rank_count(ranks):
+    result = worker(ranks, "fingerprint")
     c = standard_matrix(157, 96, 2.0, 5)
     c[3, 4], c[10, 0] = np.nan, -0.0
     assert result["failures"] == [] and result["cases"] >= 5
     assert result["fingerprint"] == fingerprint_matrix(c)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_gemm_reports_the_same_fingerprint_on_every_grid(ranks, tmp_path):
+    result = worker(ranks, "gemm", tmp_path)
+    assert result["failures"] == [] and result["cases"] >= 2
