@@ -1,4 +1,4 @@
-"""``ozhpc`` command line: gen, gemm, check, info, demo.
+"""``ozhpc`` command line: gen, gemm, run, check, fingerprint, warmup, info, demo.
 
 Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
@@ -78,6 +78,25 @@ def add_product_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--c", type=_dataset("input C"), metavar="FILE.h5:/C0", help="input C, needed when beta != 0")
 
 
+CACHE_HELP = ("GPU kernel cache shared by the ranks of a node (default $OZHPC_CACHE_DIR, else "
+              "$CUDA_TILE_CACHE_DIR, else ~/.cache/ozhpc/cutile; 'off' disables it)")
+
+
+def add_tool_commands(sub) -> None:
+    """fingerprint and warmup: helpers around a run (kept apart from build_parser's length)."""
+    fp = sub.add_parser("fingerprint", help="the grid-independent fingerprint of a dataset (as in the run report)",
+                        description="Print the fingerprint of a 2-D HDF5 dataset: the same 64 hex digits a run "
+                                    "report's \"fingerprint\" and the ozhpc_fingerprint attribute hold, whatever "
+                                    "grid, block size or rank count wrote it. Reads the dataset in row chunks.")
+    fp.add_argument("dataset", type=_dataset("dataset"), metavar="FILE.h5:/C")
+
+    w = sub.add_parser("warmup", help="compile the GPU kernels ahead of time into the kernel cache",
+                       description="Compile the cuTile kernels for this node's GPU into the kernel cache (both "
+                                   "schemes), so that jobs start without compiling. Run once per node or shared "
+                                   "cache directory; without a usable GPU engine it says so and exits 0.")
+    w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ozhpc", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
@@ -87,10 +106,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ozhpc {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what is chosen (engine, slices)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_gen_command(sub)
+    add_gemm_command(sub)
+    add_run_command(sub)
+    add_check_command(sub)
+    add_tool_commands(sub)
+    add_info_and_demo_commands(sub)
+    for command in sub.choices.values():  # -v also after the command (`ozhpc gemm ... -v`)
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help="log what is chosen (engine, slices)")
+    return parser
 
+
+def add_gen_command(sub) -> None:
     g = sub.add_parser("gen", help="write a standard test matrix (rand-0.5)*exp(phi*randn)",
-                       description="Write the standard test matrix a_ij = (rand - 0.5) * exp(phi * randn) of "
-                                   "the Ozaki-scheme literature. Larger phi widens the exponent range (0.5 is about what HPL makes). "
+                       description="Write the standard test matrix a_ij = (rand - 0.5) * exp(phi * randn). "
+                                   "Larger phi widens the exponent range (0.5 is about what HPL makes). "
                                    "The same seed and shape give the same matrix on any machine.")
     g.add_argument("output", type=_dataset("output"), metavar="FILE.h5:/dataset")
     g.add_argument("--shape", type=_option(parse_pair, "--shape"), required=True, metavar="MxN")
@@ -98,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
+
+def add_gemm_command(sub) -> None:
     m = sub.add_parser("gemm", help="C = alpha*op(A)@op(B) + beta*C from HDF5 to HDF5",
                        description="Multiply two HDF5 datasets with the Ozaki scheme. C is written safely (a temporary "
                                    "dataset in the output file, renamed when complete, under the file's lock) and, "
@@ -123,6 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scheme ozaki2: integer bits per operand entry (8..100), or 'auto' (default): enough "
                         "for the error of native FP64 GEMM on this data; about 4 bits more cost one more "
                         "modulus (int8 GEMM)")
+    add_run_options(m)
+
+
+def add_run_options(m: argparse.ArgumentParser) -> None:
+    """How and where ``gemm`` runs: engine, layout, transport, output and report."""
     m.add_argument("--engine", choices=ENGINE_NAMES, default="auto",
                    help="numpy (CPU) or cutile (NVIDIA GPU); auto picks cutile when it can run")
     m.add_argument("--grid", type=_option(parse_pair, "--grid"), metavar="PxQ",
@@ -133,8 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how SUMMA moves slice panels: nccl (GPU), cuda-mpi (CUDA-aware MPI), mpi-host "
                         "(host-staged); auto picks nccl > cuda-mpi > mpi-host for the GPU engine (default)")
     m.add_argument("--panel", type=_option(parse_panel, None), default=None, metavar="KB",
-                   help="SUMMA k-panel width (default: NB with numpy, min(4096, k/max(P,Q)) with cutile); "
-                        "never changes the result")
+                   help="SUMMA k-panel width (default: min(1024 with numpy, 4096 with cutile; k/max(P,Q)), "
+                        "whatever the block size); never changes the result")
+    m.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
     m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
     m.add_argument("--dry-run", action="store_true",
                    help="check inputs, outputs and options and print the plan and the per-rank peak memory "
@@ -145,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
                    help="progress on rank 0: bar on a terminal, log lines otherwise (default auto)")
 
+
+def add_run_command(sub) -> None:
     r = sub.add_parser("run", help="run the product a TOML job file describes",
                        description="Run what a TOML job file describes (inputs, output, report, gemm, layout, "
                                    "ozaki, run tables; see docs/batch.md). Relative paths in the file are relative "
@@ -155,11 +196,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--report", metavar="run.json", help="write the JSON report here (overrides output.report)")
     r.add_argument("--progress", choices=PROGRESS_MODES,
                    help="progress on rank 0 (overrides run.progress)")
+    r.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
 
+
+def add_check_command(sub) -> None:
     c = sub.add_parser("check", help="error statistics of a computed C against an exact reference",
-                       description="Compare C with the exact product on sampled entries (exact rational "
-                                   "arithmetic) and print max/median |C - exact| / (|A||B|), next to the same "
-                                   "figures for NumPy's native FP64 product.")
+                       description="Compare C with the exact alpha*op(A)@op(B) + beta*C0 on sampled entries "
+                                   "(exact rational arithmetic) and print max/median |C - exact| / (|alpha||A||B| + "
+                                   "|beta||C0|), next to the same figures for the native FP64 dot of each row and "
+                                   "column. Under mpiexec each rank reads and checks its share of the entries; no "
+                                   "process reads A, B or C whole.")
     c.add_argument("result", type=_dataset("result C"), metavar="OUT.h5:/C")
     c.add_argument("--a", type=_dataset("input A"), required=True, metavar="A.h5:/A")
     c.add_argument("--b", type=_dataset("input B"), required=True, metavar="B.h5:/B")
@@ -167,7 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--samples", type=int, default=64, help="entries checked exactly (default 64)")
     c.add_argument("--seed", type=int, default=0, help="which entries are sampled (default 0)")
     c.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    c.add_argument("--fingerprint", action="store_true",
+                   help="also compute C's fingerprint (reads all of C, shared over the ranks) and compare it "
+                        "with its ozhpc_fingerprint attribute")
 
+
+def add_info_and_demo_commands(sub) -> None:
     sub.add_parser("info", help="versions, engines, MPI and HDF5 features available here",
                    description="Print versions and which engines, MPI library and HDF5 features are usable.")
 
@@ -178,10 +229,6 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--dir", default="ozhpc-demo", help="working directory (default ./ozhpc-demo)")
     d.add_argument("--n", type=int, default=512, help="matrix size (default 512)")
     d.add_argument("--phi", type=float, default=0.5, help="exponent spread (default 0.5)")
-    for command in sub.choices.values():  # -v also after the command (`ozhpc gemm ... -v`)
-        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                             help="log what is chosen (engine, slices)")
-    return parser
 
 
 def _strict_parse(parser: argparse.ArgumentParser, argv):
@@ -214,22 +261,48 @@ def config_from_args(args) -> RunConfig:
 
 
 def cmd_gen(args) -> int:
-    from .matrices import standard_matrix
+    """Each rank generates and writes only its own row chunks (the file is the same for any rank count)."""
+    from mpi4py import MPI
+
+    from .fingerprint import fingerprint_distributed
+    from .io import distio
+    from .matrices import standard_matrix_distributed
+    from .parallel import ProcessGrid, collective_errors
     from .resources import check_disk, check_matrix_fits
 
     m, n = args.shape
-    h5io.check_output(args.output, args.force)  # before generating: a refusal costs nothing
-    check_matrix_fits(m, n)
-    check_disk(args.output.file, m, n)
-    h5out.write_matrix(args.output, standard_matrix(m, n, args.phi, args.seed), force=args.force,
-                      attrs={"phi": args.phi, "seed": args.seed})
-    print(f"wrote {m}x{n} test matrix (phi={args.phi}, seed={args.seed}) to {args.output}")
+    comm = MPI.COMM_WORLD if args.comm is None else args.comm
+    with ProcessGrid(comm, (comm.Get_size(), 1)) as grid:
+        with collective_errors(grid.comm, catch=InputError):  # before generating: a refusal costs nothing
+            h5io.check_output(args.output, args.force)
+            check_matrix_fits(-(-m // grid.size), n)
+            check_disk(args.output.file, m, n)
+        local = standard_matrix_distributed(grid, m, n, args.phi, args.seed)
+        attrs = {"phi": args.phi, "seed": args.seed, "fingerprint": fingerprint_distributed(local)}
+        distio.write_distributed(args.output, local, attrs=attrs, force=args.force)
+    if launcher_rank() == 0:
+        print(f"wrote {m}x{n} test matrix (phi={args.phi}, seed={args.seed}) to {args.output}")
     return 0
+
+
+def use_cache_dir(args) -> None:
+    """--cache-dir for this process, before any engine imports cuda.tile (the runner applies it)."""
+    from .engines.toolchain import CACHE_ENV
+
+    if getattr(args, "cache_dir", None):
+        os.environ[CACHE_ENV] = args.cache_dir
+
+
+def cmd_warmup(args) -> int:
+    from .warmup import run_warmup
+
+    return run_warmup(args.cache_dir)
 
 
 def cmd_gemm(args) -> int:
     from .runner import execute
 
+    use_cache_dir(args)
     report = execute(config_from_args(args), comm=getattr(args, "comm", None))
     print_summary(report)
     return 0
@@ -242,6 +315,7 @@ def cmd_run(args) -> int:
     from .runner import execute
 
     comm = getattr(args, "comm", None)  # as cmd_gemm: None means COMM_WORLD
+    use_cache_dir(args)
     cfg = load_job(args.job, comm=MPI.COMM_WORLD if comm is None else comm,
                    force=args.force, report=args.report, progress=args.progress)
     report = execute(cfg, comm=comm)
@@ -266,45 +340,40 @@ def print_summary(report: dict) -> None:
     print(f"  engine {report['engine']}, {report['plan_summary']}, {report['ranks']} rank(s)")
     print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
     print(f"  {report['gflops']:.2f} GFLOP/s (FP64-equivalent), sha256 {report['sha256']}")
+    if report.get("fingerprint"):
+        print(f"  fingerprint {report['fingerprint']}")
 
 
-def check_statistics(args) -> dict:
-    from .reference import relative_errors, sample_indices
-
-    shape, _ = h5io.dataset_info(args.result, "result C")
-    a = h5io.read_matrix(args.a, "input A")
-    b = h5io.read_matrix(args.b, "input B")
-    a_op = a.T if args.transa else a
-    b_op = b.T if args.transb else b
-    if a_op.shape[1] != b_op.shape[0] or (a_op.shape[0], b_op.shape[1]) != shape:
-        raise InputError(f"result C {args.result} has shape {shape}, but op(A) is {a_op.shape[0]}x{a_op.shape[1]} "
-                         f"and op(B) is {b_op.shape[0]}x{b_op.shape[1]}")
-    if args.alpha != 1.0 or args.beta != 0.0:
-        raise InputError("check compares against op(A) @ op(B): use it on results with alpha = 1, beta = 0")
-    c = h5io.read_matrix(args.result, "result C")
-    idx = sample_indices(shape[0], shape[1], args.samples, args.seed)
-    ours = relative_errors(c, a_op, b_op, idx)
-    native = relative_errors(a_op @ b_op, a_op, b_op, idx)
-    worst_native = float(native.max()) if len(idx) else 0.0
-    return {
-        "samples": len(idx),
-        "max_rel_error": float(ours.max()) if len(idx) else 0.0,
-        "median_rel_error": float(np.median(ours)) if len(idx) else 0.0,
-        "native_max_rel_error": worst_native,
-        "native_median_rel_error": float(np.median(native)) if len(idx) else 0.0,
-        "ratio_to_native": float(ours.max()) / worst_native if worst_native else (0.0 if not ours.any() else float("inf")),
-    }
 
 
 def cmd_check(args) -> int:
-    stats = check_statistics(args)
+    from mpi4py import MPI
+
+    from .check import run_check
+
+    stats = run_check(args, MPI.COMM_WORLD if args.comm is None else args.comm)
+    if launcher_rank() != 0:
+        return 0
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
-    print(f"{stats['samples']} entries checked exactly; error = |C - exact| / (|A||B|)")
+    scale = "|alpha||A||B| + |beta||C0|" if (args.alpha, args.beta) != (1.0, 0.0) else "|A||B|"
+    print(f"{stats['samples']} entries checked exactly; error = |C - exact| / ({scale})")
     print(f"  ozhpc : max {stats['max_rel_error']:.3e}  median {stats['median_rel_error']:.3e}")
     print(f"  native: max {stats['native_max_rel_error']:.3e}  median {stats['native_median_rel_error']:.3e}")
     print(f"  ozhpc max / native max = {stats['ratio_to_native']:.3g}")
+    if "fingerprint" in stats:
+        match = {None: "no ozhpc_fingerprint attribute to compare", True: "matches its attribute",
+                 False: "DIFFERS from its attribute"}[stats["fingerprint_matches"]]
+        print(f"  fingerprint {stats['fingerprint']}: {match}")
+    return 0
+
+
+def cmd_fingerprint(args) -> int:
+    from .fingerprint import fingerprint_dataset
+
+    h5io.dataset_info(args.dataset, "dataset")
+    print(f"{fingerprint_dataset(args.dataset.file, args.dataset.path)}  {args.dataset}")
     return 0
 
 
@@ -314,7 +383,9 @@ def info_lines() -> list[str]:
     import h5py
 
     from .engines import available_engines
+    from .engines.toolchain import configure_cache, describe
 
+    configure_cache()  # before available_engines() imports cuda.tile
     lines = [f"ozhpc {__version__}", f"python {platform.python_version()}", f"numpy {np.__version__}",
              f"h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}, parallel: {h5io.PARALLEL_HDF5})"]
     try:
@@ -328,6 +399,7 @@ def info_lines() -> list[str]:
         lines.append(f"mpi4py: not available ({exc})")
     for name, status in available_engines().items():
         lines.append(f"engine {name}: {status}")
+    lines.append(describe())
     return lines
 
 
@@ -402,7 +474,8 @@ def cmd_demo(args) -> int:
     return 0
 
 
-COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "info": cmd_info, "demo": cmd_demo}
+COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,
+            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo}
 
 
 # -- MPI behaviour --------------------------------------------------------------------------------
@@ -439,7 +512,7 @@ def _parse(parser: argparse.ArgumentParser, argv):
             sys.stdout, sys.stderr = saved
 
 
-MPI_COMMANDS = ("gemm", "run", "demo")
+MPI_COMMANDS = ("gen", "gemm", "run", "check", "warmup", "demo")
 """Commands that run through the distributed driver (one process is a 1x1 grid) and need mpi4py."""
 
 

@@ -9,8 +9,10 @@
 
 * ``"off"``: nothing.
 
-Only rank 0 reports; :func:`make_progress` gives every other rank ``None`` (no hook at
-all), so they never pay for it. The hook itself is local: no communication, and a call
+The ETA counts from the start of the panel loop, never the reads and start-up before it:
+a call ``on_panel(0, total)`` marks that start; without one, the first panel's call does
+(so the first line has no ETA yet). Only rank 0 reports; :func:`make_progress` gives
+every other rank ``None`` (no hook at all), so they never pay for it. The hook itself is local: no communication, and a call
 that prints nothing costs one clock read and a comparison.
 """
 from __future__ import annotations
@@ -74,8 +76,8 @@ class LogProgress:
         self.start = clock()
         self._last_time = self.start
         self._last_done = 0
-        self._first = None  # (time, done) at the first call: the ETA uses the panel rate since
-        self.lines = 0      # then, not the set-up (reads, scales, splitting) before panel 1
+        self._first = None  # (time, done) at the loop start (a call with done = 0) or the first
+        self.lines = 0      # panel: the ETA uses the panel rate since then, not the set-up before
 
     def format(self, done: int, total: int, elapsed: float, left: float | None = None) -> str:
         pct = 100.0 * done / total if total else 100.0
@@ -85,17 +87,16 @@ class LogProgress:
         return text
 
     def _left(self, done: int, total: int, now: float) -> float | None:
+        """Seconds left at the panel rate since the loop started; None before any rate is known."""
         t1, d1 = self._first
-        if done > d1:
-            return (now - t1) / (done - d1) * (total - done)
-        if done > 0:
-            return (now - self.start) / done * (total - done)
-        return None
+        return (now - t1) / (done - d1) * (total - done) if done > d1 else None
 
     def __call__(self, done: int, total: int) -> None:
         now = self.clock()
         if self._first is None:
             self._first = (now, done)
+        if done == 0:  # the panel loop starts: nothing to print yet
+            return
         step = max(1, int(total * self.fraction)) if total else 1
         if not (self.lines == 0 or done >= total or done - self._last_done >= step
                 or now - self._last_time >= self.interval):
@@ -110,7 +111,8 @@ class LogProgress:
 
 
 class BarProgress:
-    """A tqdm bar on ``stream`` (a terminal), created at the first call."""
+    """A tqdm bar on ``stream`` (a terminal), created at the first call with the panels done
+    so far as its start, so that its rate and ETA exclude the set-up before the loop."""
 
     def __init__(self, stream: TextIO | None = None, label: str = "panel"):
         self.stream = stream if stream is not None else sys.stderr
@@ -121,7 +123,7 @@ class BarProgress:
         if self.bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, file=self.stream, unit=self.label, desc="ozhpc",
+            self.bar = tqdm(total=total, initial=done, file=self.stream, unit=self.label, desc="ozhpc",
                             dynamic_ncols=True, leave=True)
         self.bar.update(done - self.bar.n)
         if done >= total:

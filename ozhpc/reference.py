@@ -12,6 +12,22 @@ def exact_entry(a_row: np.ndarray, b_col: np.ndarray) -> Fraction:
                Fraction(0))
 
 
+def exact_dot(x: np.ndarray, y: np.ndarray) -> Fraction:
+    """``sum_k x_k y_k`` exactly (finite inputs), as :func:`exact_entry` but by integer
+    arithmetic (each product is an integer times a power of two): ~10x faster for long k."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    keep = (x != 0) & (y != 0)
+    if not keep.any():
+        return Fraction(0)
+    mx, ex = np.frexp(x[keep])
+    my, ey = np.frexp(y[keep])
+    ix, iy = np.ldexp(mx, 53).astype(np.int64), np.ldexp(my, 53).astype(np.int64)
+    shift = (ex.astype(np.int64) + ey) - 106
+    low = int(shift.min())
+    total = sum(int(a) * int(b) << int(s - low) for a, b, s in zip(ix, iy, shift))
+    return Fraction(total, 1 << -low) if low < 0 else Fraction(total << low)
+
+
 def sample_indices(m: int, n: int, count: int, seed: int = 0) -> list[tuple[int, int]]:
     """``count`` distinct (i, j) pairs (all of them when the matrix is small)."""
     if m * n <= count:

@@ -111,7 +111,7 @@ def check_memory(estimate: MemoryEstimate, ranks_here: int, device_free: int | N
 
 
 def check_matrix_fits(m: int, n: int) -> None:
-    """One process builds a whole m x n float64 matrix (``ozhpc gen``): about three copies at peak."""
+    """A rank of ``ozhpc gen`` builds its m x n float64 rows: about three copies at peak."""
     free, need = available_memory(), 3 * 8 * m * n
     if free is not None and need > free:
         raise InputError(f"not enough memory for a {m}x{n} matrix: about {_gib(need)} needed, "

@@ -12,6 +12,7 @@ import numpy as np
 
 from .config import RunConfig
 from .errors import InputError
+from .fingerprint import fingerprint_distributed
 from .io import h5io
 from .progress import make_progress
 from .report import base_report, check_report, gflops, write_report
@@ -96,8 +97,32 @@ def _engine(name):
         raise InputError(str(exc)) from None
 
 
-PHASES = ("read", "scales", "split", "multiply", "comm_wait", "combine", "write", "total",
-          "compute", "comm", "comm_exposed")
+SHA256_MAX_BYTES = 256 << 20
+"""C up to this size also gets a SHA-256 (rank 0 reads it back, serially); larger outputs have
+only the fingerprint, which every rank computes over its own blocks."""
+
+
+def write_output(cfg: RunConfig, c, info) -> tuple[str, str | None, dict]:
+    """Fingerprint C (each rank its own blocks) and write it with its attributes (collective).
+
+    Returns (fingerprint, SHA-256 or None for a C over SHA256_MAX_BYTES, {"fingerprint": s, "write": s}).
+    """
+    from mpi4py import MPI
+
+    from .io import distio
+
+    t0 = MPI.Wtime()
+    fingerprint = fingerprint_distributed(c)
+    t1 = MPI.Wtime()
+    attrs = dict(info.plan_attrs(), alpha=cfg.alpha, beta=cfg.beta, transa=cfg.transa,
+                 transb=cfg.transb, fingerprint=fingerprint)  # what ozhpc check compares against
+    small = 8 * c.layout.shape[0] * c.layout.shape[1] <= SHA256_MAX_BYTES
+    digest = distio.write_distributed(cfg.out, c, attrs=attrs, force=cfg.force, sha256=small)
+    return fingerprint, digest, {"fingerprint": t1 - t0, "write": MPI.Wtime() - t1}
+
+
+PHASES = ("startup", "read", "scales", "split", "multiply", "comm_wait", "combine", "fingerprint", "write",
+          "total", "compute", "comm", "comm_exposed")
 
 
 def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
@@ -115,19 +140,12 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
     from mpi4py import MPI
 
     from .parallel import ProcessGrid, Summa, collective_errors
-    from .parallel.localrank import bind_device
-    from .io import distio
 
     comm = MPI.COMM_WORLD if comm is None else comm
     t_start = MPI.Wtime()
     with ProcessGrid(comm, cfg.grid) as grid:
         ranks_here = ranks_on_this_node(grid.comm)
-        with collective_errors(grid.comm, catch=InputError):
-            m, n, k = validate_inputs(cfg)
-        if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
-            bind_device(grid.comm)
-        with collective_errors(grid.comm, catch=InputError):
-            engine = _engine(cfg.engine)
+        m, n, k, engine = _setup(cfg, grid)
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
@@ -136,64 +154,96 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
                 estimate = check_resources(cfg, plan, ranks_here)
             if cfg.dry_run:
                 return dry_run_report(cfg, plan, _largest(grid.comm, estimate))
-            t0 = MPI.Wtime()
-            a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
-                                             transa=cfg.transa, transb=cfg.transb)
-            read_s = MPI.Wtime() - t0
-            c = plan(a, bt, c0, alpha=cfg.alpha, beta=cfg.beta)
-            del a, bt, c0
-            info = plan.info
-            t1 = MPI.Wtime()
-            digest = distio.write_distributed(cfg.out, c, attrs=info.plan_attrs(), force=cfg.force)
-            write_s = MPI.Wtime() - t1
-        mine = dict(info.seconds, read=read_s, write=write_s, total=MPI.Wtime() - t_start)
-        slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
-        grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
-        moved = np.array(grid.comm.allgather((info.bytes_sent, info.bytes_received)), dtype=np.int64)
-        ranks, dims = grid.size, grid.dims
+            info, outputs, mine = _multiply(cfg, plan, startup=MPI.Wtime() - t_start)
+        mine["total"] = MPI.Wtime() - t_start
+        gathered = _gather_figures(grid, mine, info)
+        layout = {"ranks": grid.size, "grid": list(grid.dims), "block": [plan.mb, plan.nb], "kb": plan.kb}
         is_root = grid.rank == 0
-    seconds = dict(zip(PHASES, (float(x) for x in slowest)))
-    from .parallel.summa import overlap_fraction
-    overlap = overlap_fraction(seconds)
-    compute = seconds["scales"] + seconds["split"] + seconds["multiply"] + seconds["combine"]
-    rate = gflops(m, n, k, compute)
-    depth = info.planes + (1 if info.nonfinite_inputs else 0)
-    report = base_report()
-    report.update({
-        "config": cfg.describe(),
-        "m": m, "n": n, "k": k,
-        "ranks": ranks,
-        "grid": list(dims),
-        "block": [plan.mb, plan.nb],
-        "kb": plan.kb,
-        "panels": info.panels,
-        "engine": info.engine,
-        "transport": info.transport,
-        "transport_reason": info.transport_reason,
-        # compute = the panel products alone (GPU events); comm = transport time (NCCL: GPU time
-        # of the broadcasts); comm_exposed = multiply - compute, the part not hidden by overlap.
-        "overlap": overlap,
-        # slices/groups: scheme ozaki1 (None with ozaki2); moduli: scheme ozaki2 (None with ozaki1).
-        "scheme": info.scheme, "bits": info.bits, "moduli": info.moduli,
-        "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
-        "plan_summary": info.plan_summary,
-        "spread_bits": info.spread_bits,
-        "nonfinite_inputs": info.nonfinite_inputs,
-        "error_bound": {"truncation": info.truncation_bound, "rounding": info.rounding_bound},
-        "seconds": seconds,
-        "seconds_note": "per phase, the slowest rank's time (MPI MAX)",
-        "bytes_sent": {"per_rank_max": int(moved[:, 0].max()), "total": int(moved[:, 0].sum()),
-                       "per_rank": [int(x) for x in moved[:, 0]]},
-        "bytes_received": {"per_rank_max": int(moved[:, 1].max()), "total": int(moved[:, 1].sum())},
-        # SUMMA model: every k-panel of op(A) reaches Q-1 other ranks per process row, of op(B) P-1.
-        "bytes_model_total": depth * k * (m * (dims[1] - 1) + n * (dims[0] - 1)),
-        "gflops": rate,
-        "tflops": rate / 1e3,
-        "sha256": digest,
-    })
+    report = run_report(cfg, info, layout, *gathered, outputs)
     if cfg.report and is_root:
         try:
             write_report(cfg.report, report)
         except OSError as exc:  # checked before the compute; this is e.g. a disk that filled up since
             raise InputError(f"C was written, but the report {cfg.report!r} could not be: {exc.strerror}") from None
     return report
+
+
+def _setup(cfg: RunConfig, grid):
+    """Inputs and outputs checked, this rank's GPU bound, the engine made (collective)."""
+    from .engines.toolchain import configure_cache
+    from .parallel import collective_errors
+    from .parallel.localrank import bind_device
+
+    with collective_errors(grid.comm, catch=InputError):
+        m, n, k = validate_inputs(cfg)
+    if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
+        configure_cache()      # the node's kernel cache, before cuda.tile is imported
+        bind_device(grid.comm)
+    with collective_errors(grid.comm, catch=InputError):
+        engine = _engine(cfg.engine)
+    return m, n, k, engine
+
+
+def _multiply(cfg: RunConfig, plan, startup: float):
+    """Read op(A), op(B)^T (and C), multiply, write C; returns (info, (fingerprint, sha256),
+    this rank's seconds per phase)."""
+    from mpi4py import MPI
+
+    from .io import distio
+
+    t0 = MPI.Wtime()
+    a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
+                                     transa=cfg.transa, transb=cfg.transb)
+    read_s = MPI.Wtime() - t0
+    c = plan(a, bt, c0, alpha=cfg.alpha, beta=cfg.beta)
+    del a, bt, c0
+    fingerprint, digest, out_seconds = write_output(cfg, c, plan.info)
+    return plan.info, (fingerprint, digest), dict(plan.info.seconds, startup=startup, read=read_s, **out_seconds)
+
+
+def _gather_figures(grid, mine: dict, info):
+    """The slowest rank's seconds per phase and every rank's bytes moved (collective)."""
+    from mpi4py import MPI
+
+    slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
+    grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
+    moved = np.array(grid.comm.allgather((info.bytes_sent, info.bytes_received)), dtype=np.int64)
+    return dict(zip(PHASES, (float(x) for x in slowest))), moved
+
+
+def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, outputs) -> dict:
+    """The JSON report of a finished run (every rank builds it; rank 0 writes it)."""
+    from .parallel.summa import overlap_fraction
+
+    m, n, k, (p, q) = info.m, info.n, info.k, layout["grid"]
+    compute = seconds["scales"] + seconds["split"] + seconds["multiply"] + seconds["combine"]
+    rate = gflops(m, n, k, compute)
+    depth = info.planes + (1 if info.nonfinite_inputs else 0)
+    report = base_report()
+    report.update({
+        "config": cfg.describe(), "m": m, "n": n, "k": k, **layout, "panels": info.panels,
+        "engine": info.engine, "transport": info.transport, "transport_reason": info.transport_reason,
+        # compute = the panel products alone (GPU events); comm = transport time (NCCL: GPU time
+        # of the broadcasts); comm_exposed = multiply - compute, the part not hidden by overlap.
+        "overlap": overlap_fraction(seconds),
+        # slices/groups: scheme ozaki1 (None with ozaki2); moduli: scheme ozaki2 (None with ozaki1).
+        "scheme": info.scheme, "bits": info.bits, "moduli": info.moduli,
+        "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
+        "plan_summary": info.plan_summary, "spread_bits": info.spread_bits,
+        "nonfinite_inputs": info.nonfinite_inputs,
+        "error_bound": {"truncation": info.truncation_bound, "rounding": info.rounding_bound},
+        "seconds": seconds, "seconds_note": "per phase, the slowest rank's time (MPI MAX)",
+        "io_gbps": {"read": _gbps(8 * (m * k + k * n), seconds["read"]), "write": _gbps(8 * m * n, seconds["write"])},
+        "bytes_sent": {"per_rank_max": int(moved[:, 0].max()), "total": int(moved[:, 0].sum()),
+                       "per_rank": [int(x) for x in moved[:, 0]]},
+        "bytes_received": {"per_rank_max": int(moved[:, 1].max()), "total": int(moved[:, 1].sum())},
+        # SUMMA model: every k-panel of op(A) reaches Q-1 other ranks per process row, of op(B) P-1.
+        "bytes_model_total": depth * k * (m * (q - 1) + n * (p - 1)),
+        "gflops": rate, "tflops": rate / 1e3,
+        "fingerprint": outputs[0], "sha256": outputs[1],
+    })
+    return report
+
+
+def _gbps(nbytes: int, seconds: float) -> float | None:
+    return nbytes / seconds / 1e9 if seconds > 0 else None

@@ -52,7 +52,8 @@ def cases(ranks):
             out.append(dict(grid=grid, block=block, transa=ta, transb=tb))
         out.append(dict(grid=grid, block=17, transa=True, transb=False, alpha=-1.5, beta=0.75))
         out.append(dict(grid=grid, block=5, transa=False, transb=True, nonfinite=True))
-        out.append(dict(grid=grid, block=13, transa=False, transb=False, max_count=7))
+        # kb=13: a 7-element message limit splits each panel into (panel bytes / 7) requests in flight
+        out.append(dict(grid=grid, block=13, kb=13, transa=False, transb=False, max_count=7))
         out.append(dict(grid=grid, block=(13, 5), transa=True, transb=True, kb=3, slices=4, groups="all"))
         # Ozaki scheme II: other blocks and panel widths, inf/nan, a given bits, alpha/beta.
         out.append(dict(grid=grid, block=13, kb=7, transa=False, transb=True, scheme="ozaki2"))

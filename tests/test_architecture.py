@@ -9,8 +9,8 @@ import ozhpc
 
 ROOT = pathlib.Path(ozhpc.__file__).parent
 LAYERS = {"engines": 0, "ozaki": 1, "parallel": 2, "io": 3}
-SHARED = {"errors"}
-"""Imported by every layer: the error classes."""
+SHARED = {"errors", "signals"}
+"""Imported by any layer: the error classes, and the signal state (a commit defers a Ctrl-C)."""
 FRONT = 4
 MAX_BODY_LINES = 60
 

@@ -5,6 +5,7 @@ The multi-rank versions of these checks run under real mpiexec in tests/test_mpi
 from __future__ import annotations
 
 import ast
+from types import SimpleNamespace
 import json
 import pathlib
 
@@ -14,9 +15,11 @@ import pytest
 from mpi4py import MPI
 
 import ozhpc
+from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.config import RunConfig
 from ozhpc.parallel import DistMatrix, ProcessGrid, Summa, dist_gemm, near_square
 from ozhpc.parallel.layout import BlockCyclic
+from ozhpc.parallel.summa import default_kb
 from ozhpc.parallel.transport import HostMPITransport
 from ozhpc.errors import InputError
 from ozhpc.io import distio
@@ -67,9 +70,11 @@ def test_summa_equals_gemm_bitwise(grid, block, transa, transb):
     A, B = operands(transa, transb)
     ref = ozhpc.gemm(A, B, transa=transa, transb=transb, engine="numpy")
     block = block if isinstance(block, tuple) else (block, block)
-    c, info = dist_gemm(grid, A, B, transa=transa, transb=transb, block=block, info=True)
+    c, info = dist_gemm(grid, A, B, transa=transa, transb=transb, block=block, kb=block[1], info=True)
     assert np.array_equal(c.gather(), ref)
     assert info.bytes_sent == 0 and info.panels == -(-K // block[1])
+    c, info = dist_gemm(grid, A, B, transa=transa, transb=transb, block=block, info=True)  # default panel
+    assert np.array_equal(c.gather(), ref) and info.kb == default_kb(K, block[1], (1, 1), NumpyEngine())
 
 
 def test_summa_alpha_beta_nonfinite_and_panel_width(grid):
@@ -87,8 +92,20 @@ def test_summa_empty_k_and_progress_hook(grid):
     assert np.array_equal(dist_gemm(grid, A, B, block=2).gather(), np.zeros((5, 4)))
     calls = []
     A, B = operands(False, False)
-    dist_gemm(grid, A, B, block=100, on_panel=lambda d, t: calls.append((d, t)))
-    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    dist_gemm(grid, A, B, block=100, kb=100, on_panel=lambda d, t: calls.append((d, t)))
+    assert calls == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]  # (0, total): the panel loop starts
+
+
+def test_cpu_panel_width_is_not_tied_to_a_small_block():
+    """A block size of 1 or 5 must not mean k or k/5 narrow panels on CPUs (each a pass over the
+    accumulators): the CPU default is min(1024, k / max(P, Q)) in multiples of 16, whatever NB."""
+    for nb in (1, 5, 256, 4000):
+        assert default_kb(8192, nb, (1, 1), NumpyEngine()) == 1024
+        assert default_kb(2048, nb, (1, 2), NumpyEngine()) == 1024
+        assert default_kb(2048, nb, (2, 2), NumpyEngine()) == 1024
+        assert default_kb(1000, nb, (1, 3), NumpyEngine()) == 336
+        assert default_kb(20, nb, (1, 1), NumpyEngine()) == 32
+    assert default_kb(65536, 5, (2, 2), SimpleNamespace(on_device=True, k_align=16)) == 4096
 
 
 def test_summa_rejects_wrong_layout(grid):

@@ -52,14 +52,19 @@ GPU_PANEL = 4096
 and any width gives the same bits. Smaller when k / max(P, Q) is smaller (see :func:`default_kb`)."""
 
 
+CPU_PANEL = 1024
+"""Default k-panel width with the NumPy engine: each panel is one pass of BLAS calls plus one pass
+over the accumulators, so narrow panels (a small block size) cost many passes for the same work;
+wider than ~1024 gains little and costs panel-buffer memory (bench/results/block_panel_cpu_*.md)."""
+
+
 def default_kb(k: int, nb: int, dims: tuple[int, int], engine) -> int:
-    """SUMMA's k-panel width when none is given: NB on CPUs; on devices ``min(4096, k / max(P, Q))``
-    rounded up to a multiple of the engine's ``k_align`` (so panels need no re-padding)."""
-    if not engine.on_device:
-        return nb
+    """SUMMA's k-panel width when none is given: ``min(1024 on CPUs / 4096 on devices, k / max(P, Q))``
+    rounded up to a multiple of 16 (a multiple of the cuTile engine's ``k_align``, so panels need
+    no re-padding). Never tied to the block size NB; any width gives the same bits."""
     share = -(-max(k, 1) // max(dims))
-    align = engine.k_align
-    return max(align, min(GPU_PANEL, -(-share // align) * align))
+    align = max(16, engine.k_align)
+    return max(align, min(GPU_PANEL if engine.on_device else CPU_PANEL, -(-share // align) * align))
 
 
 @dataclass
@@ -188,6 +193,8 @@ class Summa:
         bufs_a = [product.engine.xp.empty(product.depth * rows_a * width, dtype="int8") for _ in range(min(2, nk))]
         bufs_b = [product.engine.xp.empty(product.depth * rows_b * width, dtype="int8") for _ in range(min(2, nk))]
         wait_s = 0.0
+        if self.on_panel is not None:
+            self.on_panel(0, nk)  # the loop starts now (progress counts its ETA from here)
         pending = self._post(product, 0, bufs_a[0], bufs_b[0]) if nk else None
         for t in range(nk):
             t0 = MPI.Wtime()
