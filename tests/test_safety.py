@@ -220,7 +220,7 @@ def test_leftovers_of_killed_jobs_are_removed(d):
 
 def _start(ranks, d, out, *extra):
     return subprocess.Popen(command(ranks, "gemm", "in.h5:/A", "in.h5:/B", "-o", out, "--engine", "numpy",
-                                    "--progress", "off", "--block", "16", *extra),
+                                    "--progress", "off", "--block", "16", "--panel", "16", *extra),
                             cwd=d, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

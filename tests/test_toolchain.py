@@ -1,6 +1,7 @@
 """cuTile toolchain and kernel cache settings, and ``ozhpc warmup`` without a GPU."""
 import os
 import stat
+import sys
 
 from ozhpc.engines import toolchain
 
@@ -19,7 +20,8 @@ def test_cache_dir_order(tmp_path):
     assert toolchain.cache_dir("/flag", env) == "/flag"
 
 
-def test_configure_cache_sets_cutile_variable_and_creates_it(tmp_path):
+def test_configure_cache_sets_cutile_variable_and_creates_it(tmp_path, monkeypatch):
+    monkeypatch.delitem(sys.modules, "cuda.tile", raising=False)  # as in a fresh process
     env = {"OZHPC_CACHE_DIR": str(tmp_path / "node" / "cache")}
     assert toolchain.configure_cache(None, env) == str(tmp_path / "node" / "cache")
     assert env["CUDA_TILE_CACHE_DIR"] == str(tmp_path / "node" / "cache") and (tmp_path / "node" / "cache").is_dir()

@@ -40,16 +40,27 @@ TOKEN_TAG = 7301
 
 
 def _selections(axis: Cyclic1D, iproc: int):
-    """``[(h5py selection, local_start, local_stop)]`` covering ``iproc``'s indices on one axis."""
+    """``[(h5py selection, local_start, local_stop)]`` covering ``iproc``'s indices on one axis.
+
+    Contiguous indices (one process on the axis: stride == block) are one plain slice, which
+    HDF5 reads at the file's speed; the strided blocks of a cyclic layout are one regular
+    hyperslab (``MultiBlockSlice``) plus the trailing partial block."""
     regular, tail = axis.regular_part(iproc)
     out, local = [], 0
     if regular is not None:
         start, stride, count, block = regular
-        out.append((h5py.MultiBlockSlice(start=start, stride=stride, count=count, block=block),
-                    0, count * block))
+        if stride == block or count == 1:
+            out.append((slice(start, start + count * block), 0, count * block))
+        else:
+            out.append((h5py.MultiBlockSlice(start=start, stride=stride, count=count, block=block),
+                        0, count * block))
         local = count * block
     if tail is not None:
-        out.append((slice(*tail), local, local + tail[1] - tail[0]))
+        if out and isinstance(out[-1][0], slice) and out[-1][0].stop == tail[0]:
+            first = out.pop()[0]
+            out.append((slice(first.start, tail[1]), 0, local + tail[1] - tail[0]))
+        else:
+            out.append((slice(*tail), local, local + tail[1] - tail[0]))
     return out
 
 
