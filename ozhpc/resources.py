@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .errors import InputError
 
-BASE_BYTES = 96 << 20
+BASE_BYTES = 80 << 20
 """Python, NumPy, h5py and mpi4py loaded, before any matrix (measured 60-95 MiB)."""
 DISK_SLACK = 1 << 20  # HDF5 metadata and rounding, bytes
 AUTO_SLICES, AUTO_BITS = 8, 56

@@ -22,7 +22,9 @@ import threading
 import time
 from contextlib import contextmanager
 
-EXIT_AFTER_S = 1.0
+EXIT_AFTER_S = 2.0
+"""Seconds from the signal to the exit of every rank: long enough for a rank that the launcher
+signals late, or that waits for a core on a loaded node, to note it before the first one leaves."""
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 temporary_files: set[str] = set()
