@@ -35,6 +35,10 @@ if MPIEXEC is None:
 def env(extra=None):
     e = dict(os.environ)
     e["PYTHONPATH"] = REPO + os.pathsep + e.get("PYTHONPATH", "")
+    # One BLAS thread per rank: up to 4 ranks share 2 cores here, and oversubscribed BLAS threads
+    # delay the moment a rank notes a signal (every rank must leave at the same moment).
+    e.setdefault("OPENBLAS_NUM_THREADS", "1")
+    e.setdefault("OMP_NUM_THREADS", "1")
     e.update(extra or {})
     return e
 
