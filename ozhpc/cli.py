@@ -550,8 +550,10 @@ asynchronously and drops what it has not forwarded when the job is killed."""
 
 def entry_point() -> None:
     from . import signals
+    from .engines.toolchain import skip_foreign_frameworks
 
     signals.install(_command_name(sys.argv[1:]), launcher_rank() == 0)
+    skip_foreign_frameworks()  # the command never uses PyTorch: spare cuda.tile's import of it
     try:
         code = main()
         sys.stdout.flush()

@@ -50,3 +50,10 @@ def test_warmup_without_a_gpu_says_so_and_succeeds(tmp_path):
     else:
         assert "kernels compiled" in r.stdout
     assert (tmp_path / "kc").is_dir()
+
+
+def test_foreign_frameworks_blocked_only_when_not_imported():
+    modules = {}
+    assert toolchain.skip_foreign_frameworks(modules) == ["torch"] and modules["torch"] is None
+    loaded = {"torch": object()}
+    assert toolchain.skip_foreign_frameworks(loaded) == [] and loaded["torch"] is not None
