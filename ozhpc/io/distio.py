@@ -67,9 +67,14 @@ def _selections(axis: Cyclic1D, iproc: int):
 def read_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int) -> np.ndarray:
     """This process's blocks of a 2-D dataset, as C-ordered float64 ``(local rows, local cols)``."""
     out = np.empty((rows.local_size(prow), cols.local_size(pcol)), dtype=np.float64)
+    direct = dset.dtype == np.float64
     for rsel, r0, r1 in _selections(rows, prow):
         for csel, c0, c1 in _selections(cols, pcol):
-            out[r0:r1, c0:c1] = dset[rsel, csel]
+            if direct and isinstance(rsel, slice) and isinstance(csel, slice) and r1 > r0 and c1 > c0:
+                # straight into place: no temporary array and copy (a whole operand on one rank)
+                dset.read_direct(out, np.s_[rsel, csel], np.s_[r0:r1, c0:c1])
+            else:
+                out[r0:r1, c0:c1] = dset[rsel, csel]
     return out
 
 
