@@ -69,7 +69,7 @@ engine = "numpy"
 
     # The output file: the banner, rank 0's progress lines, one summary.
     assert f"ozhpc: job {jobid}, 4 ranks on 1 node(s)" in log
-    assert "ozhpc: panel 7/7 (100%)" in log, log
+    assert "ozhpc: panel 2/2 (100%)" in log, log  # k = 31 over a 2x2 grid: default panels of 16
     assert log.count("C = 23x17 (k = 31)") == 1, log
     assert "4 rank(s)" in log
 
