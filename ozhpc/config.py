@@ -55,7 +55,7 @@ class RunConfig:
     bits: int | str = "auto"    # scheme ozaki2 only
     engine: str = "auto"
     transport: str = "auto"  # "auto", "nccl", "cuda-mpi", "mpi-host" (ozhpc.parallel.transport)
-    kb: int | None = None    # SUMMA k-panel width; None: NB on CPUs, min(4096, k / max(P, Q)) on GPUs
+    kb: int | None = None    # SUMMA k-panel width; None: min(1024 on CPUs / 4096 on GPUs, k / max(P, Q))
     force: bool = False
     dry_run: bool = False    # check everything and state the memory estimate; read and write nothing
     progress: str = "auto"  # "auto" (bar on a terminal, log lines otherwise), "bar", "log", "off"

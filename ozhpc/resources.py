@@ -14,9 +14,6 @@ from .errors import InputError
 BASE_BYTES = 80 << 20
 """Python, NumPy, h5py and mpi4py loaded, before any matrix (measured 60-95 MiB)."""
 DISK_SLACK = 1 << 20  # HDF5 metadata and rounding, bytes
-AUTO_SLICES, AUTO_BITS = 8, 56
-"""What "auto" picks for well-scaled data (standard matrices up to phi = 1); wider exponent
-ranges pick more, which :func:`estimate_memory` says in its note."""
 PACK_K = 4096  # the NumPy engine's k chunk of its BLAS products
 
 
@@ -34,21 +31,6 @@ class MemoryEstimate:
         return f"peak per rank: host {_gib(self.host)}{device} ({self.note})"
 
 
-def _plan_shape(settings, k: int) -> tuple[int, int, str]:
-    """(int8 planes per entry, accumulator planes, note) of ``settings`` ("auto": typical data)."""
-    from .ozaki.plan import ModularPlan, resolve_plan
-
-    if settings.scheme == "ozaki2":
-        bits = AUTO_BITS if settings.bits == "auto" else settings.bits
-        moduli = ModularPlan.for_k(bits, k).moduli
-        note = f"{bits} bits, {moduli} moduli" + (" assumed for auto" if settings.bits == "auto" else "")
-        return moduli, moduli, note
-    plan = resolve_plan(settings if settings.slices != "auto" else type(settings)(
-        "ozaki1", AUTO_SLICES, settings.groups), 0, k)
-    note = f"{plan.slices} slices, {plan.groups} groups" + (" assumed for auto" if settings.slices == "auto" else "")
-    return plan.slices, plan.groups, note
-
-
 def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int, k: int, settings, *,
                     on_device: bool = False, with_c: bool = False) -> MemoryEstimate:
     """Peak memory of one rank's product, from its local shapes (op(A): m x kA, op(B)^T: n x kB).
@@ -60,8 +42,12 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     the device and only the operands and C on the host. ``bench/results/memory_cpu_2026-12-01.md``
     compares it with the measured peak.
     """
+    from .ozaki.plan import resolve_plan
+
     (m, ka), (n, kbt) = local_a, local_bt
-    planes, acc_planes, note = _plan_shape(settings, k)
+    plan = resolve_plan(settings.typical(), 0, k)
+    planes, acc_planes = plan.planes, plan.accumulators
+    note = plan.summary() + (", assumed for auto" if settings.auto else "")
     a, b, c = m * ka, n * kbt, m * n
     w = max(1, min(kb, k))
     operands = 8 * (a + b) + (8 * c if with_c else 0)
@@ -69,12 +55,7 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     if on_device:
         device = operands + split + acc_planes * 4 * c + 3 * 8 * c
         return MemoryEstimate(BASE_BYTES + operands + 2 * 8 * c, device, planes, note)
-    chunk = min(w, PACK_K)
-    if settings.scheme == "ozaki2":
-        products = 8 * (m + n) * chunk + 2 * 8 * c
-    else:
-        products = 8 * planes * (m + n) * chunk + 5 * 8 * c
-    accumulate = split + 8 * acc_planes * c + products
+    accumulate = split + 8 * acc_planes * c + plan.host_work_bytes(m, n, min(w, PACK_K))
     combine = 8 * acc_planes * c + 5 * 8 * c
     return MemoryEstimate(BASE_BYTES + operands + max(accumulate, combine), 0, planes, note)
 

@@ -75,6 +75,16 @@ class SlicePlan:
     def summary(self) -> str:
         return f"scheme ozaki1: {self.slices} slices, {self.groups} groups, {self.pair_gemms} pair GEMMs"
 
+    @property
+    def accumulators(self) -> int:
+        """m x n accumulator planes (one per group)."""
+        return self.groups
+
+    def host_work_bytes(self, m: int, n: int, chunk: int) -> int:
+        """Temporaries of one panel product on the NumPy engine: every slice of a k-chunk as
+        FP64, and a few m x n products (packed pairs, their high and low parts)."""
+        return 8 * self.slices * (m + n) * chunk + 5 * 8 * m * n
+
     def check_k(self, k: int) -> None:
         """Refuse a k whose group sums could leave the exact FP64 integers (the same on every rank)."""
         if k > self.max_exact_k():
@@ -150,6 +160,16 @@ class ModularPlan:
 
     def summary(self) -> str:
         return f"scheme ozaki2: {self.bits} bits, {self.moduli} moduli ({self.pair_gemms} int8 GEMMs)"
+
+    @property
+    def accumulators(self) -> int:
+        """m x n accumulator planes (one per modulus)."""
+        return self.moduli
+
+    def host_work_bytes(self, m: int, n: int, chunk: int) -> int:
+        """Temporaries of one panel product on the NumPy engine: one residue plane of a k-chunk
+        as FP64 at a time, and its m x n product."""
+        return 8 * (m + n) * chunk + 2 * 8 * m * n
 
     def check_k(self, k: int) -> None:
         """Refuse a k whose residue sums could leave the exact FP64 integers."""

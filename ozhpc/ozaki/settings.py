@@ -6,12 +6,15 @@ own way (``--bits``, ``ozaki.bits``, ``bits``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..engines.crt import MAX_BITS, MIN_BITS
 from ..errors import OptionError
 
 SCHEMES = ("ozaki1", "ozaki2")
+TYPICAL_SLICES, TYPICAL_BITS = 8, 56
+"""What "auto" picks for well-scaled data (standard matrices up to phi = 1): the plan a memory
+estimate assumes before the data is read."""
 MIN_SLICES, MAX_SLICES = 1, 24
 """24 slices hold 168 bits: any spread of a FP64 row that still matters to a product."""
 
@@ -73,6 +76,12 @@ class OzakiSettings:
     def auto(self) -> bool:
         """Whether the accuracy is chosen from the data ("auto" slices or bits)."""
         return (self.bits if self.scheme == "ozaki2" else self.slices) == "auto"
+
+    def typical(self) -> "OzakiSettings":
+        """These settings with "auto" replaced by what it picks for well-scaled data."""
+        if self.scheme == "ozaki2":
+            return replace(self, bits=TYPICAL_BITS if self.bits == "auto" else self.bits)
+        return replace(self, slices=TYPICAL_SLICES if self.slices == "auto" else self.slices)
 
     def _check_scheme_options(self) -> None:
         if self.scheme == "ozaki2":
