@@ -89,7 +89,7 @@ def write_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int, loc
 def _open_read(path: str, grid: ProcessGrid):
     if PARALLEL_HDF5 and grid.size > 1:
         return h5py.File(path, "r", driver="mpio", comm=grid.comm)
-    return h5py.File(path, "r")
+    return h5io.open_file(path, "r")  # waits while another job writes into this file
 
 
 def read_distributed(ref: h5io.DatasetRef, grid: ProcessGrid, layout: BlockCyclic, *,

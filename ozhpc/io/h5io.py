@@ -7,6 +7,7 @@ output file are kept.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 import h5py
@@ -17,6 +18,30 @@ from ..errors import InputError
 PARALLEL_HDF5 = bool(h5py.get_config().mpi)
 ATTRS_PREFIX = "ozhpc_"
 TMP_PREFIX = ".ozhpc-tmp-"  # temporary result datasets (ozhpc.io.h5out); removed when found stale
+BUSY_WAIT_S = 120.0
+"""How long an open waits while another process holds the file (HDF5's own file lock: a writer
+excludes readers, a reader excludes writers). Readers (the checks before a run) hold it for
+milliseconds; a writer for as long as it writes C."""
+
+
+def _locked_by_another(exc: OSError) -> bool:
+    text = str(exc)
+    return "unable to lock file" in text or "errno = 11" in text
+
+
+def open_file(path: str, mode: str = "r", wait_s: float = BUSY_WAIT_S, **kwargs) -> h5py.File:
+    """``h5py.File``, waiting (up to ``wait_s``) while another process holds HDF5's lock on it:
+    two jobs that touch one file (one checking it, one writing its result) take turns instead
+    of failing. Any other error is raised at once."""
+    deadline, delay = time.monotonic() + wait_s, 0.01
+    while True:
+        try:
+            return h5py.File(path, mode, **kwargs)
+        except OSError as exc:
+            if not _locked_by_another(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(0.25, 2 * delay)
 
 
 @dataclass(frozen=True)
@@ -42,7 +67,7 @@ def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int],
     if not os.path.exists(ref.file):
         raise InputError(f"{what} file {ref.file!r} does not exist")
     try:
-        f = h5py.File(ref.file, "r")
+        f = open_file(ref.file, "r")
     except OSError as exc:
         raise InputError(f"{what} file {ref.file!r} is not a readable HDF5 file ({exc})") from None
     with f:
@@ -61,7 +86,7 @@ def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int],
 def read_matrix(ref: DatasetRef, what: str = "input", rows=slice(None), cols=slice(None)) -> np.ndarray:
     """The (sub)matrix as C-ordered float64, after :func:`dataset_info` checks."""
     dataset_info(ref, what)
-    with h5py.File(ref.file, "r") as f:
+    with open_file(ref.file, "r") as f:
         return np.ascontiguousarray(f[ref.path][rows, cols], dtype=np.float64)
 
 
@@ -79,8 +104,11 @@ def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
             raise InputError(f"output {ref} is an input of this run ({other}); choose another dataset")
     if os.path.exists(target):
         try:
-            f = h5py.File(target, "r")
-        except OSError:
+            f = open_file(target, "r")
+        except OSError as exc:
+            if _locked_by_another(exc):
+                raise InputError(f"output file {ref.file!r} stayed locked by another program for "
+                                 f"{BUSY_WAIT_S:.0f} s; try again when it is done with it") from None
             raise InputError(f"output file {ref.file!r} exists and is not an HDF5 file") from None
         with f:
             target_exists(f, ref, force)

@@ -49,7 +49,7 @@ def temp_file_path(target: str, tag: str) -> str:
 def open_output(path: str, mode: str = "r+", **kwargs):
     """``h5py.File`` with the failure to open turned into one clear line."""
     try:
-        f = h5py.File(path, mode, **kwargs)
+        f = h5io.open_file(path, mode, **kwargs)
     except OSError as exc:
         raise InputError(f"cannot open output file {path!r} for writing ({exc}); is it open in "
                          "another program?") from None
