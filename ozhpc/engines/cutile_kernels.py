@@ -189,7 +189,7 @@ def _ldexp(x, sc):
 
 
 def _final_scale(x, sc):
-    """``numpy_engine.final_scale``: :func:`_ldexp`, then the two BLAS details -- +-DBL_MAX
+    """``engines.base.final_scale``: :func:`_ldexp`, then the two BLAS details -- +-DBL_MAX
     where only the operands' rounding made the result overflow (``|x 2**(sc-1)| <= 2**1023``),
     and +0.0 for a zero (a BLAS sums from +0.0). Selects, not arithmetic, so no compiler
     folding can change them."""

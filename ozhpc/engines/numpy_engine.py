@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import crt as _crt
-from .base import BITS, Engine, group_weight_exponent
+from .base import BITS, Engine, final_scale, group_weight_exponent, ldexp_by
 
 PACK_K = 4096
 PACK_SCALE = 2.0**27
@@ -24,17 +24,6 @@ PACK_SCALE = 2.0**27
 and the packed sum below 2**53: both are recovered exactly (``rint`` of the scaled sum gives
 the high product, the difference the low one)."""
 _DIGIT_RADIX = float(2**BITS)
-
-
-def _scale(x, shift):
-    """``ldexp(x, shift)`` (shift per row).
-
-    A product with a normal power of two is correctly rounded, like ``ldexp``, so both give the
-    same bits; the product is 4x faster, ``ldexp`` covers shifts beyond the normal range.
-    """
-    if shift.size == 0 or (-1022 <= shift.min() and shift.max() <= 1022):
-        return x * np.ldexp(1.0, shift)
-    return np.ldexp(x, shift)
 
 
 class NumpyEngine(Engine):
@@ -47,7 +36,7 @@ class NumpyEngine(Engine):
         steps, :mod:`ozhpc.engines.cutile_kernels`)."""
         x = np.asarray(x, dtype=np.float64)
         out = np.empty((nslices,) + x.shape, dtype=np.int8)
-        y = _scale(x, -np.asarray(exps, dtype=np.int64).reshape(-1, 1))
+        y = ldexp_by(np, x, -np.asarray(exps, dtype=np.int64).reshape(-1, 1))
         for p in range(nslices):
             y *= _DIGIT_RADIX
             digit = np.rint(y)
@@ -62,7 +51,7 @@ class NumpyEngine(Engine):
         short = tables.bits <= _crt.SHORT_BITS
         step = block_rows(x.shape[1])
         for r0 in range(0, x.shape[0], step):
-            big = np.rint(_scale(x[r0:r0 + step], shifts[r0:r0 + step]))  # X: an exact FP64 integer, |X| <= 2**bits
+            big = np.rint(ldexp_by(np, x[r0:r0 + step], shifts[r0:r0 + step]))  # X: an exact FP64 integer, |X| <= 2**bits
             high = np.rint(big * (1.0 / _crt.SPLIT))
             low = big - high * _crt.SPLIT       # X = high * 2**52 + low, |low| <= 2**51
             for l, row in enumerate(tables.moduli):
@@ -107,28 +96,7 @@ class NumpyEngine(Engine):
             total = total + acc[g] * 2.0 ** group_weight_exponent(g)
         scale = (np.asarray(row_exps, dtype=np.int64)[:, None]
                  + np.asarray(col_exps, dtype=np.int64)[None, :])
-        return final_scale(total, scale)
-
-
-DBL_MAX = float(np.finfo(np.float64).max)
-
-
-def final_scale(total, scale):
-    """``ldexp(total, scale)``, the last step of both combines, with two BLAS details:
-
-    * a zero result is +0.0 (a BLAS sums from +0.0, so a negative product that underflows, or
-      terms that cancel, give +0.0): ``+ 0.0`` turns -0.0 into +0.0 and leaves the rest alone;
-    * an overflow caused by the operands' rounding alone is no overflow: when the scaled total
-      is at most ``2**1024`` (reached by rounding entries near DBL_MAX up to the grid, e.g.
-      ``DBL_MAX * 1`` with fewer than 53 bits), the result is +-DBL_MAX; beyond, +-inf as in DGEMM.
-    """
-    with np.errstate(over="ignore"):  # an overflowing product is inf, as in DGEMM
-        out = np.ldexp(total, scale)
-        over = np.isinf(out) & np.isfinite(total)
-        if over.any():
-            edge = np.abs(np.ldexp(total, scale - 1)) <= 2.0**1023
-            out = np.where(over & edge, np.copysign(DBL_MAX, total), out)
-    return out + 0.0
+        return final_scale(np, total, scale)
 
 
 def _balanced(y, row):
@@ -181,5 +149,5 @@ def _crt_combine(acc, row_exps, col_exps, crt):
         total = pieces[npieces - 1]
         for t in range(npieces - 2, -1, -1):
             total = total + pieces[t] * 2.0 ** (_crt.PIECE_BITS * (npieces - 1 - t))
-        out[i0:i0 + rows] = final_scale(total, scale[i0:i0 + rows])
+        out[i0:i0 + rows] = final_scale(np, total, scale[i0:i0 + rows])
     return out

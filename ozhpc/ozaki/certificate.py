@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..engines import crt as _crt
-from ..engines.base import BITS
+from ..engines.base import BITS, final_scale, ldexp_by
 
 U = 2.0**-53
 FINAL_ROUNDING_ULPS = {"ozaki1": 1, "ozaki2": 2}
@@ -41,16 +41,6 @@ NORM_BITS = 32
 
 def _ident(x):
     return x
-
-
-def _scale(xp, x, shift):
-    """``ldexp(x, shift)`` for a per-row (column vector) or scalar ``shift``: a product with
-    ``2**shift`` when that is a normal number (correctly rounded, so the same bits as ``ldexp``,
-    and 3-4x faster in NumPy), ``ldexp`` otherwise."""
-    shift = xp.asarray(shift).astype(xp.int32)
-    if shift.size == 0 or (int(shift.min()) >= -1022 and int(shift.max()) <= 1023):
-        return x * xp.ldexp(xp.ones(shift.shape), shift)
-    return xp.ldexp(x, shift)
 
 
 # -- (a) equilibration over k --------------------------------------------------------------------
@@ -124,10 +114,10 @@ def representation_error(xp, x, exps, plan):
     digits; scheme II: ``|y - rint(y)|``, ``y = x 2**(bits - e)``). 0 for entries on the grid."""
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
     if plan.scheme == "ozaki2":
-        y = _scale(xp, x, plan.bits - e)
+        y = ldexp_by(xp, x, plan.bits - e)
         err = xp.abs(y - xp.rint(y))
     else:
-        y = _scale(xp, x, -e)
+        y = ldexp_by(xp, x, -e)
         for _ in range(plan.slices):
             y = y * float(2**BITS)
             y = y - xp.rint(y)
@@ -211,19 +201,6 @@ def compensated_combine(xp, acc, row_exps, col_exps):
     return final_scale(xp, total + err, scale)
 
 
-def final_scale(xp, total, scale):
-    """``numpy_engine.final_scale`` written against ``xp``: ``ldexp``, +-DBL_MAX where the scaled
-    value is exactly ``2**1024``, +0.0 for zeros."""
-    import numpy as np
-    with np.errstate(over="ignore"):
-        out = xp.ldexp(total, scale)
-        over = xp.isinf(out) & xp.isfinite(total)
-        if bool(over.any()):
-            edge = xp.abs(xp.ldexp(total, scale - 1)) <= 2.0**1023
-            out = xp.where(over & edge, xp.copysign(float(np.finfo(np.float64).max), total), out)
-    return out + 0.0
-
-
 def combine_rounding(xp, plan, acc=None, c_up=None, stats=None, compensated=False):
     """Bound of the combine's roundings other than the final ones (normalised).
 
@@ -273,7 +250,7 @@ def subnormal_unit(xp, e, f):
 
 def free_lower_bound(xp, c_lo, c_up, bound, rho: int, sub):
     """``|C| - E - F <= |AB| <= |A||B|`` (normalised), F = the final rounding ``rho u |C| + 2**-1074``
-    with one more ``u |C|`` for a result clamped to +-DBL_MAX (``numpy_engine.final_scale``). The
+    with one more ``u |C|`` for a result clamped to +-DBL_MAX (``engines.base.final_scale``). The
     two subtractions round; ``4u (|C| + E + F)`` absorbs that (it matters only near 0)."""
     final = (rho + 1) * U * c_up * UP + sub
     raw = (c_lo - bound) - final
@@ -289,8 +266,8 @@ def fixed_point_lower_bound(xp, a_rows, b_rows, e, f, k_total: int):
         return xp.zeros((a_rows.shape[0], b_rows.shape[0]))
     ea = (bits - xp.asarray(e).astype(xp.int64)).reshape(-1, 1).astype(xp.int32)
     fb = (bits - xp.asarray(f).astype(xp.int64)).reshape(-1, 1).astype(xp.int32)
-    ia = xp.floor(_scale(xp, xp.abs(a_rows), ea))
-    ib = xp.floor(_scale(xp, xp.abs(b_rows), fb))
+    ia = xp.floor(ldexp_by(xp, xp.abs(a_rows), ea))
+    ib = xp.floor(ldexp_by(xp, xp.abs(b_rows), fb))
     return xp.ldexp(ia @ ib.T, -2 * bits)
 
 
@@ -330,8 +307,8 @@ def entry_bounds(xp, a_rows, b_rows, e, f, plan, ii, jj, k_total: int,
     grid = 61 - max(1, k_total).bit_length()
     ea = xp.asarray(e).astype(xp.int64).reshape(-1, 1)
     fb = xp.asarray(f).astype(xp.int64).reshape(-1, 1)
-    an = _scale(xp, xp.abs(a_rows), -ea)
-    bn = _scale(xp, xp.abs(b_rows), -fb)
+    an = ldexp_by(xp, xp.abs(a_rows), -ea)
+    bn = ldexp_by(xp, xp.abs(b_rows), -fb)
     dan = representation_error(xp, a_rows, e, plan)
     dbn = representation_error(xp, b_rows, f, plan)
     nza, nzb = a_rows != 0, b_rows != 0
@@ -427,7 +404,7 @@ def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None
 def magnitude_stats(xp, x, exps, reduce_sum=_ident):
     """``(norm, nnz)`` of :class:`OperandStats` (they do not depend on the plan)."""
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
-    scaled = xp.ceil(_scale(xp, xp.abs(x), NORM_BITS - e))
+    scaled = xp.ceil(ldexp_by(xp, xp.abs(x), NORM_BITS - e))
     nnz = (x != 0).sum(axis=1).astype(xp.int64)
     return reduce_sum(scaled.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(nnz)
 
