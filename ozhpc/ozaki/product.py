@@ -67,8 +67,8 @@ class GemmInfo:
 
     def plan_attrs(self) -> dict:
         """The plan as HDF5 attributes of C (the scheme and its accuracy decide the bits)."""
-        keys = ("scheme", "bits", "moduli") if self.scheme == "ozaki2" else ("scheme", "bits", "slices", "groups")
-        return {key: getattr(self, key) for key in keys}
+        keys = ("scheme", "bits", "slices", "groups", "moduli")  # the plan's describe(): None where n/a
+        return {key: getattr(self, key) for key in keys if getattr(self, key) is not None}
 
 
 def _same(x):
