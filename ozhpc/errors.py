@@ -1,4 +1,5 @@
-"""Errors that mean "the user asked for something that cannot be done" (CLI exit code 2)."""
+"""Errors that mean "the user asked for something that cannot be done" (CLI exit code 2), and the
+accuracy certificate's error and warning (exit code 3 under ``--accuracy strict``)."""
 from __future__ import annotations
 
 import re
@@ -46,3 +47,17 @@ class OptionError(InputError):
 
     def spelled(self, spell) -> "OptionError":
         return OptionError(self.template, spell)
+
+
+class AccuracyWarning(UserWarning):
+    """"auto" could not certify every entry of C to its error bound (docs/numerics.md, "The
+    guarantee"); C is still returned. ``accuracy="strict"`` makes this an :class:`AccuracyError`."""
+
+
+class AccuracyError(RuntimeError):
+    """"auto" with ``accuracy="strict"`` could not certify every entry of C (CLI exit code 3,
+    nothing written). ``info`` is the product's :class:`ozhpc.GemmInfo`."""
+
+    def __init__(self, message: str, info=None):
+        super().__init__(message)
+        self.info = info

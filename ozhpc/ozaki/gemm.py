@@ -25,7 +25,8 @@ def check_real_matrix(x, name: str):
 
 
 def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
-         slices="auto", groups="auto", engine="auto", scheme="ozaki1", bits="auto", info=False):
+         slices="auto", groups="auto", engine="auto", scheme="ozaki1", bits="auto", accuracy="warn",
+         info=False):
     """FP64 ``alpha * op(A) @ op(B) + beta * C`` by the Ozaki scheme, exact up to one final rounding.
 
     Parameters
@@ -48,6 +49,12 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
         Each gives the same bits on every engine and grid; the two schemes differ.
     bits : "auto" or int
         Scheme II only: integer bits per entry; "auto" as for ``slices``.
+    accuracy : "warn" or "strict"
+        "auto" certifies every entry: ``|C_ij - (op(A) op(B))_ij| <= u (|op(A)||op(B)|)_ij`` plus
+        the final rounding of C (u = 2**-53), widening the plan until it holds. Where it still
+        fails at the widest plan, "warn" returns C with an :class:`ozhpc.AccuracyWarning`
+        (``GemmInfo.certified`` False), "strict" raises :class:`ozhpc.AccuracyError`.
+        Fixed ``slices`` / ``bits`` are not certified (``GemmInfo.certified`` None).
     info : bool
         Also return a :class:`GemmInfo`.
 
@@ -57,11 +64,13 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
 
     Raises
     ------
+    AccuracyError
+        ``accuracy="strict"`` and some entry not certified.
     TypeError, ValueError
         Not 2-D, not real, shapes that do not match, bad slices/groups/bits
         (:class:`ozhpc.errors.InputError`, a ValueError, for the options).
     """
-    settings = OzakiSettings(scheme, slices, groups, bits)
+    settings = OzakiSettings(scheme, slices, groups, bits, accuracy)
     eng = get_engine(engine)
     xp = eng.xp
     for x, name in ((A, "A"), (B, "B")):

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import AccuracyError, AccuracyWarning, InputError
 from . import special
 from .plan import resolve_plan
 from .scales import exponents, spread_bits
@@ -61,14 +61,49 @@ class GemmInfo:
     """int8 planes per operand entry: slices (scheme I) or moduli (scheme II)."""
     plan_summary: str = ""
     """One line, e.g. 'scheme ozaki1: 8 slices, 8 groups, 36 pair GEMMs'."""
+    certified: bool | None = None
+    """"auto": True when every finite entry passed the certificate (docs/numerics.md, "The
+    guarantee"), False when ``uncertified`` entries did not at the widest plan. None: fixed
+    slices / bits, not checked (``truncation_bound`` is what they guarantee)."""
+    uncertified: int = 0
+    """Entries of C (all ranks) whose error bound the certificate could not show below u (|A||B|)_ij."""
+    worst_ratio: float = 0.0
+    """Largest ``E_ij / (u L_ij)`` over the entries (bound over lower bound of (|A||B|)_ij): <= 1 passes."""
+    widths: list = field(default_factory=list)
+    """Plans "auto" ran, in order: ``[bits, uncertified, worst_ratio]`` each (bits as in ``bits``)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def plan_attrs(self) -> dict:
-        """The plan as HDF5 attributes of C (the scheme and its accuracy decide the bits)."""
-        keys = ("scheme", "bits", "slices", "groups", "moduli")  # the plan's describe(): None where n/a
-        return {key: getattr(self, key) for key in keys if getattr(self, key) is not None}
+        """The plan and its certificate as HDF5 attributes of C (the scheme and its accuracy decide
+        the bits): None where n/a (``certified`` with fixed slices / bits)."""
+        keys = ("scheme", "bits", "slices", "groups", "moduli", "certified")
+        out = {key: getattr(self, key) for key in keys if getattr(self, key) is not None}
+        if self.certified is not None:
+            out.update(uncertified=self.uncertified, worst_ratio=self.worst_ratio)
+        return out
+
+    def accuracy_message(self) -> str:
+        """One line on a failed certificate (empty when C is certified or was not checked)."""
+        if self.certified is not False:
+            return ""
+        return (f"{self.uncertified} of {self.m * self.n} entries of C are not certified to the "
+                f"'auto' bound u*(|A||B|)_ij (worst bound {self.worst_ratio:.3g} times it) even with "
+                f"{self.bits} bits, the widest plan of scheme {self.scheme}")
+
+
+def enforce_accuracy(info: GemmInfo, accuracy: str, *, stacklevel: int = 3) -> None:
+    """A failed certificate (``info.certified is False``) as the user asked: an
+    :class:`~ozhpc.errors.AccuracyWarning` ("warn") or an :class:`~ozhpc.errors.AccuracyError`
+    ("strict"). The certificate is global, so every rank of a grid does the same."""
+    message = info.accuracy_message()
+    if not message:
+        return
+    if accuracy == "strict":
+        raise AccuracyError(message, info)
+    import warnings
+    warnings.warn(message, AccuracyWarning, stacklevel=stacklevel)
 
 
 def _same(x):

@@ -12,6 +12,10 @@ from ..engines.crt import MAX_BITS, MIN_BITS
 from ..errors import OptionError
 
 SCHEMES = ("ozaki1", "ozaki2")
+ACCURACY = ("warn", "strict")
+"""What "auto" does when its certificate fails on some entry at the widest plan: "warn" (return /
+write C, say so in the info, the report, the HDF5 attributes and one warning) or "strict" (an
+:class:`~ozhpc.errors.AccuracyError`: exit 3, nothing written)."""
 TYPICAL_SLICES, TYPICAL_BITS = 8, 56
 """What "auto" picks for well-scaled data (standard matrices up to phi = 1): the plan a memory
 estimate assumes before the data is read."""
@@ -54,17 +58,21 @@ class OzakiSettings:
 
     ``scheme`` "ozaki1" is tuned by ``slices`` ("auto" or 1..24) and ``groups`` ("auto" =
     slices, "all" = 2*slices-1, or fewer); "ozaki2" by ``bits`` ("auto" or 8..100). The
-    options of the other scheme must stay "auto".
+    options of the other scheme must stay "auto". ``accuracy`` ("warn" or "strict"): what a
+    failed certificate of "auto" does (:data:`ACCURACY`); fixed slices / bits are not certified.
     """
 
     scheme: str = "ozaki1"
     slices: int | str = "auto"
     groups: int | str = "auto"
     bits: int | str = "auto"
+    accuracy: str = "warn"
 
     def __post_init__(self):
         if self.scheme not in SCHEMES:
             raise OptionError(f"{{scheme}} must be one of {', '.join(SCHEMES)}, got {self.scheme!r}")
+        if self.accuracy not in ACCURACY:
+            raise OptionError(f"{{accuracy}} must be one of {', '.join(ACCURACY)}, got {self.accuracy!r}")
         for name in WORDS:
             object.__setattr__(self, name, option_value(name, getattr(self, name)))
         if _is_int(self.slices) and _is_int(self.groups) and self.groups > 2 * self.slices - 1:
