@@ -341,8 +341,8 @@ def test_error_within_stated_bound(seed, m, n, k, phi, bits, transa, transb):
     assert info.scheme == "ozaki2" and info.pair_gemms == info.moduli == info.planes and info.slices is None is info.groups
     if bits != "auto":
         assert info.bits == bits
-    else:
-        assert info.bits == auto_bits(info.spread_bits)
+    else:   # certified "auto" starts at auto_bits and widens until every entry passes
+        assert info.widths[0][0] == auto_bits(info.spread_bits) and info.certified
     assert_within_info_bound(c, a_op, b_op, info, [(i, j) for i in range(m) for j in range(n)])
 
 

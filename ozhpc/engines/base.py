@@ -143,6 +143,24 @@ def final_scale(xp, total, scale):
     return out + 0.0
 
 
+def magnitude_digits(xp, x, exps):
+    """int8 ``rint(|x| 2**(BITS - e_i) - 1/2)`` per entry of finite ``x``: in [0, 127] (``|x| <
+    2**e_i``) and never above ``|x| 2**(BITS - e_i)`` (the subtraction is exact where it matters),
+    so products of these digits summed over k are a lower bound of ``(|A||B|)_ij 2**(2 BITS - e_i - f_j)``:
+    the lower bound of the accuracy certificate, as one more int8 GEMM."""
+    y = ldexp_by(xp, xp.abs(x), BITS - xp.asarray(exps).astype(xp.int64).reshape(-1, 1))
+    return xp.rint(y - 0.5).astype(xp.int8)
+
+
+def support_digits(xp, x, exps):
+    """int8 ``ceil(|x| 2**(BITS - 1 - e_i))`` per entry of finite ``x``: in [0, 64], at least 1
+    exactly where ``x != 0``, never below ``|x| 2**(BITS - 1 - e_i)``. Their products summed over k
+    bound ``(|A||B|)_ij`` from above and vanish exactly where no k term has two nonzero factors
+    (sparse operands): the certificate's per-entry error bound there."""
+    y = ldexp_by(xp, xp.abs(x), BITS - 1 - xp.asarray(exps).astype(xp.int64).reshape(-1, 1))
+    return xp.ceil(y).astype(xp.int8)
+
+
 class HostTimer:
     """Summed wall time of timed sections (``start`` / ``stop`` pairs) on the host."""
 
@@ -241,6 +259,12 @@ class Engine(ABC):
     def zeros_moduli(self, tables, m: int, n: int):
         """Accumulators for :meth:`accumulate_moduli`, one per modulus (float64 by default)."""
         return self.xp.zeros((tables.count, m, n), dtype=self.xp.float64)
+
+    def magnitudes(self, x, exps, upper: bool = False):
+        """:func:`magnitude_digits` (``upper``: :func:`support_digits`) of the rows of ``x`` as one
+        int8 plane ``(1, rows, cols)``, in the layout :meth:`accumulate_groups` takes (their
+        products: the certificate's bounds of ``|A||B|``)."""
+        return (support_digits if upper else magnitude_digits)(self.xp, x, exps)[None]
 
     def timer(self) -> "HostTimer":
         """A timer of device work (:class:`HostTimer` for engines that compute on the host)."""

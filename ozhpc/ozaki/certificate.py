@@ -85,6 +85,12 @@ def equilibrate(xp, a_rows, b_rows, shifts):
     return xp.ldexp(a_rows, s), xp.ldexp(b_rows, -s)
 
 
+def ldexp_columns(xp, rows, shifts):
+    """Column t of ``rows`` times ``2**shifts[t]``, exactly (the shifts of
+    :func:`equilibration_shifts` lose no bit)."""
+    return ldexp_by(xp, rows, xp.asarray(shifts).astype(xp.int64).reshape(1, -1))
+
+
 def equilibrate_global(xp, a_rows, b_rows, reduce_max_a=_ident, reduce_max_b=_ident):
     """The three steps above with the reductions of a distributed run (identity here)."""
     shifts = equilibration_shifts(xp, reduce_max_a(inner_stats(xp, a_rows)),
@@ -103,7 +109,7 @@ FLOOR = 2.0**-1000
 rounding of its products should they reach the subnormal range."""
 
 
-def plan_width(plan) -> int:
+def grid_bits(plan) -> int:
     """Bits of the operand grid below the row scale: 7 x slices (scheme I), bits (scheme II)."""
     return BITS * plan.slices if plan.scheme == "ozaki1" else plan.bits
 
@@ -167,7 +173,7 @@ def error_bound(xp, sa: OperandStats, sb: OperandStats, plan):
     + 2**-2w dA_i dB_j min(nnzA_i, nnzB_j)``; scheme I adds the dropped pairs,
     ``tau_drop min(nnzA_i, nnzB_j)``. O(m n) from O(m k + k n) statistics.
     """
-    w = plan_width(plan)
+    w = grid_bits(plan)
     da, db = sa.delta.reshape(-1, 1), sb.delta.reshape(1, -1)
     na = sa.norm.astype(xp.float64).reshape(-1, 1) * 2.0**-NORM_BITS
     nb = sb.norm.astype(xp.float64).reshape(1, -1) * 2.0**-NORM_BITS
@@ -278,7 +284,7 @@ ENTRY_CHUNK = 1 << 21
 def _entry_terms(xp, a, b, da, db, both, plan):
     """Per-term upper error bounds and lower magnitudes (normalised) for entries x k
     (``both``: where both entries are nonzero, the terms the dropped pairs can reach)."""
-    w = plan_width(plan)
+    w = grid_bits(plan)
     mag = a * b
     err = (da * b + a * db) * 2.0**-w + (da * db) * 2.0**(-2 * w)
     tau = dropped_pairs_bound(plan)
@@ -397,6 +403,59 @@ def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None
         cert = certify(xp, bound, lower, exclude, reduce_sum, reduce_max)
     cert.free = int(free)
     return cert
+
+
+MAGNITUDE_UNIT = 2.0 ** (-2 * BITS)
+"""Weight of a product of two magnitude digits (``engines.base.magnitude_digits``) relative to
+``2**(e_i + f_j)``: their sums over k, times this, are a lower bound of ``(|A||B|)_ij 2**-(e_i+f_j)``."""
+
+
+SUPPORT_UNIT = 2.0 ** (1 - BITS)
+"""``|b| 2**-f <= c_b 2**(1 - BITS)`` for a support digit ``c_b`` (``engines.base.support_digits``)."""
+
+
+def support_bound(xp, sa: OperandStats, sb: OperandStats, plan, support_sums):
+    """A per-entry error bound from the support digits' products ``U`` (exact sums over k):
+    each representation error is at most ``delta 2**-w`` where its entry is nonzero (``<= c``), each
+    magnitude at most ``c 2**(1 - BITS)``, so ``E <= ((dA + dB) 2**(1-BITS-w) + dA dB 2**-2w + tau) U``:
+    0 where no k term has two nonzero factors, which the separable bound cannot see."""
+    w = grid_bits(plan)
+    da, db = sa.delta.reshape(-1, 1), sb.delta.reshape(1, -1)
+    per = (da + db) * (SUPPORT_UNIT * 2.0**-w) + (da * db) * 2.0 ** (-2 * w) + dropped_pairs_bound(plan)
+    u = support_sums.astype(xp.float64)
+    return xp.where(u > 0, per * u * UP + FLOOR, 0.0)
+
+
+def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_sums=None, *,
+                    reduce_sum=_ident, reduce_max=_ident) -> Certificate:
+    """The certificate of the product pipeline: every finite entry of ``c`` (this rank's block of
+    op(A) op(B), special values applied; inf/NaN entries pass) against the bound
+    ``E_ij <= u L_ij``. ``E``: :func:`error_bound` plus the combine's roundings (scheme I: the
+    compensated combine, from its group sums ``acc``); ``L``: the larger of the free bound
+    (``|C| - E - F``) and the magnitude digits' products ``magnitude_sums`` (exact integer sums
+    over all k, or None). ``support_sums`` (when known) add :func:`support_bound`, and where they
+    are 0 the product is exactly 0 (every term has a zero factor, every split keeps zeros), so
+    nothing is rounded. Everything is normalised by ``2**(e_i + f_j)``; the count and the worst
+    ratio are reduced over every rank."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore", over="ignore"):   # inf/NaN entries of C pass (excluded)
+        return _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max)
+
+
+def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max):
+    sa, sb = stats
+    c_lo, c_up = normalised_c(xp, c, e, f)
+    comb = combine_rounding(xp, plan, acc, c_up, stats, compensated=acc is not None)
+    bound = error_bound(xp, sa, sb, plan)
+    if support_sums is not None:
+        bound = xp.minimum(bound, support_bound(xp, sa, sb, plan, support_sums))
+        comb = xp.where(support_sums > 0, comb, 0.0)
+    bound = bound + comb
+    lower = free_lower_bound(xp, c_lo, c_up, bound, FINAL_ROUNDING_ULPS[plan.scheme], subnormal_unit(xp, e, f))
+    if magnitude_sums is not None:
+        lower = xp.maximum(lower, magnitude_sums.astype(xp.float64) * MAGNITUDE_UNIT)
+    return certify(xp, bound, lower, ~xp.isfinite(c), reduce_sum, reduce_max)
 
 
 # -- (e) the policy -------------------------------------------------------------------------------

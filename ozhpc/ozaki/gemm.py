@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engines import get_engine
-from .product import GemmInfo, Product, op_rows  # noqa: F401  (GemmInfo re-exported)
+from .product import GemmInfo, Product, enforce_accuracy, op_rows  # noqa: F401  (GemmInfo re-exported)
 from .settings import OzakiSettings
 
 
@@ -83,10 +83,14 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     c_dev = None if beta == 0.0 else _input_c(eng, C, (m, n))
     product = Product(settings, eng, a_rows, b_rows)
     product.multiply()
+    while product.settle():       # "auto": a wider plan until every entry is certified
+        product.multiply()
     out = product.finish(alpha, beta, c_dev)
     if isinstance(A, np.ndarray):
         out = eng.to_host(out)
-    return (out, product.info()) if info else out
+    details = product.info()
+    enforce_accuracy(details, settings.accuracy)
+    return (out, details) if info else out
 
 
 def _input_c(eng, C, shape):

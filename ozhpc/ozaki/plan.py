@@ -20,10 +20,11 @@ from ..errors import InputError
 from .settings import MAX_SLICES, MIN_SLICES, SCHEMES, OzakiSettings  # noqa: F401  (re-exported)
 
 FP64_BITS = 53
-AUTO_MARGIN_BITS = -3
-"""Bits added to ``53 + spread`` by "auto". Negative: round-to-nearest digits give an
-unbiased error that cancels, measured at about 2**-4 of the worst case on the standard
-test matrices (bench/accuracy.py); -3 keeps a factor of two in hand."""
+AUTO_MARGIN_BITS = 5
+"""Bits added to ``53 + spread`` by scheme I's "auto" for its first plan. "auto" is certified
+(:meth:`ozhpc.ozaki.product.Product.settle` widens the plan until every entry passes), so this
+only saves passes: on the standard matrices (phi 0 .. 1, k 64 .. 4096, 96 x 96) +5 is the
+smallest margin whose first plan certifies (phi = 2 needs +7, phi = 4 +12..21, one wider pass)."""
 
 
 @dataclass(frozen=True)
@@ -215,45 +216,50 @@ class ModularPlan:
         return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables)
 
 
-AUTO_BITS_MARGIN = -3
-"""Bits added to ``53 + spread`` by scheme II's "auto". Measured, not derived
-(``bench/accuracy.py --scheme ozaki2``, bench/results/accuracy_ozaki2_2026-12-01.md: standard
-matrices, phi 0 .. 4, k = 256 and 4096, m = n = 64, 40 sampled entries): the worst auto/native
-error ratio is 1.1 with -5, 0.59 with -4 and 0.17 with -3; on five more matrix sets -4 reaches
-0.94, -3 at most 0.26; on the matrices of tests/test_ozaki2.py -4 gives 1.13 (fails), -3 0.23.
-As for scheme I, round-to-nearest operands give an unbiased error that cancels over k; -3 is the
-smallest margin at or below native in every set, with a factor of about 4 in hand (one bit less
-would leave none). phi = 0 (spread 3, 53 bits) is the tightest case."""
+AUTO_BITS_MARGIN = 0
+"""Bits added to ``53 + spread`` by scheme II's "auto" for its first plan (see AUTO_MARGIN_BITS):
+the fewest bits that certify were ``53 + spread`` + (-3 .. 0) on the standard matrices with
+phi 0 .. 1 (k 64 .. 4096), +0 .. +2 at phi = 2 and +2 .. +8 at phi = 4 (one wider pass). A pass
+costs a whole product, a bit a sixth of a modulus: 0 keeps phi <= 1 at one pass."""
 
 
 def auto_bits(spread: int) -> int:
-    """Integer bits that carry the median entry of the widest row to FP64 accuracy (scheme II)."""
+    """Scheme II's first plan for "auto": bits that carry the median entry of the widest row to
+    FP64 accuracy, plus the measured margin of one certified pass."""
     return max(_crt.MIN_BITS, min(_crt.MAX_BITS, FP64_BITS + spread + AUTO_BITS_MARGIN))
 
 
 def auto_slices(spread: int) -> int:
-    """Slices that keep the truncation below the final FP64 rounding.
-
-    A row whose median nonzero entry sits ``spread`` bits below its scale needs
-    ``53 + spread`` bits of digits for that entry to be carried to FP64 accuracy;
-    ``AUTO_MARGIN_BITS`` more keep the error of "auto" at or below native DGEMM's on
-    the standard test matrices (bench/accuracy.py measures it).
-    """
+    """Scheme I's first plan for "auto": a row whose median nonzero entry sits ``spread`` bits
+    below its scale needs ``53 + spread`` bits of digits for that entry to be carried to FP64
+    accuracy; ``AUTO_MARGIN_BITS`` more make the first plan certify on the standard matrices."""
     need = FP64_BITS + spread + AUTO_MARGIN_BITS
     return max(MIN_SLICES, min(MAX_SLICES, -(-need // BITS)))
 
 
-def resolve_plan(settings: OzakiSettings, spread: int, k: int):
+def max_width(scheme: str) -> int:
+    """The widest plan "auto" may widen to: bits (scheme II) or slices (scheme I)."""
+    return _crt.MAX_BITS if scheme == "ozaki2" else MAX_SLICES
+
+
+def plan_width(plan) -> int:
+    """What "auto" widens: bits (scheme II) or slices (scheme I)."""
+    return plan.bits if plan.scheme == "ozaki2" else plan.slices
+
+
+def resolve_plan(settings: OzakiSettings, spread: int, k: int, width: int | None = None):
     """The plan of ``settings`` for this data (the same on every rank: all inputs are global).
 
     ``spread`` is the "auto" statistic (:func:`ozhpc.ozaki.scales.spread_bits`), ``k`` the
-    global inner dimension (scheme II's moduli must hold every product sum).
+    global inner dimension (scheme II's moduli must hold every product sum); ``width`` (bits or
+    slices) replaces what "auto" picks from ``spread`` (the certificate's wider plans).
     """
     if settings.scheme == "ozaki2":
-        return ModularPlan.for_k(auto_bits(spread) if settings.bits == "auto" else settings.bits, k)
-    s = auto_slices(spread) if settings.slices == "auto" else settings.slices
+        bits = width if width is not None else auto_bits(spread) if settings.bits == "auto" else settings.bits
+        return ModularPlan.for_k(bits, k)
+    s = width if width is not None else auto_slices(spread) if settings.slices == "auto" else settings.slices
     d = {"auto": s, "all": 2 * s - 1}.get(settings.groups, settings.groups)
-    return SlicePlan(s, d)
+    return SlicePlan(s, min(d, 2 * s - 1))
 
 
 def make_plan(slices, groups, spread: int, *, scheme: str = "ozaki1", bits="auto", k: int = 0):

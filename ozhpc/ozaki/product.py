@@ -18,6 +18,7 @@ plan objects of :mod:`ozhpc.ozaki.plan`; what differs between devices in the eng
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
@@ -25,8 +26,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import AccuracyError, AccuracyWarning, InputError
-from . import special
-from .plan import resolve_plan
+from . import certificate, special
+from .plan import max_width, plan_width, resolve_plan
 from .scales import exponents, spread_bits
 from .settings import OzakiSettings
 
@@ -116,7 +117,8 @@ class Reductions:
 
     Each takes and returns a NumPy array. ``a_max`` / ``a_sum``: over the pieces of each
     op(A) row (a MAX of row maxima, a SUM of integer counts); ``b_max`` / ``b_sum``: the same
-    for op(B)^T rows; ``everywhere_max``: over every rank (the plan's inputs). One process:
+    for op(B)^T rows; ``everywhere_max`` / ``everywhere_sum``: over every rank (the plan's
+    inputs, the certificate's verdict, per-k statistics indexed by global k). One process:
     the identity (:data:`LOCAL`).
     """
 
@@ -125,6 +127,7 @@ class Reductions:
     a_sum: Callable = _same
     b_sum: Callable = _same
     everywhere_max: Callable = _same
+    everywhere_sum: Callable = _same
 
 
 LOCAL = Reductions()
@@ -169,6 +172,12 @@ class Product:
     """One product on this rank's pieces, prepared in the constructor (collective when the
     reductions are): global row scales, the plan, the split of both operands.
 
+    With "auto" accuracy the product is certified (:mod:`ozhpc.ozaki.certificate`): the operands
+    are equilibrated over k first, one more int8 plane of magnitudes travels with the first pass
+    (a lower bound of ``|op(A)||op(B)|``), and :meth:`settle` checks every entry; when some entry
+    fails it picks a wider plan and asks the caller for another pass of :meth:`multiply` or
+    :meth:`accumulate`. Every decision is global and exact, so the bits stay grid-independent.
+
     Parameters
     ----------
     settings : OzakiSettings
@@ -178,23 +187,50 @@ class Product:
     k : int, optional
         The global inner dimension (default: ``a_rows.shape[1]``, one process).
     reduce : Reductions
+    k_index : (array, array), optional
+        Global k index of each column of ``a_rows`` / ``b_rows`` (default: all of k in order).
     """
 
     def __init__(self, settings: OzakiSettings, engine, a_rows, b_rows, *, k: int | None = None,
-                 reduce: Reductions = LOCAL):
+                 reduce: Reductions = LOCAL, k_index=None):
         self.settings, self.engine, self.xp = settings, engine, engine.xp
         self.k = a_rows.shape[1] if k is None else int(k)
         self.shape = (a_rows.shape[0], b_rows.shape[0])
+        self.reduce, self.certifying = reduce, settings.auto
         self.clock = Stopwatch(engine)
-        self._scales_and_plan(a_rows, b_rows, reduce)
+        if self.certifying:
+            a_rows, b_rows = self._equilibrate(a_rows, b_rows, k_index)
+        self._scales_and_plan(a_rows, b_rows)
         self.clock.lap("scales")
         self._split(a_rows, b_rows)
         self.clock.lap("split")
-        self._acc = self._counts = self._ab = None
+        self._acc = self._counts = self._ab = self._mags = self._group_sums = None
+        self._sums: dict = {}   # "lower" / "support": the certificate's digit products (1, m, n)
+        self._settled = self._support_pass = False
+        self.widths: list = []
+        self.cert = None
 
     # -- prepare ---------------------------------------------------------------------------
-    def _scales_and_plan(self, a_rows, b_rows, reduce: Reductions) -> None:
-        eng, xp = self.engine, self.xp
+    def _equilibrate(self, a_rows, b_rows, k_index):
+        """Column t of op(A) times ``2**s_t``, row t of op(B) times ``2**-s_t``: exact, so the
+        product and ``|op(A)||op(B)|`` keep every bit, while the scales see balanced columns
+        (compensated scalings no longer hide entries below a row's scale). The per-k statistics
+        are MAX-reduced over every rank by global k index."""
+        xp, eng = self.xp, self.engine
+        ia, ib = k_index if k_index is not None else (np.arange(self.k), np.arange(self.k))
+        stats = np.full((4, self.k), certificate.NONE_EXP, dtype=np.int32)
+        stats[:2, ia] = eng.to_host(certificate.inner_stats(xp, a_rows))
+        stats[2:, ib] = eng.to_host(certificate.inner_stats(xp, b_rows))
+        stats = self.reduce.everywhere_max(stats)
+        shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
+        if shifts.any():
+            a_rows = certificate.ldexp_columns(xp, a_rows, eng.asarray(shifts[ia]))
+            b_rows = certificate.ldexp_columns(xp, b_rows, eng.asarray(-shifts[ib]))
+        self.shifted = int(np.count_nonzero(shifts))
+        return a_rows, b_rows
+
+    def _scales_and_plan(self, a_rows, b_rows) -> None:
+        eng, xp, reduce = self.engine, self.xp, self.reduce
         (amax, self._bad_a), (bmax, self._bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
         self.row_exps = exponents(xp, eng.asarray(reduce.a_max(eng.to_host(amax))))
         self.col_exps = exponents(xp, eng.asarray(reduce.b_max(eng.to_host(bmax))))
@@ -214,93 +250,204 @@ class Product:
         return spread_bits(self.xp, eng.entry_gaps(rows, exps), summed, eng.count_gaps_le)
 
     def _split(self, a_rows, b_rows) -> None:
-        """int8 planes of both operands (+ one plane of class codes when some input anywhere
-        is inf/NaN): what :meth:`pack_a` / :meth:`pack_b` hand out panel by panel."""
-        xp, plan, eng = self.xp, self.plan, self.engine
-        self._planes_a = plan.split(eng, special.finite_part(xp, a_rows, self._bad_a), self.row_exps)
-        self._planes_b = plan.split(eng, special.finite_part(xp, b_rows, self._bad_b), self.col_exps)
-        self._codes_a = special.classify(xp, a_rows) if self.nonfinite else None
-        self._codes_b = special.classify(xp, b_rows) if self.nonfinite else None
+        """int8 planes of both operands, and the planes that travel with the first pass only:
+        the magnitudes ("auto") and the class codes (when some input anywhere is inf/NaN)."""
+        xp, eng = self.xp, self.engine
+        self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
+        self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
+        self._split_planes()
+        self._extras = []   # (what its products feed, op(A) plane, op(B)^T plane), each (1, rows, k)
+        if self.certifying:
+            self._extras.append(("lower", eng.magnitudes(self._fin_a, self.row_exps),
+                                 eng.magnitudes(self._fin_b, self.col_exps)))
+        if self.nonfinite:
+            self._extras.append(("codes", special.classify(xp, a_rows)[None], special.classify(xp, b_rows)[None]))
+        if not self.certifying:
+            self._fin_a = self._fin_b = None   # kept only to split again at a wider plan
+
+    def _split_planes(self) -> None:
+        self._planes_a = self.plan.split(self.engine, self._fin_a, self.row_exps)
+        self._planes_b = self.plan.split(self.engine, self._fin_b, self.col_exps)
+
+    @property
+    def _products(self) -> int:
+        """The plan's planes in this pass (none in a pass that only sums support digits)."""
+        return 0 if self._support_pass else self.plan.planes
 
     @property
     def depth(self) -> int:
-        """int8 planes per entry of a panel: the plan's, plus the class codes."""
-        return self.plan.planes + (1 if self.nonfinite else 0)
+        """int8 planes per entry of a panel: the plan's, plus this pass's extra planes."""
+        return self._products + len(self._extras)
 
     # -- panels ----------------------------------------------------------------------------
     def pack_a(self, offset: int, width: int, out):
         """Columns ``offset:offset+width`` of this rank's op(A) planes into ``out``, an int8
         buffer of at least ``depth * rows * width`` entries; returns it as (depth, rows, width)."""
-        return self._pack(self._planes_a, self._codes_a, offset, width, out)
+        return self._pack(self._planes_a, 1, offset, width, out)
 
     def pack_b(self, offset: int, width: int, out):
         """As :meth:`pack_a`, for op(B)^T."""
-        return self._pack(self._planes_b, self._codes_b, offset, width, out)
+        return self._pack(self._planes_b, 2, offset, width, out)
 
     def panel_view(self, rows: int, width: int, out):
         """``out`` shaped as a panel of ``rows`` x ``width`` (what a receiver fills)."""
         return out[:self.depth * rows * width].reshape(self.depth, rows, width)
 
-    def _pack(self, planes, codes, offset, width, out):
+    def _pack(self, planes, side, offset, width, out):
         buf = self.panel_view(planes.shape[1], width, out)
-        s = planes.shape[0]
-        buf[:s] = planes[:, :, offset:offset + width]
-        if codes is not None:
-            buf[s] = codes[:, offset:offset + width]
+        s = self._products
+        buf[:s] = planes[:s, :, offset:offset + width]
+        for i, extra in enumerate(self._extras):
+            buf[s + i] = extra[side][0, :, offset:offset + width]
         return buf
 
     def release_operands(self) -> None:
-        """Drop the split operands (after the last panel was packed)."""
-        self._planes_a = self._planes_b = self._codes_a = self._codes_b = None
+        """Drop the split operands (after the last panel of a pass was packed)."""
+        self._planes_a = self._planes_b = None
+        self._extras = []
 
     def accumulate(self, panel_a, panel_b) -> None:
         """Add one k-panel's products (exact: any order of panels gives the same sums)."""
-        xp, s = self.xp, self.plan.planes
-        if self._acc is None:
-            self._acc = self.plan.zeros(self.engine, *self.shape, self.k)
-            self._counts = special.zeros_counts(xp, *self.shape) if self.nonfinite else None
-        self.plan.accumulate(self.engine, self._acc, panel_a[:s], panel_b[:s])
-        if self.nonfinite:
-            special.accumulate_counts(xp, self._counts, panel_a[s], panel_b[s])
+        eng, s = self.engine, self._products
+        if s:
+            if self._acc is None:
+                self._acc = self.plan.zeros(eng, *self.shape, self.k)
+            self.plan.accumulate(eng, self._acc, panel_a[:s], panel_b[:s])
+        for i, extra in enumerate(self._extras):
+            self._accumulate_extra(extra[0], panel_a[s + i:s + i + 1], panel_b[s + i:s + i + 1])
+
+    def _accumulate_extra(self, target: str, plane_a, plane_b) -> None:
+        """One extra plane's products (3-D, one plane each): magnitude or support digits into
+        the certificate's sums, class codes into the special-value counts."""
+        xp, eng = self.xp, self.engine
+        if target == "codes":
+            if self._counts is None:
+                self._counts = special.zeros_counts(xp, *self.shape)
+            special.accumulate_counts(xp, self._counts, plane_a[0], plane_b[0])
+            return
+        if self._sums.get(target) is None:
+            self._sums[target] = eng.zeros_groups(1, *self.shape, slices=1, k=self.k)
+        eng.accumulate_groups(self._sums[target], plane_a, plane_b)
 
     def multiply(self) -> None:
-        """All of k at once on this rank's own operands (one process: fused kernels)."""
+        """All of k at once on this rank's own operands (one process: fused kernels; scheme I's
+        certified combine needs the group accumulators)."""
         plan, eng = self.plan, self.engine
-        self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, self.row_exps, self.col_exps)
-        if self.nonfinite:
-            self._counts = special.zeros_counts(self.xp, *self.shape)
-            special.accumulate_counts(self.xp, self._counts, self._codes_a, self._codes_b)
+        if self._support_pass:
+            pass
+        elif self.certifying and plan.scheme == "ozaki1":
+            self._acc = plan.zeros(eng, *self.shape, self.k)
+            if self.k:
+                plan.accumulate(eng, self._acc, self._planes_a, self._planes_b)
+        else:
+            self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, self.row_exps, self.col_exps)
+        for target, plane_a, plane_b in self._extras if self.k else ():
+            self._accumulate_extra(target, plane_a, plane_b)
         self.release_operands()
         self.clock.lap("multiply")
+
+    # -- the certificate ---------------------------------------------------------------------
+    def settle(self) -> bool:
+        """Combine the pass (one fixed order; scheme I certified: compensated), apply the
+        special values and, with "auto", certify every entry. Returns True when the certificate
+        asks for another pass of the products (:meth:`multiply`, or every panel through
+        :meth:`accumulate`): a wider plan (the operands are split anew), or once, when some
+        entry has no lower bound at all, a pass of support digits alone (sparse operands)."""
+        if self._support_pass:
+            self._support_pass = False
+        else:
+            self._settle_product()
+            if not self.certifying:
+                return False
+        cert = self._certify(self._ab, self._group_sums)
+        self.widths.append([self.plan.bits, cert.uncertified, cert.worst])
+        self.clock.lap("certificate")
+        width, cap = plan_width(self.plan), max_width(self.plan.scheme)
+        if cert.uncertified and math.isinf(cert.worst) and "support" not in self._sums:
+            self._support_pass, self._settled = True, False
+            self._sums["support"] = self.engine.zeros_groups(1, *self.shape, slices=1, k=self.k)
+            self._extras = [("support", self.engine.magnitudes(self._fin_a, self.row_exps, upper=True),
+                             self.engine.magnitudes(self._fin_b, self.col_exps, upper=True))]
+            return True
+        if cert.uncertified == 0 or width >= cap:
+            self.cert, self._fin_a, self._fin_b, self._sums, self._group_sums = cert, None, None, {}, None
+            self._settled = True
+            return False
+        self.plan = resolve_plan(self.settings, self.spread, self.k,
+                                 certificate.next_width(self.plan.scheme, width, cert.worst, cap))
+        self.plan.check_k(self.k)
+        self._ab, self._settled = None, False
+        self._split_planes()
+        self.clock.lap("split")
+        return True
+
+    def _settle_product(self) -> None:
+        """The one fixed-order combine of this pass, then the special values."""
+        ab, self._group_sums = self._combined(), self._acc if self.certifying else None
+        if self.nonfinite:
+            counts = self._counts if self._counts is not None else special.zeros_counts(self.xp, *self.shape)
+            ab = special.apply_counts(self.xp, ab, counts)
+        self._ab, self._acc, self._settled = ab, None, True
+        self.clock.lap("combine")
+
+    def _combined(self):
+        if self._ab is not None:
+            return self._ab
+        acc = self._acc if self._acc is not None else self.plan.zeros(self.engine, *self.shape, self.k)
+        if self.certifying and self.plan.scheme == "ozaki1":
+            self._acc = acc
+            return certificate.compensated_combine(self.xp, acc, self.row_exps, self.col_exps)
+        return self.plan.combine(self.engine, acc, self.row_exps, self.col_exps)
+
+    def _certify(self, ab, acc):
+        """Every entry of this rank's block against the guarantee; the count and the worst ratio
+        are global (SUM and MAX over every rank), so every rank takes the same decision
+        (``acc``: scheme I's group sums, whose sizes bound the compensated combine's roundings)."""
+        xp, r, plan = self.xp, self.reduce, self.plan
+        if self._mags is None:
+            self._mags = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps, self._on_host(r.a_sum)),
+                          certificate.magnitude_stats(xp, self._fin_b, self.col_exps, self._on_host(r.b_sum)))
+        stats = tuple(certificate.operand_stats(xp, fin, exps, plan, self._on_host(reduce_max), mags=mags)
+                      for fin, exps, reduce_max, mags in ((self._fin_a, self.row_exps, r.a_max, self._mags[0]),
+                                                          (self._fin_b, self.col_exps, r.b_max, self._mags[1])))
+        sums = {key: None if value is None else value[0] for key, value in self._sums.items()}
+        return certificate.certify_entries(xp, ab, sums.get("lower"), stats, self.row_exps, self.col_exps, plan,
+                                           acc if plan.scheme == "ozaki1" else None, sums.get("support"),
+                                           reduce_sum=self._on_host(r.everywhere_sum),
+                                           reduce_max=self._on_host(r.everywhere_max))
+
+    def _on_host(self, reduce):
+        """``reduce`` (NumPy arrays, MPI underneath) for arrays on the engine's device."""
+        eng = self.engine
+        return lambda x: eng.asarray(reduce(eng.to_host(x)))
 
     def info(self, seconds: dict | None = None) -> GemmInfo:
         """What this product did (global m, n when given by the caller through ``seconds``'s
         sibling fields; here the local shape)."""
         plan = self.plan
         described = plan.describe()
+        cert = self.cert
         return GemmInfo(m=self.shape[0], n=self.shape[1], k=self.k, engine=self.engine.name,
                         slices=described.get("slices"), groups=described.get("groups"),
                         moduli=described.get("moduli"), planes=plan.planes, pair_gemms=plan.pair_gemms,
                         spread_bits=self.spread, truncation_bound=float(plan.truncation_bound(self.k)),
                         rounding_bound=plan.rounding_bound, nonfinite_inputs=self.nonfinite,
                         seconds=dict(self.clock.seconds if seconds is None else seconds),
-                        scheme=plan.scheme, bits=plan.bits, plan_summary=plan.summary())
+                        scheme=plan.scheme, bits=plan.bits, plan_summary=plan.summary(),
+                        certified=None if cert is None else cert.uncertified == 0,
+                        uncertified=0 if cert is None else cert.uncertified,
+                        worst_ratio=0.0 if cert is None else cert.worst, widths=list(self.widths))
 
     # -- finish ----------------------------------------------------------------------------
     def finish(self, alpha: float = 1.0, beta: float = 0.0, c=None):
         """``alpha * op(A) op(B) + beta * c`` on this rank's block of C (``c`` read only when
-        beta != 0): the one fixed-order combine, then IEEE inf/NaN, then alpha/beta."""
+        beta != 0), after :meth:`settle` (called here when the caller did not)."""
         if beta != 0.0 and c is None:
             raise InputError("beta != 0 needs C")
-        xp = self.xp
-        ab = self._ab
-        if ab is None:
-            acc = self._acc if self._acc is not None else self.plan.zeros(self.engine, *self.shape, self.k)
-            ab = self.plan.combine(self.engine, acc, self.row_exps, self.col_exps)
-        self._acc = self._ab = None
-        if self.nonfinite:
-            counts = self._counts if self._counts is not None else special.zeros_counts(xp, *self.shape)
-            ab = special.apply_counts(xp, ab, counts)
-        out = epilogue(xp, ab, alpha, beta, c)
+        if not self._settled and self.settle():
+            raise RuntimeError("the certificate chose a wider plan: run the products again "
+                               "(loop while Product.settle() is True) before finish()")
+        out = epilogue(self.xp, self._ab, alpha, beta, c)
+        self._ab = None
         self.clock.lap("combine")
         return out

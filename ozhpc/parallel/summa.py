@@ -92,7 +92,8 @@ def grid_reductions(grid: ProcessGrid) -> Reductions:
                       b_max=lambda x: _allreduce(grid.col_comm, x, MPI.MAX),
                       a_sum=lambda x: _allreduce(grid.row_comm, x, MPI.SUM),
                       b_sum=lambda x: _allreduce(grid.col_comm, x, MPI.SUM),
-                      everywhere_max=lambda x: _allreduce(grid.comm, x, MPI.MAX))
+                      everywhere_max=lambda x: _allreduce(grid.comm, x, MPI.MAX),
+                      everywhere_sum=lambda x: _allreduce(grid.comm, x, MPI.SUM))
 
 
 class Summa:
@@ -172,11 +173,15 @@ class Summa:
         if beta != 0.0 and (c is None or c.layout != self.c_layout):
             raise ValueError("beta != 0 needs C in Summa.c_layout")
         eng, xp = self.engine, self.engine.xp
+        g = self.grid
         product = Product(self.settings, eng, eng.asarray(a.local).astype(xp.float64, copy=False),
                           eng.asarray(bt.local).astype(xp.float64, copy=False), k=self.k,
-                          reduce=grid_reductions(self.grid))
+                          reduce=grid_reductions(g), k_index=(self.a_layout.cols.global_indices(g.mycol),
+                                                              self.bt_layout.cols.global_indices(g.myrow)))
         timer = eng.timer()  # the panel products alone (CUDA events on a GPU: no sync in the loop)
         wait_s = self._panel_loop(product, timer)
+        while product.settle():   # "auto": a wider plan until every entry is certified (a global decision)
+            wait_s += self._panel_loop(product, timer)
         c_loc = None if beta == 0.0 else eng.asarray(c.local).astype(xp.float64, copy=False)
         out = product.finish(alpha, beta, c_loc)
         if isinstance(a.local, np.ndarray):
