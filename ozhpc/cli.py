@@ -2,7 +2,8 @@
 
 Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
-and exit with status 2.
+and exit with status 2. A C that "auto" cannot certify gives one warning line (``--accuracy warn``)
+or one error line and exit status 3 with nothing written (``--accuracy strict``).
 """
 from __future__ import annotations
 
