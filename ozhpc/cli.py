@@ -2,7 +2,8 @@
 
 Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
-and exit with status 2.
+and exit with status 2. A C that "auto" cannot certify gives one warning line (``--accuracy warn``)
+or one error line and exit status 3 with nothing written (``--accuracy strict``).
 """
 from __future__ import annotations
 
@@ -13,19 +14,22 @@ import logging
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
 from . import __version__
 from .config import RunConfig, parse_pair, parse_panel
 from .engines import ENGINE_NAMES
-from .errors import InputError, OptionError, cli_spelling
+from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
 from .io import h5io, h5out
-from .ozaki.settings import SCHEMES, option_value
+from .ozaki.settings import ACCURACY, SCHEMES, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 EXIT_USAGE = 2
+EXIT_ACCURACY = 3
+"""``--accuracy strict`` and "auto" could not certify C: nothing was written (exit codes: README)."""
 
 EPILOG = """examples:
   ozhpc gen --phi 0.5 --shape 2048x2048 --seed 1 in.h5:/A
@@ -130,6 +134,14 @@ def add_gen_command(sub) -> None:
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
 
+ACCURACY_HELP = ("what to do when 'auto' cannot certify C. 'auto' --slices / --bits check every entry at run "
+                 "time, |C_ij - (op(A) op(B))_ij| <= u (|op(A)||op(B)|)_ij plus the final rounding of C "
+                 "(u = 2^-53), and widen the plan until it holds; if some entry still fails at the widest plan, "
+                 "warn (default) writes C, prints one warning line and records certified = false in the report "
+                 "and the attributes of C; strict writes nothing and exits with status 3. Fixed --slices / "
+                 "--bits are not certified")
+
+
 def add_gemm_command(sub) -> None:
     m = sub.add_parser("gemm", help="C = alpha*op(A)@op(B) + beta*C from HDF5 to HDF5",
                        description="Multiply two HDF5 datasets with the Ozaki scheme. C is written safely (a temporary "
@@ -156,6 +168,7 @@ def add_gemm_command(sub) -> None:
                    help="scheme ozaki2: integer bits per operand entry (8..100), or 'auto' (default): enough "
                         "for the error of native FP64 GEMM on this data; about 4 bits more cost one more "
                         "modulus (int8 GEMM)")
+    m.add_argument("--accuracy", choices=ACCURACY, default="warn", help=ACCURACY_HELP)
     add_run_options(m)
 
 
@@ -196,6 +209,9 @@ def add_run_command(sub) -> None:
     r.add_argument("--report", metavar="run.json", help="write the JSON report here (overrides output.report)")
     r.add_argument("--progress", choices=PROGRESS_MODES,
                    help="progress on rank 0 (overrides run.progress)")
+    r.add_argument("--accuracy", choices=ACCURACY,
+                   help="warn or strict: a C that 'auto' cannot certify is written with a warning, or not "
+                        "written (exit 3); overrides ozaki.accuracy (see ozhpc gemm --help)")
     r.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
 
 
@@ -256,7 +272,8 @@ def config_from_args(args) -> RunConfig:
     return RunConfig(a=args.a, b=args.b, out=args.output, c=args.c, report=args.report,
                      transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
                      grid=args.grid, block=args.block, scheme=args.scheme, slices=args.slices,
-                     groups=args.groups, bits=args.bits, engine=args.engine, transport=args.transport,
+                     groups=args.groups, bits=args.bits, accuracy=args.accuracy, engine=args.engine,
+                     transport=args.transport,
                      kb=args.panel, force=args.force, progress=args.progress, dry_run=args.dry_run)
 
 
@@ -317,7 +334,7 @@ def cmd_run(args) -> int:
     comm = getattr(args, "comm", None)  # as cmd_gemm: None means COMM_WORLD
     use_cache_dir(args)
     cfg = load_job(args.job, comm=MPI.COMM_WORLD if comm is None else comm,
-                   force=args.force, report=args.report, progress=args.progress)
+                   force=args.force, report=args.report, progress=args.progress, accuracy=args.accuracy)
     report = execute(cfg, comm=comm)
     print_summary(report)
     return 0
@@ -342,6 +359,16 @@ def print_summary(report: dict) -> None:
     print(f"  {report['gflops']:.2f} GFLOP/s (FP64-equivalent), sha256 {report['sha256']}")
     if report.get("fingerprint"):
         print(f"  fingerprint {report['fingerprint']}")
+    print(f"  {certificate_line(report)}")
+
+
+def certificate_line(report: dict) -> str:
+    """The summary's line on the certificate of "auto" (the report's ``certified`` fields)."""
+    if report["certified"] is None:
+        return f"certified: not checked (fixed {'--bits' if report['scheme'] == 'ozaki2' else '--slices'})"
+    if report["certified"]:
+        return f"certified: yes (worst bound ratio {report['worst_ratio']:.2g})"
+    return f"certified: NO, {report['uncertified']} entries (worst bound ratio {report['worst_ratio']:.3g})"
 
 
 
@@ -536,11 +563,38 @@ def main(argv=None, comm=None) -> int:
     try:
         if args.command in MPI_COMMANDS:
             require_mpi()
-        return COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", AccuracyWarning)
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            return COMMANDS[args.command](args)
     except InputError as exc:
         if launcher_rank() == 0:
             print(f"ozhpc {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except AccuracyError as exc:  # raised on every rank alike: the certificate is global
+        if launcher_rank() == 0:
+            print(f"ozhpc: error: {exc}; nothing was written ({_strict_spelling(args)})", file=sys.stderr)
+        return EXIT_ACCURACY
+
+
+def _one_line_warnings(show_default):
+    """``warnings.showwarning`` that prints an :class:`AccuracyWarning` as one line on rank 0
+    (``ozhpc: warning: ...``, the other ranks say nothing) and any other warning as before."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, AccuracyWarning):
+            return show_default(message, category, filename, lineno, file, line)
+        if launcher_rank() == 0:
+            print(f"ozhpc: warning: {message}", file=sys.stderr)
+        return None
+    return show
+
+
+def _strict_spelling(args) -> str:
+    """Where "strict" came from: ``--accuracy strict``, or the job file's ``ozaki.accuracy``."""
+    from .jobfile import job_spelling
+
+    from_job = args.command == "run" and args.accuracy is None
+    return (job_spelling if from_job else cli_spelling)("accuracy", "strict")
 
 
 ABORT_GRACE_S = 1.0

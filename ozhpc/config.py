@@ -53,6 +53,7 @@ class RunConfig:
     slices: int | str = "auto"  # scheme ozaki1 only
     groups: int | str = "auto"  # scheme ozaki1 only
     bits: int | str = "auto"    # scheme ozaki2 only
+    accuracy: str = "warn"     # a failed certificate of "auto": "warn" (write C, say so) or "strict" (exit 3)
     engine: str = "auto"
     transport: str = "auto"  # "auto", "nccl", "cuda-mpi", "mpi-host" (ozhpc.parallel.transport)
     kb: int | None = None    # SUMMA k-panel width; None: min(1024 on CPUs / 4096 on GPUs, k / max(P, Q))
@@ -69,10 +70,10 @@ class RunConfig:
 
     @property
     def ozaki(self) -> OzakiSettings:
-        return OzakiSettings(self.scheme, self.slices, self.groups, self.bits)
+        return OzakiSettings(self.scheme, self.slices, self.groups, self.bits, self.accuracy)
 
     def _check(self) -> None:
-        self.ozaki  # noqa: B018 -- validates scheme, slices, groups, bits
+        self.ozaki  # noqa: B018 -- validates scheme, slices, groups, bits, accuracy
         if self.beta != 0.0 and self.c is None:
             raise OptionError(f"{{beta={self.beta:g}}} needs an input C: add {{c=FILE.h5:/C}}")
         for name, value, choices in (("engine", self.engine, ENGINE_NAMES),
@@ -91,6 +92,6 @@ class RunConfig:
             "alpha": self.alpha, "beta": self.beta,
             "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
             "scheme": self.scheme, "slices": self.slices, "groups": self.groups, "bits": self.bits,
-            "engine": self.engine,
+            "accuracy": self.accuracy, "engine": self.engine,
             "transport": self.transport, "kb": self.kb if self.kb is not None else "auto",
         }

@@ -16,6 +16,7 @@ A job file describes one product, the same one ``ozhpc gemm`` flags describe::
     [ozaki]
     scheme = "ozaki1"       # or "ozaki2" (then bits = "auto" or an integer, not slices/groups)
     slices = "auto"         # or an integer
+    accuracy = "warn"       # or "strict": a C that "auto" cannot certify is not written (exit 3)
 
 Every error is an :class:`~ozhpc.errors.InputError` (CLI exit status 2) whose message
 starts with the job file's path and names the table and key at fault, e.g.
@@ -42,7 +43,7 @@ from .config import RunConfig, parse_pair
 from .engines import ENGINE_NAMES
 from .errors import InputError, OptionError
 from .io import h5io
-from .ozaki.settings import SCHEMES, option_value
+from .ozaki.settings import SCHEMES, OzakiSettings, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
 from .progress import MODES as PROGRESS_MODES
 
@@ -157,6 +158,11 @@ def _count(name):
     return check
 
 
+def _accuracy(value, key):
+    """``ozaki.accuracy``: checked by the Ozaki settings, as ``--accuracy`` and the API are."""
+    return OzakiSettings(accuracy=value).accuracy
+
+
 @dataclass(frozen=True)
 class Key:
     field: str                       # RunConfig field it sets
@@ -194,6 +200,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "slices": Key("slices", _count("slices"), doc="scheme ozaki1: int8 slices per operand, or \"auto\""),
         "groups": Key("groups", _count("groups"), doc="scheme ozaki1: slice-pair groups kept: \"auto\", \"all\" or an integer"),
         "bits": Key("bits", _count("bits"), doc="scheme ozaki2: integer bits per entry (8..100), or \"auto\""),
+        "accuracy": Key("accuracy", _accuracy, doc="a C that \"auto\" cannot certify: \"warn\" (written, "
+                                                   "with a warning) or \"strict\" (exit 3, nothing written)"),
         "engine": Key("engine", _choice(*ENGINE_NAMES), doc="local engine"),
     },
     "run": {

@@ -14,6 +14,7 @@ from .config import RunConfig
 from .errors import InputError
 from .fingerprint import fingerprint_distributed
 from .io import h5io
+from .ozaki.product import enforce_accuracy
 from .progress import make_progress
 from .report import base_report, check_report, gflops, write_report
 
@@ -136,6 +137,9 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
     ------
     InputError
         On every rank alike, when any rank finds a bad input, option or grid.
+    AccuracyError
+        On every rank alike, with ``cfg.accuracy`` "strict" when "auto" could not certify C;
+        nothing was written (no output dataset, no report). With "warn" an AccuracyWarning.
     """
     from mpi4py import MPI
 
@@ -185,8 +189,8 @@ def _setup(cfg: RunConfig, grid):
 
 
 def _multiply(cfg: RunConfig, plan, startup: float):
-    """Read op(A), op(B)^T (and C), multiply, write C; returns (info, (fingerprint, sha256),
-    this rank's seconds per phase)."""
+    """Read op(A), op(B)^T (and C), multiply, enforce ``cfg.accuracy``, write C; returns (info,
+    (fingerprint, sha256), this rank's seconds per phase)."""
     from mpi4py import MPI
 
     from .io import distio
@@ -197,6 +201,7 @@ def _multiply(cfg: RunConfig, plan, startup: float):
     read_s = MPI.Wtime() - t0
     c = plan(a, bt, c0, alpha=cfg.alpha, beta=cfg.beta)
     del a, bt, c0
+    enforce_accuracy(plan.info, cfg.accuracy)  # "strict": every rank raises here, before anything is written
     fingerprint, digest, out_seconds = write_output(cfg, c, plan.info)
     return plan.info, (fingerprint, digest), dict(plan.info.seconds, startup=startup, read=read_s, **out_seconds)
 
@@ -241,8 +246,19 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, outputs
         "bytes_model_total": depth * k * (m * (q - 1) + n * (p - 1)),
         "gflops": rate, "tflops": rate / 1e3,
         "fingerprint": outputs[0], "sha256": outputs[1],
+        **certificate_fields(info),
     })
     return report
+
+
+def certificate_fields(info) -> dict:
+    """The certificate of "auto" in the report: ``certified`` true / false, or null for fixed slices
+    / bits (not checked; ``uncertified`` and ``worst_ratio`` null too); ``widths`` the plans tried."""
+    if info.certified is None:
+        return {"certified": None, "uncertified": None, "worst_ratio": None, "widths": []}
+    return {"certified": bool(info.certified), "uncertified": int(info.uncertified),
+            "worst_ratio": float(info.worst_ratio),
+            "widths": [[int(bits), int(count), float(ratio)] for bits, count, ratio in info.widths]}
 
 
 def _gbps(nbytes: int, seconds: float) -> float | None:

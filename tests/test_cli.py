@@ -187,6 +187,7 @@ def test_bad_input_is_one_clear_message_and_exit_2(inputs, tmp_path, a, b, extra
     (["--grid", "2by2"], "--grid must be N or MxN with positive integers, got '2by2'"),
     (["--engine", "gpu"], "invalid choice: 'gpu'"),
     (["--scheme", "ozaki3"], "argument --scheme: invalid choice: 'ozaki3'"),
+    (["--accuracy", "bogus"], "argument --accuracy: invalid choice: 'bogus'"),
     (["--bits", "many"], "argument --bits: --bits must be 'auto' or an integer, got 'many'"),
     (["--scheme", "ozaki2", "--bits", "7"], "argument --bits: --bits must be between 8 and 100, got 7"),
     (["--scheme", "ozaki2", "--bits", "101"], "argument --bits: --bits must be between 8 and 100, got 101"),

@@ -85,7 +85,10 @@ def error_of(path, **kw):
     ("[ozaki]\nscheme = \"ozaki2\"\nbits = true\n", 'ozaki.bits must be "auto" or an integer, got boolean true'),
     ("[ozaki]\nscheme = \"ozaki2\"\nbits = 40.0\n", 'ozaki.bits must be "auto" or an integer, got float 40.0'),
     ("[ozaki]\nbit = 40\n",
-     "unknown key ozaki.bit (did you mean ozaki.bits?); allowed in [ozaki]: scheme, slices, groups, bits, engine"),
+     "unknown key ozaki.bit (did you mean ozaki.bits?); allowed in [ozaki]: scheme, slices, groups, bits, "
+     "accuracy, engine"),
+    ("[ozaki]\naccuracy = \"bogus\"\n", "ozaki.accuracy must be one of warn, strict, got 'bogus'"),
+    ("[ozaki]\naccuracy = true\n", "ozaki.accuracy must be one of warn, strict, got True"),
     ("[ozaki]\nscheme = \"ozaki2\"\nslices = 8\n",
      'ozaki.slices = 8 is an option of ozaki.scheme = "ozaki1"; with ozaki.scheme = "ozaki2" leave it out '
      "and set the accuracy with ozaki.bits"),
@@ -179,6 +182,7 @@ scheme = "ozaki1"
 slices = 9
 groups = "all"
 bits = "auto"
+accuracy = "strict"
 engine = "numpy"
 [run]
 progress = "off"
@@ -191,7 +195,7 @@ transport = "mpi-host"
                             c=DatasetRef(f"{d}/in.h5", "/C0"), out=DatasetRef(f"{d}/out.h5", "/C"),
                             report=f"{d}/run.json", force=True, transa=False, transb=False,
                             alpha=2.0, beta=-1.5, grid=(1, 3), block=(8, 4), scheme="ozaki1", slices=9,
-                            groups="all", bits="auto",
+                            groups="all", bits="auto", accuracy="strict",
                             engine="numpy", progress="off", transport="mpi-host", kb=3)
     assert isinstance(cfg.alpha, float)
 
@@ -308,7 +312,7 @@ def sha256_of_dataset(path, name):
 REPORT_FIELDS = {
     "ozhpc_version", "date", "host", "python", "numpy", "config", "m", "n", "k", "ranks", "grid",
     "block", "engine", "scheme", "bits", "moduli", "slices", "groups", "pair_gemms", "error_bound", "seconds",
-    "bytes_sent", "gflops", "tflops", "sha256",
+    "bytes_sent", "gflops", "tflops", "sha256", "certified", "uncertified", "worst_ratio", "widths",
 }
 PHASES = {"read", "split", "multiply", "combine", "write", "total"}
 

@@ -39,7 +39,7 @@ from mpi4py import MPI
 
 from ..engines import get_engine
 from ..errors import InputError
-from ..ozaki.product import GemmInfo, Product, Reductions, op_rows
+from ..ozaki.product import GemmInfo, Product, Reductions, enforce_accuracy, op_rows
 from ..ozaki.settings import OzakiSettings
 from .distmatrix import DistMatrix
 from .grid import ProcessGrid
@@ -294,19 +294,22 @@ def _allreduce(comm, array, op):
 
 def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
               block=(64, 64), kb=None, slices="auto", groups="auto", engine="numpy", transport="auto",
-              on_panel=None, info=False, scheme="ozaki1", bits="auto"):
+              on_panel=None, info=False, scheme="ozaki1", bits="auto", accuracy="warn"):
     """Distributed product of global arrays that EVERY rank holds (tests, small problems).
 
     Returns C as a :class:`DistMatrix` (``.gather()`` for the whole matrix), or
     ``(C, SummaInfo)`` with ``info=True``. Large problems read their blocks from HDF5
-    (:func:`ozhpc.io.distio.read_operands`) instead.
+    (:func:`ozhpc.io.distio.read_operands`) instead. ``accuracy`` as in :func:`ozhpc.gemm`: a C
+    that "auto" cannot certify gives an AccuracyWarning ("warn") or an AccuracyError ("strict")
+    on every rank.
     """
     m, k = op_rows(np.asarray(A), transa, True).shape
     n, kb2 = op_rows(np.asarray(B), transb, False).shape
     if k != kb2:
         raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb2}x{n}")
     with Summa(grid, m, n, k, block=block, kb=kb, engine=engine, transport=transport, on_panel=on_panel,
-               settings=OzakiSettings(scheme, slices, groups, bits)) as plan:
+               settings=OzakiSettings(scheme, slices, groups, bits, accuracy)) as plan:
         a, bt, c = plan.distribute(A, B, C if beta != 0.0 else None, transa=transa, transb=transb)
         out = plan(a, bt, c, alpha=alpha, beta=beta)
+        enforce_accuracy(plan.info, accuracy)
         return (out, plan.info) if info else out
