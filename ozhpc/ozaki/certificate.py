@@ -445,6 +445,8 @@ def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_
 
 def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max):
     sa, sb = stats
+    if acc is None and xp.__name__ == "cupy":
+        return _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max)
     c_lo, c_up = normalised_c(xp, c, e, f)
     comb = combine_rounding(xp, plan, acc, c_up, stats, compensated=acc is not None)
     bound = error_bound(xp, sa, sb, plan)
@@ -456,6 +458,23 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
     if magnitude_sums is not None:
         lower = xp.maximum(lower, magnitude_sums.astype(xp.float64) * MAGNITUDE_UNIT)
     return certify(xp, bound, lower, ~xp.isfinite(c), reduce_sum, reduce_max)
+
+
+def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max):
+    """:func:`_certify_entries` (scheme II) as one CuPy kernel with the same roundings
+    (:mod:`ozhpc.ozaki.certificate_kernels`); no per-entry mask (the pipeline needs none)."""
+    from .certificate_kernels import entry_ratios
+
+    w = grid_bits(plan)
+    vecs = [(s.delta, s.norm.astype(xp.float64) * 2.0**-NORM_BITS, s.nnz.astype(xp.float64)) for s in stats]
+    constants = dict(DOWN=DOWN, UP=UP, TINYSUB=2.0**-1074, COMB0=combine_rounding(xp, plan), COMB1=2.0**-80,
+                     PW=2.0**-w, P2W=2.0 ** (-2 * w), FLOOR=FLOOR, SUW=SUPPORT_UNIT * 2.0**-w,
+                     TAU=dropped_pairs_bound(plan), RHOU=(FINAL_ROUNDING_ULPS[plan.scheme] + 1) * U, FOURU=4 * U,
+                     MAGUNIT=MAGNITUDE_UNIT)
+    ratio = entry_ratios(xp, c, e, f, vecs[0], vecs[1], magnitude_sums, support_sums, constants)
+    worst = float(reduce_max(xp.asarray([ratio.max() if ratio.size else 0.0]))[0])
+    count = int(reduce_sum(xp.asarray([int(xp.count_nonzero(ratio))], dtype=xp.int64))[0])
+    return Certificate(None, count, worst)
 
 
 # -- (e) the policy -------------------------------------------------------------------------------

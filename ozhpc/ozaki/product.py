@@ -294,9 +294,10 @@ class Product:
         return out[:self.depth * rows * width].reshape(self.depth, rows, width)
 
     def _pack(self, planes, side, offset, width, out):
-        buf = self.panel_view(planes.shape[1], width, out)
+        buf = self.panel_view(self.shape[side - 1], width, out)
         s = self._products
-        buf[:s] = planes[:s, :, offset:offset + width]
+        if s:
+            buf[:s] = planes[:, :, offset:offset + width]
         for i, extra in enumerate(self._extras):
             buf[s + i] = extra[side][0, :, offset:offset + width]
         return buf
