@@ -33,6 +33,9 @@ if _NDEV < 1:
     raise RuntimeError("no CUDA device")
 
 from . import cutile_kernels as ck
+
+_DIGIT_KERNELS: dict = {}
+"""CuPy kernels of the certificate's digit planes, made on first use."""
 from .base import Engine
 from .crt import balanced_range
 
@@ -497,6 +500,19 @@ class CutileEngine(Engine):
         """int8 residues (the pair kernel reduces each product modulo its modulus in place),
         rows padded to 16 bytes (TMA), as the slices."""
         return cp.zeros((tables.count, _roundup(m), _roundup(n)), dtype=cp.int8)[:, :m, :n]
+
+    def magnitudes(self, x, exps, upper: bool = False):
+        """:func:`~ozhpc.engines.base.magnitude_digits` / ``support_digits`` in one CuPy pass
+        (the same roundings: an exact scaling, one explicitly rounded subtraction, rint / ceil)."""
+        key = ("support" if upper else "magnitude")
+        if key not in _DIGIT_KERNELS:
+            expr = ("ceil(ldexp(fabs(x), (int)(6 - e)))" if upper
+                    else "rint(__dsub_rn(ldexp(fabs(x), (int)(7 - e)), 0.5))")
+            _DIGIT_KERNELS[key] = cp.ElementwiseKernel("float64 x, int64 e", "int8 d", f"d = (signed char){expr}",
+                                                       f"ozhpc_{key}_digits")
+        x = cp.asarray(x, dtype=cp.float64)
+        e = cp.asarray(exps).astype(cp.int64).reshape(-1, 1)
+        return _DIGIT_KERNELS[key](x, e)[None]
 
     def zeros_groups(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
                      k: int | None = None):

@@ -49,6 +49,9 @@ def inner_stats(xp, rows):
     """int32 (2, k): per column t of ``rows`` (op(A) or op(B)^T), the largest frexp exponent of a
     nonzero finite entry, and minus the lowest bit any of them can hold (``max(ex - 53, -1074)``).
     Both are MAX-reduced (exact) over the ranks that share the k indices."""
+    if xp.__name__ == "cupy" and rows.shape[0] and rows.shape[1]:
+        from .certificate_kernels import inner_stats as fused
+        return fused(xp, rows, NONE_EXP)
     mag = xp.abs(rows)
     keep = xp.isfinite(mag) & (mag > 0)
     _, ex = xp.frexp(xp.where(keep, mag, 1.0))
@@ -146,8 +149,13 @@ def operand_stats(xp, x, exps, plan, reduce_max=_ident, reduce_sum=_ident, mags=
     """The O(rows x k) statistics of one operand the bound needs (``x``: its finite part;
     ``mags``: its :func:`magnitude_stats` when the caller has them)."""
     rows = x.shape[0]
-    err = representation_error(xp, x, exps, plan)
-    delta = err.max(axis=1) if x.shape[1] else xp.zeros(rows, dtype=xp.float64)
+    if xp.__name__ == "cupy" and rows and x.shape[1]:
+        from .certificate_kernels import representation_error_max
+        delta = representation_error_max(xp, x, exps, plan.bits if plan.scheme == "ozaki2" else 0,
+                                          0 if plan.scheme == "ozaki2" else plan.slices, TINY)
+    else:
+        err = representation_error(xp, x, exps, plan)
+        delta = err.max(axis=1) if x.shape[1] else xp.zeros(rows, dtype=xp.float64)
     norm, nnz = mags or magnitude_stats(xp, x, exps, reduce_sum)
     return OperandStats(reduce_max(delta), norm, nnz)
 
@@ -481,6 +489,10 @@ def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduc
 
 def magnitude_stats(xp, x, exps, reduce_sum=_ident):
     """``(norm, nnz)`` of :class:`OperandStats` (they do not depend on the plan)."""
+    if xp.__name__ == "cupy" and x.shape[0] and x.shape[1]:
+        from .certificate_kernels import magnitude_sums
+        norm, nnz = magnitude_sums(xp, x, exps, NORM_BITS)
+        return reduce_sum(norm), reduce_sum(nnz)
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
     scaled = xp.ceil(ldexp_by(xp, xp.abs(x), NORM_BITS - e))
     nnz = (x != 0).sum(axis=1).astype(xp.int64)

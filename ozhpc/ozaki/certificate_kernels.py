@@ -1,4 +1,4 @@
-"""The certificate's per-entry step as one CuPy kernel, bitwise equal to the NumPy reference.
+"""The certificate's element-wise steps as CuPy kernels, bitwise equal to the NumPy reference.
 
 :func:`ozhpc.ozaki.certificate.certify_entries` on CuPy arrays would run some forty element-wise
 kernels over m x n (0.13 s at n = 16384 on an H200, more than the product's certificate budget).
@@ -6,8 +6,11 @@ This kernel does the same operations in the same order in one pass. Every operat
 with an explicitly rounded intrinsic (``__dmul_rn``, ``__dadd_rn``, ...), which the compiler
 never contracts into an FMA, so each rounds exactly like NumPy's separate operations and the
 verdicts -- hence the plan "auto" ends at, hence C -- are the same on every engine.
-Scheme II only (its combine bound is a formula of |C|); scheme I's comes from its group sums and
-stays with the NumPy-style path.
+The per-entry step is scheme II's only (its combine bound is a formula of |C|; scheme I's comes
+from its group sums and stays with the NumPy-style path); the per-k and per-row statistics
+(:func:`inner_stats`, :func:`row_stats`) serve both. All integer results (exponents, sums of
+integers) are exact; the one float statistic, the representation error, is a max of exactly
+rounded values.
 """
 from __future__ import annotations
 
@@ -77,3 +80,63 @@ def entry_ratios(cp, c, e, f, row, col, lower_sums, support_sums, constants: dic
 
 def _ctype(x) -> str:
     return {"float64": "float64", "int32": "int32", "int64": "int64"}[str(x.dtype)]
+
+
+_INNER_MAP = r"""
+(isfinite(x) && x != 0.0) ? (HIGH ? ilogb(x) + 1 : -max(ilogb(x) + 1 - 53, -1074)) : NONE_EXP
+"""
+
+
+def inner_stats(cp, rows, none_exp: int):
+    """:func:`ozhpc.ozaki.certificate.inner_stats` (int32 (2, k)): per column the largest frexp
+    exponent of a nonzero finite entry, and minus the lowest bit any can hold."""
+    out = []
+    for high in (1, 0):
+        key = ("inner", high, none_exp)
+        if key not in _KERNELS:
+            _KERNELS[key] = cp.ReductionKernel(
+                "float64 x", "int32 y", _INNER_MAP, "max(a, b)", "y = a", str(none_exp), f"ozhpc_inner_{high}",
+                preamble=f"#define HIGH {high}\n#define NONE_EXP {none_exp}\n")
+        out.append(_KERNELS[key](rows, axis=0))
+    return cp.stack(out)
+
+
+_DELTA = r"""
+__device__ double ozhpc_delta(double x, long long e) {
+    double y = ldexp(x, (int)(SHIFT - e));
+    double err;
+    if (SLICES == 0) {
+        err = fabs(__dsub_rn(y, rint(y)));
+    } else {
+        for (int p = 0; p < SLICES; ++p) { y = __dmul_rn(y, 128.0); y = __dsub_rn(y, rint(y)); }
+        err = fabs(y);
+    }
+    return (x != 0.0 && err > 0.0) ? __dadd_rn(err, TINY) : err;
+}
+"""
+
+
+def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
+    """Row maxima of :func:`ozhpc.ozaki.certificate.representation_error` (scheme II: ``slices``
+    0 and ``shift`` = bits; scheme I: the slices and ``shift`` 0)."""
+    key = ("delta", shift, slices, tiny)
+    if key not in _KERNELS:
+        _KERNELS[key] = cp.ReductionKernel(
+            "float64 x, int64 e", "float64 y", "ozhpc_delta(x, e)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
+            preamble=f"#define SHIFT {shift}\n#define SLICES {slices}\n#define TINY {tiny!r}\n" + _DELTA)
+    return _KERNELS[key](x, cp.asarray(exps).astype(cp.int64).reshape(-1, 1), axis=1)
+
+
+def magnitude_sums(cp, x, exps, norm_bits: int):
+    """``(sum_t ceil(|x| 2**(norm_bits - e)) + nnz, nnz)`` per row (int64, exact):
+    :func:`ozhpc.ozaki.certificate.magnitude_stats` before its reduction over ranks."""
+    e = cp.asarray(exps).astype(cp.int64).reshape(-1, 1)
+    key = ("norm", norm_bits)
+    if key not in _KERNELS:
+        _KERNELS[key] = cp.ReductionKernel(
+            "float64 x, int64 e", "int64 y",
+            f"(long long)ceil(ldexp(fabs(x), (int)({norm_bits} - e))) + (x != 0.0 ? 1 : 0)",
+            "a + b", "y = a", "0", "ozhpc_norm")
+        _KERNELS["nnz"] = cp.ReductionKernel("float64 x", "int64 y", "x != 0.0 ? 1 : 0", "a + b", "y = a", "0",
+                                             "ozhpc_nnz")
+    return _KERNELS[key](x, e, axis=1), _KERNELS["nnz"](x, axis=1)

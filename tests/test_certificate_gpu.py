@@ -1,0 +1,113 @@
+"""The certificate on the GPU (issue 15): its CuPy kernels give the NumPy reference's bits, and
+certified "auto" with the cuTile engine gives the NumPy engine's plan, verdict and C, bit for bit.
+
+Marked ``gpu``; every test skips cleanly when CuPy, cuda.tile or a GPU is missing.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ozhpc
+from ozhpc.engines import EngineUnavailable, get_engine
+from ozhpc.engines.base import magnitude_digits, support_digits
+from ozhpc.ozaki import certificate as cf
+from ozhpc.ozaki.plan import ModularPlan, SlicePlan
+from ozhpc.ozaki.scales import exponents, row_abs_max
+
+from inputs import phi_matrix
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    try:
+        engine = get_engine("cutile")
+    except EngineUnavailable as exc:
+        pytest.skip(str(exc))
+    import cupy
+    return engine, cupy
+
+
+def awkward(rng, rows, cols, phi=1.0):
+    """phi entries with zero rows and columns, subnormals, huge and tiny entries."""
+    x = phi_matrix(rng, rows, cols, phi)
+    x[3] = 0.0
+    x[:, 5] = 0.0
+    x[7, 2], x[8, 9], x[9, 4] = 5e-324, -3e-310, 1e300
+    x[10, :] *= 2.0**-1000
+    return x
+
+
+def same_bits(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape
+    assert np.array_equal(got.view(np.uint8), want.astype(got.dtype).view(np.uint8))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_digit_planes(gpu, upper):
+    engine, cp = gpu
+    x = awkward(np.random.default_rng(1), 64, 96)
+    e = exponents(np, row_abs_max(np, x))
+    want = (support_digits if upper else magnitude_digits)(np, x, e)
+    same_bits(cp.asnumpy(engine.magnitudes(cp.asarray(x), cp.asarray(e), upper=upper))[0], want)
+    same_bits(cp.asnumpy(engine.magnitudes(cp.asarray(x.T.copy()).T, cp.asarray(e), upper=upper))[0], want)
+
+
+def test_inner_and_row_statistics(gpu):
+    _, cp = gpu
+    x = awkward(np.random.default_rng(2), 64, 96, phi=2.0)
+    e = exponents(np, row_abs_max(np, x))
+    same_bits(cp.asnumpy(cf.inner_stats(cp, cp.asarray(x))), cf.inner_stats(np, x))
+    for got, want in zip(cf.magnitude_stats(cp, cp.asarray(x), cp.asarray(e)), cf.magnitude_stats(np, x, e)):
+        same_bits(cp.asnumpy(got), want)
+    for plan in (ModularPlan.for_k(57, 96), ModularPlan.for_k(90, 96), SlicePlan(5, 5), SlicePlan(9, 9)):
+        got = cf.operand_stats(cp, cp.asarray(x), cp.asarray(e), plan)
+        same_bits(cp.asnumpy(got.delta), cf.operand_stats(np, x, e, plan).delta)
+
+
+@pytest.mark.parametrize("support", [False, True])
+def test_entry_verdicts(gpu, support):
+    """The fused per-entry kernel against the NumPy operations: same count, same worst ratio."""
+    _, cp = gpu
+    rng = np.random.default_rng(3)
+    a, b = awkward(rng, 40, 64), awkward(rng, 64, 48).T.copy()
+    e, f = exponents(np, row_abs_max(np, a)), exponents(np, row_abs_max(np, b))
+    c = a @ b.T
+    c[0, 0], c[1, 1], c[2, 2] = np.inf, np.nan, 0.0
+    lower = rng.integers(0, 2**20, size=c.shape).astype(np.float64)
+    upper = np.where(rng.random(c.shape) < 0.3, 0.0, lower + 5) if support else None
+    for bits in (53, 58, 70):
+        plan = ModularPlan.for_k(bits, 64)
+        stats = [cf.operand_stats(np, x, ex, plan) for x, ex in ((a, e), (b, f))]
+        want = cf.certify_entries(np, c, lower, stats, e, f, plan, None, upper)
+        dev = [cf.OperandStats(*(cp.asarray(v) for v in (s.delta, s.norm, s.nnz))) for s in stats]
+        got = cf.certify_entries(cp, cp.asarray(c), cp.asarray(lower), dev, cp.asarray(e), cp.asarray(f), plan,
+                                 None, None if upper is None else cp.asarray(upper))
+        assert (got.uncertified, got.worst) == (want.uncertified, want.worst), bits
+
+
+def structured(name, rng):
+    n, k = 24, 40
+    a = phi_matrix(rng, n, k, 1.0)
+    if name == "scaled":
+        s = rng.integers(-200, 200, size=k)
+        return np.ldexp(a, s.reshape(1, -1)), np.ldexp(phi_matrix(rng, k, n, 1.0), -s.reshape(-1, 1))
+    if name == "identity":
+        return a, np.eye(k)
+    if name == "sparse":
+        b = phi_matrix(rng, k, n, 1.0)
+        return np.where(rng.random(a.shape) < 0.85, 0.0, a), np.where(rng.random(b.shape) < 0.85, 0.0, b)
+    return phi_matrix(rng, n, k, 4.0), phi_matrix(rng, k, n, 4.0)
+
+
+@pytest.mark.parametrize("scheme", ["ozaki1", "ozaki2"])
+@pytest.mark.parametrize("name", ["scaled", "identity", "sparse", "phi4"])
+def test_certified_auto_same_bits_as_numpy(gpu, scheme, name):
+    a, b = structured(name, np.random.default_rng(4))
+    want, info_np = ozhpc.gemm(a, b, engine="numpy", scheme=scheme, info=True)
+    got, info_gpu = ozhpc.gemm(a, b, engine="cutile", scheme=scheme, info=True)
+    assert info_np.certified and info_gpu.widths == info_np.widths
+    same_bits(got, want)
