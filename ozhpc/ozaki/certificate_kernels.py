@@ -83,8 +83,10 @@ def _ctype(x) -> str:
 
 
 _INNER_MAP = r"""
-(isfinite(x) && x != 0.0) ? (HIGH ? ilogb(x) + 1 : -max(ilogb(x) + 1 - 53, -1074)) : NONE_EXP
+(isfinite(qv) && qv != 0.0) ? (HIGH ? ilogb(qv) + 1 : -max(ilogb(qv) + 1 - 53, -1074)) : NONE_EXP
 """
+# Parameter names of the reduction kernels are distinctive ("qv", "qe"): CuPy renames them in
+# map expressions by plain text substitution ("x" would also rename the x of "max").
 
 
 def inner_stats(cp, rows, none_exp: int):
@@ -95,7 +97,7 @@ def inner_stats(cp, rows, none_exp: int):
         key = ("inner", high, none_exp)
         if key not in _KERNELS:
             _KERNELS[key] = cp.ReductionKernel(
-                "float64 x", "int32 y", _INNER_MAP, "max(a, b)", "y = a", str(none_exp), f"ozhpc_inner_{high}",
+                "float64 qv", "int32 y", _INNER_MAP, "max(a, b)", "y = a", str(none_exp), f"ozhpc_inner_{high}",
                 preamble=f"#define HIGH {high}\n#define NONE_EXP {none_exp}\n")
         out.append(_KERNELS[key](rows, axis=0))
     return cp.stack(out)
@@ -122,7 +124,7 @@ def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
     key = ("delta", shift, slices, tiny)
     if key not in _KERNELS:
         _KERNELS[key] = cp.ReductionKernel(
-            "float64 x, int64 e", "float64 y", "ozhpc_delta(x, e)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
+            "float64 qv, int64 qe", "float64 y", "ozhpc_delta(qv, qe)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
             preamble=f"#define SHIFT {shift}\n#define SLICES {slices}\n#define TINY {tiny!r}\n" + _DELTA)
     return _KERNELS[key](x, cp.asarray(exps).astype(cp.int64).reshape(-1, 1), axis=1)
 
@@ -134,9 +136,9 @@ def magnitude_sums(cp, x, exps, norm_bits: int):
     key = ("norm", norm_bits)
     if key not in _KERNELS:
         _KERNELS[key] = cp.ReductionKernel(
-            "float64 x, int64 e", "int64 y",
-            f"(long long)ceil(ldexp(fabs(x), (int)({norm_bits} - e))) + (x != 0.0 ? 1 : 0)",
+            "float64 qv, int64 qe", "int64 y",
+            f"(long long)ceil(ldexp(fabs(qv), (int)({norm_bits} - qe))) + (qv != 0.0 ? 1 : 0)",
             "a + b", "y = a", "0", "ozhpc_norm")
-        _KERNELS["nnz"] = cp.ReductionKernel("float64 x", "int64 y", "x != 0.0 ? 1 : 0", "a + b", "y = a", "0",
+        _KERNELS["nnz"] = cp.ReductionKernel("float64 qv", "int64 y", "qv != 0.0 ? 1 : 0", "a + b", "y = a", "0",
                                              "ozhpc_nnz")
     return _KERNELS[key](x, e, axis=1), _KERNELS["nnz"](x, axis=1)

@@ -94,6 +94,12 @@ class GemmInfo:
                 f"{self.bits} bits, the widest plan of scheme {self.scheme}")
 
 
+EQUILIBRATE_MIN_SHIFT = 4
+"""Columns of op(A) whose largest exponent is within 8 bits of the matching row of op(B) keep their
+scale: so little imbalance costs at most a few bits of the plan, and leaving them alone spares a
+copy of both operands for the usual, balanced inputs (any rule does, if it is exact and global)."""
+
+
 def enforce_accuracy(info: GemmInfo, accuracy: str, *, stacklevel: int = 3) -> None:
     """A failed certificate (``info.certified is False``) as the user asked: an
     :class:`~ozhpc.errors.AccuracyWarning` ("warn") or an :class:`~ozhpc.errors.AccuracyError`
@@ -223,6 +229,7 @@ class Product:
         stats[2:, ib] = eng.to_host(certificate.inner_stats(xp, b_rows))
         stats = self.reduce.everywhere_max(stats)
         shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
+        shifts[np.abs(shifts) < EQUILIBRATE_MIN_SHIFT] = 0   # balanced enough: no pass over the operands
         if shifts.any():
             a_rows = certificate.ldexp_columns(xp, a_rows, eng.asarray(shifts[ia]))
             b_rows = certificate.ldexp_columns(xp, b_rows, eng.asarray(-shifts[ib]))
