@@ -53,6 +53,51 @@ def run(n: int, phi: float, reps: int, samples: int, seed: int = 0) -> list[dict
     return rows
 
 
+def profile(n: int, phi: float, reps: int, seed: int = 0) -> dict:
+    """CUDA-event seconds of each step the certificate adds, at n, and the fewest bits whose first
+    pass certifies (the "auto" start forced to each width in turn)."""
+    import cupy as cp
+
+    import ozhpc
+    import ozhpc.ozaki.plan as plan_module
+    from ozhpc.engines import get_engine
+    from ozhpc.ozaki import certificate as cf
+    from ozhpc.ozaki.plan import ModularPlan
+    from ozhpc.ozaki.scales import exponents
+
+    eng = get_engine("cutile")
+    a, b = make_inputs(cp, n, phi, seed)
+    bt = b.T
+    e = exponents(cp, eng.row_stats(a)[0])
+    f = exponents(cp, eng.row_stats(bt)[0])
+    plan = ModularPlan.for_k(58, n)
+    c = a @ b
+    stats = [cf.operand_stats(cp, x, ex, plan) for x, ex in ((a, e), (bt, f))]
+    lower = cp.ones((n, n), dtype=cp.int32)
+    steps = {
+        "inner_stats (both)": lambda: (cf.inner_stats(cp, a), cf.inner_stats(cp, bt)),
+        "magnitude_stats (both)": lambda: (cf.magnitude_stats(cp, a, e), cf.magnitude_stats(cp, bt, f)),
+        "operand_stats delta (both)": lambda: [cf.operand_stats(cp, x, ex, plan, mags=(0, 0))
+                                               for x, ex in ((a, e), (bt, f))],
+        "magnitude digits (both)": lambda: (eng.magnitudes(a, e), eng.magnitudes(bt, f)),
+        "certify_entries": lambda: cf.certify_entries(cp, c, lower, stats, e, f, plan),
+        "magnitude GEMM": lambda: eng.accumulate_groups(eng.zeros_groups(1, n, n, slices=1, k=n),
+                                                        eng.magnitudes(a, e), eng.magnitudes(bt, f)),
+    }
+    out = {name: time_events(cp, fn, reps) for name, fn in steps.items()}
+    original = plan_module.auto_bits
+    try:
+        for width in range(55, 63):
+            plan_module.auto_bits = lambda spread, width=width: width
+            _, info = ozhpc.gemm(a, b, engine=eng, scheme="ozaki2", info=True)
+            out[f"first pass at {width} bits: uncertified"] = info.widths[0][1]
+            if info.widths[0][1] == 0:
+                break
+    finally:
+        plan_module.auto_bits = original
+    return out
+
+
 def table(rows: list[dict]) -> str:
     out = ["| n | method | bits (moduli) | s | TFLOP/s | x DGEMM | sampled error | certified (worst ratio) | passes | certificate s | phases |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -72,7 +117,11 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--out", default=None, help="write OUT.md and OUT.json")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="first time each step of the certificate at N and find the fewest bits that certify")
     args = p.parse_args()
+    if args.profile:
+        print(json.dumps(profile(args.profile, args.phi, args.reps), indent=1), flush=True)
     rows = []
     for n in args.sizes:
         rows += run(n, args.phi, args.reps, args.samples)
