@@ -3,6 +3,10 @@
 One process (``ozhpc.gemm``) and SUMMA under real ``mpiexec`` on grids 1x1, 2x2 and 1x3
 with several block and panel sizes must all give exactly these hashes: a refactor, a new
 engine path or a new transport that changes one bit of C fails here.
+
+The four "auto" hashes were re-pinned when "auto" became certified (issue 15): equilibration
+over k, plans widened until every entry passes and scheme I's compensated combine give other
+(more accurate) bits by design; fixed slices / bits kept theirs.
 """
 from __future__ import annotations
 
@@ -21,16 +25,16 @@ sys.path.insert(0, os.path.dirname(__file__))
 from pinned_cases import CASES, gemm_kwargs, operands  # noqa: E402
 
 PINNED = {
-    "s1-auto": "fe98f333209c57a6245a0e06e7bcb7c8f1d0b1ee1bac9596e469262e42499892",
-    "s1-auto-phi2-ta": "44c3be45ed58671d72373175ce174a288a34564f0e7148cd4082547eb6adc82e",
+    "s1-auto": "c08dc84f7653ae7ecdfb13b279e501f4dff6b8629c4321d730538f23470f0f94",
+    "s1-auto-phi2-ta": "dea910ca4a48e5732385b98d55c9e01273f70cb83859bc2618f1bb04926b14f1",
     "s1-6all-tb": "e7da30d16763525efd5ee3440b1f027d2ff75b5b7ad1b9267a36a8b9deabdc5a",
     "s1-8-alphabeta": "dffd5d9d1579c60c60a42103ce829a0a69731c2f719004766880504421a9bbeb",
-    "s1-auto-special": "05879915adc1971a65b54d0a38deeae6440ead3d8b8b975abfaa213bf9df9742",
+    "s1-auto-special": "ae64dfb44ea1a0c4ea0d7fb064e038dc6122160f95756e3681de3c26939499b9",
     "s1-3x4": "1e1dd04b5ec5090430335f22d31e45c93045cdc7f18d332c96c576602685868b",
-    "s2-auto": "9a1821ab473668891a022c41058a4c9d8cbc129d4c25075c1ffa4195c2d9b51c",
+    "s2-auto": "1671625ebfbaa06568e6e0e79062916ee62d93a8523c7d648875b1689b7a5b77",
     "s2-30-alphabeta-t": "80a613530fb05b2df7dad54bbdd0680162da949025d3fbb17091ff543cb04891",
     "s2-53-phi1": "67408a3147759ac2c72040a51aa57722a1c1e8b995e03c3cda09cdd5f0d78128",
-    "s2-auto-special": "e113c1c7bf01a2a4b6c6f30f4a30dae34d506ecc64e30fef7b82bc3a737fe851",
+    "s2-auto-special": "d06a1787d82b3f0791d30b18a13e32662cbb04562fdf219210bf7c707d03aafc",
 }
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
