@@ -1,6 +1,14 @@
 """Certified accuracy for the Ozaki schemes: equilibration, a per-entry error bound, a lower
 bound of ``(|op(A)||op(B)|)_ij``, the per-entry certificate and the "more bits" policy.
 
+The product pipeline (:class:`ozhpc.ozaki.product.Product`, behind ``ozhpc.gemm`` and SUMMA)
+drives these steps with "auto" accuracy: it equilibrates the operands (:func:`inner_stats`,
+:func:`equilibration_shifts`, :func:`ldexp_columns`), sums the magnitude digits' products
+(``engines.base.magnitude_digits``: the lower bound, :data:`MAGNITUDE_UNIT`) with the first pass
+and, once, the support digits' (``engines.base.support_digits``, :func:`support_bound`) for
+entries with no lower bound; ``Product.settle`` runs :func:`certify_entries` after each pass and
+widens the plan with :func:`next_width` until every entry passes or the widest plan is reached.
+
 Guarantee (docs/numerics.md, "The guarantee"): where :func:`certify` passes an entry,
 
     |C_ij - (op(A) op(B))_ij| <= u (|op(A)||op(B)|)_ij + rho u |C_ij| + 2**-1074,
@@ -19,11 +27,9 @@ op(A), column exponents of op(B)), so no bound under- or overflows where C does.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..engines import crt as _crt
 from ..engines.base import BITS, final_scale, ldexp_by
 
 U = 2.0**-53
@@ -271,90 +277,16 @@ def free_lower_bound(xp, c_lo, c_up, bound, rho: int, sub):
     return xp.maximum(raw - 4 * U * (c_up + bound + final), 0.0) * DOWN
 
 
-def fixed_point_lower_bound(xp, a_rows, b_rows, e, f, k_total: int):
-    """``sum_t floor(|a| 2**(F-e)) floor(|b| 2**(F-f)) 2**-2F`` with ``2F + bitlen(k) <= 52``: one
-    FP64 GEMM of integers whose every partial sum is exact, so the same in any order or blocking
-    (k panels accumulate exactly too). Entries below ``2**-F`` of their row scale count 0."""
-    bits = (52 - max(1, k_total).bit_length()) // 2
-    if bits <= 0:
-        return xp.zeros((a_rows.shape[0], b_rows.shape[0]))
-    ea = (bits - xp.asarray(e).astype(xp.int64)).reshape(-1, 1).astype(xp.int32)
-    fb = (bits - xp.asarray(f).astype(xp.int64)).reshape(-1, 1).astype(xp.int32)
-    ia = xp.floor(ldexp_by(xp, xp.abs(a_rows), ea))
-    ib = xp.floor(ldexp_by(xp, xp.abs(b_rows), fb))
-    return xp.ldexp(ia @ ib.T, -2 * bits)
-
-
-ENTRY_CHUNK = 1 << 21
-"""Elements (entries x k) per chunk of :func:`entry_bounds`."""
-
-
-def _entry_terms(xp, a, b, da, db, both, plan):
-    """Per-term upper error bounds and lower magnitudes (normalised) for entries x k
-    (``both``: where both entries are nonzero, the terms the dropped pairs can reach)."""
-    w = grid_bits(plan)
-    mag = a * b
-    err = (da * b + a * db) * 2.0**-w + (da * db) * 2.0**(-2 * w)
-    tau = dropped_pairs_bound(plan)
-    some = (da > 0) | (db > 0)
-    if tau:
-        err = err + xp.where(both, tau, 0.0)
-        some = some | both
-    err = xp.where(some, err * UP + FLOOR, 0.0)
-    return err, xp.maximum(mag * (1 - 2.0**-50) - 2.0**-1070, 0.0)
-
-
-def _fixed_sum(xp, terms, top, grid: int, up: bool):
-    """Sum along axis 1 on the fixed grid ``2**(top - grid)`` (int64, exact): rounded up or down."""
-    scaled = xp.ldexp(terms, (grid - top).reshape(-1, 1).astype(xp.int32))
-    return (xp.ceil(scaled) if up else xp.floor(scaled)).astype(xp.int64).sum(axis=1)
-
-
-def entry_bounds(xp, a_rows, b_rows, e, f, plan, ii, jj, k_total: int,
-                 reduce_max=_ident, reduce_sum=_ident):
-    """Tight ``(E, L)`` at the entries ``(ii, jj)``: the per-term bounds summed, O(len(ii) k).
-
-    Two passes keep it exact and order-free: the MAX of the terms gives each entry a top
-    exponent, then the terms are summed on the fixed grid ``2**(top - G)`` as int64 (rounded up
-    for E, down for L), ``G = 61 - bitlen(k)`` so no sum overflows.
-    """
-    grid = 61 - max(1, k_total).bit_length()
-    ea = xp.asarray(e).astype(xp.int64).reshape(-1, 1)
-    fb = xp.asarray(f).astype(xp.int64).reshape(-1, 1)
-    an = ldexp_by(xp, xp.abs(a_rows), -ea)
-    bn = ldexp_by(xp, xp.abs(b_rows), -fb)
-    dan = representation_error(xp, a_rows, e, plan)
-    dbn = representation_error(xp, b_rows, f, plan)
-    nza, nzb = a_rows != 0, b_rows != 0
-    out_e, out_l = xp.zeros(len(ii)), xp.zeros(len(ii))
-    step = max(1, ENTRY_CHUNK // max(1, a_rows.shape[1]))
-    for s0 in range(0, len(ii), step):
-        i, j = ii[s0:s0 + step], jj[s0:s0 + step]
-        err, mag = _entry_terms(xp, an[i], bn[j], dan[i], dbn[j], nza[i] & nzb[j], plan)
-        tops = []
-        for t in (err, mag):
-            _, ex = xp.frexp(t.max(axis=1) if t.shape[1] else xp.zeros(t.shape[0]))
-            tops.append(reduce_max(ex.astype(xp.int64)))
-        se = reduce_sum(_fixed_sum(xp, err, tops[0], grid, True))
-        sl = reduce_sum(_fixed_sum(xp, mag, tops[1], grid, False))
-        out_e[s0:s0 + step] = xp.ldexp(se.astype(xp.float64) * UP, (tops[0] - grid).astype(xp.int32))
-        out_l[s0:s0 + step] = xp.ldexp(sl.astype(xp.float64) * DOWN, (tops[1] - grid).astype(xp.int32))
-    return out_e, out_l
-
-
 # -- (d) the certificate --------------------------------------------------------------------------
 
 @dataclass
 class Certificate:
-    """Per-entry outcome: ``passed`` (bool m x n), ``uncertified`` (global count), ``worst``
-    (global max of ``E_ij / (u L_ij)``; inf where L is 0 but E is not), ``free`` (global count
-    certified by the free test alone), ``fallback`` (entries recomputed exactly)."""
+    """Per-entry outcome: ``passed`` (bool m x n, None from the fused kernel), ``uncertified``
+    (global count), ``worst`` (global max of ``E_ij / (u L_ij)``; inf where L is 0 but E is not)."""
 
     passed: object
     uncertified: int
     worst: float
-    free: int = 0
-    fallback: int = 0
 
 
 def certify(xp, bound, lower, exclude=None, reduce_sum=_ident, reduce_max=_ident) -> Certificate:
@@ -370,47 +302,6 @@ def certify(xp, bound, lower, exclude=None, reduce_sum=_ident, reduce_max=_ident
     worst = float(reduce_max(xp.asarray([ratio.max() if ratio.size else 0.0]))[0])
     count = int(reduce_sum(xp.asarray([int((~passed).sum())], dtype=xp.int64))[0])
     return Certificate(passed, count, worst)
-
-
-FIXED_POINT_MIN = 64
-"""Global count of entries left by the free test above which the fixed-point GEMM runs."""
-ENTRY_LIMIT = 1 << 16
-"""Most entries (global) given the O(k) per-entry bounds of :func:`entry_bounds`."""
-
-
-def certify_product(xp, a_rows, b_rows, e, f, plan, c, acc=None, *, k_total=None, stats=None,
-                    exclude=None, fixed_lower=None, entry_limit=None, compensated=False,
-                    reduce_max=_ident, reduce_sum=_ident) -> Certificate:
-    """The certificate of one product ``c`` (before special values and alpha/beta) of the finite,
-    equilibrated operands: separable bound and free test, then (for the entries left, decided
-    by global counts) the fixed-point lower bound (``fixed_lower`` when the caller has it, e.g.
-    from :func:`predict_width`), then the per-entry bounds for at most ``entry_limit`` entries
-    (default :data:`ENTRY_LIMIT`; 0 where the caller does not hold whole rows along k).
-    ``compensated``: ``c`` came from :func:`compensated_combine` (scheme I)."""
-    k_total = a_rows.shape[1] if k_total is None else k_total
-    sa, sb = stats or (operand_stats(xp, a_rows, e, plan, reduce_max, reduce_sum),
-                       operand_stats(xp, b_rows, f, plan, reduce_max, reduce_sum))
-    c_lo, c_up = normalised_c(xp, c, e, f)
-    comb = combine_rounding(xp, plan, acc, c_up, (sa, sb), compensated) + xp.zeros(c.shape)
-    bound = error_bound(xp, sa, sb, plan) + comb
-    lower = free_lower_bound(xp, c_lo, c_up, bound, FINAL_ROUNDING_ULPS[plan.scheme], subnormal_unit(xp, e, f))
-    exclude = ~xp.isfinite(c) if exclude is None else exclude | ~xp.isfinite(c)
-    cert = certify(xp, bound, lower, exclude, reduce_sum, reduce_max)
-    free = int(reduce_sum(xp.asarray([int(cert.passed.sum())], dtype=xp.int64))[0])
-    if cert.uncertified > FIXED_POINT_MIN:
-        if fixed_lower is None:
-            fixed_lower = fixed_point_lower_bound(xp, a_rows, b_rows, e, f, k_total)
-        lower = xp.maximum(lower, fixed_lower)
-        cert = certify(xp, bound, lower, exclude, reduce_sum, reduce_max)
-    if 0 < cert.uncertified <= (ENTRY_LIMIT if entry_limit is None else entry_limit):
-        ii, jj = xp.nonzero(~cert.passed)
-        be, le = entry_bounds(xp, a_rows, b_rows, e, f, plan, ii, jj, k_total, reduce_max, reduce_sum)
-        bound, lower = bound.copy(), lower.copy()
-        bound[ii, jj] = xp.minimum(bound[ii, jj], (be + comb[ii, jj]) * UP)
-        lower[ii, jj] = xp.maximum(lower[ii, jj], le)
-        cert = certify(xp, bound, lower, exclude, reduce_sum, reduce_max)
-    cert.free = int(free)
-    return cert
 
 
 MAGNITUDE_UNIT = 2.0 ** (-2 * BITS)
@@ -499,46 +390,6 @@ def magnitude_stats(xp, x, exps, reduce_sum=_ident):
     return reduce_sum(scaled.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(nnz)
 
 
-PREDICT_MARGIN = 15 / 16
-"""Largest worst-case ratio ``E / (u L)`` :func:`predict_width` accepts: the rest of ``u L`` is
-left for the combine's own roundings (about 2**-6 of it in scheme I, less in scheme II)."""
-
-
-def predict_width(xp, mag_a, mag_b, lower, scheme: str, cap: int, reduce_max=_ident) -> int:
-    """The fewest bits / slices whose bound, with every representation error at its worst (1/2),
-    is at most ``PREDICT_MARGIN u L_ij`` on every entry with ``L > 0``: the "auto" statistic of
-    certified mode, from the exact norms and counts and the fixed-point lower bound ``L`` (one
-    MAX per candidate width, so the same on every rank). It starts at ``52 + log2 max (|A_i|_1 +
-    |B_j|_1) / L_ij`` bits (the first term alone) and adds a bit / slice until the worst entry fits."""
-    from .plan import SlicePlan
-    na = mag_a[0].astype(xp.float64).reshape(-1, 1) * 2.0**-NORM_BITS
-    nb = mag_b[0].astype(xp.float64).reshape(1, -1) * 2.0**-NORM_BITS
-    cross = xp.minimum(mag_a[1].reshape(-1, 1), mag_b[1].reshape(1, -1)).astype(xp.float64)
-    pos = lower > 0
-    safe = xp.where(pos, lower, 1.0)
-
-    def worst(x):
-        return float(reduce_max(xp.asarray([xp.where(pos, x / safe, 0.0).max() if x.size else 0.0]))[0])
-
-    def fits(width):
-        w = BITS * width if scheme == "ozaki1" else width
-        bound = (na + nb) * 2.0 ** (-w - 1) + cross * 2.0 ** (-2 * w - 2)
-        if scheme == "ozaki1":
-            bound = bound + dropped_pairs_bound(SlicePlan(width, width)) * cross
-        return worst(bound) * 2.0**53 <= PREDICT_MARGIN
-
-    first = worst(na + nb)
-    bits = 52 + math.ceil(math.log2(first)) if first > 0 else _crt.MIN_BITS
-    width = max(_crt.MIN_BITS, bits) if scheme == "ozaki2" else max(1, -(-bits // BITS))
-    while width < cap and not fits(width):
-        width += 1
-    return min(cap, width)
-
-
-FALLBACK_LIMIT = 4096
-"""Most uncertified entries (global) the exact fallback recomputes."""
-
-
 def next_width(scheme: str, width: int, worst: float, cap: int) -> int:
     """More bits (scheme II) or slices (scheme I) for a failed certificate: the bound shrinks by
     2 per bit (2**7 per slice), so ``log2(worst) + 1`` bits close the worst gap, at least one
@@ -546,158 +397,3 @@ def next_width(scheme: str, width: int, worst: float, cap: int) -> int:
     need = 16 if not math.isfinite(worst) else max(1, math.ceil(math.log2(max(worst, 1.0))) + 1)
     step = need if scheme == "ozaki2" else max(1, -(-need // BITS))
     return min(cap, width + step)
-
-
-def certified_policy(run_product, start: int, scheme: str, cap: int | None = None, fallback=None,
-                     fallback_limit: int = FALLBACK_LIMIT):
-    """"auto" with a guarantee: ``run_product(width) -> (c, Certificate)`` at ``start`` bits /
-    slices, more (:func:`next_width`) while entries fail, up to ``cap`` (``crt.MAX_BITS`` /
-    ``plan.MAX_SLICES``); then ``fallback(c, cert) -> (c, cert)`` for at most ``fallback_limit``
-    entries. Returns ``(c, width, cert, tried)``, ``tried`` = [(width, uncertified, worst)].
-    Every decision reads global counts and MAXes: the same on every rank."""
-    from .plan import MAX_SLICES
-    cap = cap or (_crt.MAX_BITS if scheme == "ozaki2" else MAX_SLICES)
-    width, tried = min(start, cap), []
-    while True:
-        c, cert = run_product(width)
-        tried.append((width, cert.uncertified, cert.worst))
-        if cert.uncertified == 0 or width >= cap:
-            break
-        width = next_width(scheme, width, cert.worst, cap)
-    if cert.uncertified and fallback is not None and cert.uncertified <= fallback_limit:
-        c, cert = fallback(c, cert)
-    return c, width, cert, tried
-
-
-def exact_entry_value(a, b) -> float:
-    """``sum_t a_t b_t`` correctly rounded to FP64 (Python integers; finite inputs; +0.0 for 0)."""
-    total, low = 0, None
-    terms = []
-    for x, y in zip(a.tolist(), b.tolist()):
-        if x and y:
-            mx, ex = math.frexp(x)
-            my, ey = math.frexp(y)
-            terms.append((int(mx * 2**53) * int(my * 2**53), ex + ey - 106))
-    if not terms:
-        return 0.0
-    low = min(ex for _, ex in terms)
-    total = sum(m << (ex - low) for m, ex in terms)
-    try:
-        return float(Fraction(total) * Fraction(2) ** low) + 0.0
-    except OverflowError:
-        return math.copysign(math.inf, total)
-
-
-def exact_fallback(a_rows, b_rows):
-    """A ``fallback`` for :func:`certified_policy` on host arrays: the uncertified entries
-    recomputed correctly rounded (error <= u |AB_ij| <= u (|A||B|)_ij), then passed."""
-    import numpy as np
-
-    def run(c, cert):
-        c = np.array(c, copy=True)
-        passed = np.array(cert.passed, copy=True)
-        for i, j in zip(*np.nonzero(~passed)):
-            c[i, j] = exact_entry_value(a_rows[i], b_rows[j])
-            passed[i, j] = True
-        return c, Certificate(passed, 0, cert.worst, cert.free, cert.uncertified)
-    return run
-
-
-# -- prototype driver (until the product object of the one-pipeline refactor takes these calls) --
-
-@dataclass
-class CertifiedInfo:
-    """What :func:`certified_gemm_prototype` did: the width used (bits / slices), the
-    certificate, the widths tried, the width today's "auto" picks, and seconds per phase."""
-
-    scheme: str
-    width: int
-    auto_width: int
-    certified: bool
-    uncertified: int
-    worst: float
-    free: int
-    fallback: int
-    tried: list
-    seconds: dict
-
-
-def _prototype_setup(eng, A, B, transa, transb, scheme, cap):
-    """Operands as rows along k, equilibrated finite parts, exponents, today's auto width, the
-    plan-free statistics and the predicted width, and the special-value counts."""
-    from . import special
-    from .gemm import check_real_matrix
-    from .product import op_rows
-    from .plan import MAX_SLICES, make_plan
-    from .scales import exponents, spread_bits
-
-    xp = eng.xp
-    for x, name in ((A, "A"), (B, "B")):
-        check_real_matrix(x, name)
-    a_rows = op_rows(eng.asarray(A).astype(xp.float64), transa, True)
-    b_rows = op_rows(eng.asarray(B).astype(xp.float64), transb, False)
-    a_eq, b_eq, _ = equilibrate_global(xp, special.finite_part(xp, a_rows), special.finite_part(xp, b_rows))
-    e, f = exponents(xp, eng.row_stats(a_eq)[0]), exponents(xp, eng.row_stats(b_eq)[0])
-    spread = max(spread_bits(xp, eng.entry_gaps(a_eq, e)), spread_bits(xp, eng.entry_gaps(b_eq, f)))
-    auto = make_plan("auto", "auto", spread, scheme=scheme, bits="auto", k=a_rows.shape[1])
-    t0 = time.perf_counter()
-    mags = magnitude_stats(xp, a_eq, e), magnitude_stats(xp, b_eq, f)
-    fixed = fixed_point_lower_bound(xp, a_eq, b_eq, e, f, a_rows.shape[1])
-    cap = cap or (_crt.MAX_BITS if scheme == "ozaki2" else MAX_SLICES)
-    predicted = predict_width(xp, mags[0], mags[1], fixed, scheme, cap)
-    counts = None
-    if special.has_nonfinite(xp, a_rows) or special.has_nonfinite(xp, b_rows):
-        counts = special.zeros_counts(xp, a_rows.shape[0], b_rows.shape[0])
-        special.accumulate_counts(xp, counts, special.classify(xp, a_rows), special.classify(xp, b_rows))
-    return dict(a=a_eq, b=b_eq, e=e, f=f, auto=auto.bits if scheme == "ozaki2" else auto.slices,
-                mags=mags, fixed=fixed, cap=cap, predicted=predicted, counts=counts,
-                prediction_s=time.perf_counter() - t0)
-
-
-def certified_gemm_prototype(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
-                             scheme="ozaki1", engine="numpy", cap=None, fallback=True, start=None):
-    """Certified "auto" on one process with today's plan / engine steps: equilibrate, start at
-    :func:`predict_width` (``start`` overrides), certify, widen, fall back; then special values
-    and alpha/beta as :func:`ozhpc.gemm`. Returns ``(C, CertifiedInfo)``; ``seconds`` has the
-    products, their certificates and the prediction (norms + fixed-point GEMM) apart."""
-    import numpy as np
-
-    from ..engines import get_engine
-    from . import special
-    from .plan import ModularPlan, SlicePlan
-    from .product import epilogue
-
-    eng = get_engine(engine)
-    xp = eng.xp
-    p = _prototype_setup(eng, A, B, transa, transb, scheme, cap)
-    a_eq, b_eq, e, f, mags = p["a"], p["b"], p["e"], p["f"], p["mags"]
-    (m, k), n = a_eq.shape, b_eq.shape[0]
-    exclude = None if p["counts"] is None else (p["counts"] > 0).any(axis=0)
-    seconds = {"prediction": p["prediction_s"], "product": 0.0, "certificate": 0.0}
-
-    def run_product(width):
-        t1 = time.perf_counter()
-        plan = ModularPlan.for_k(width, k) if scheme == "ozaki2" else SlicePlan(width, width)
-        plan.check_k(k)
-        acc = plan.zeros(eng, m, n, k)
-        if k:
-            plan.accumulate(eng, acc, plan.split(eng, a_eq, e), plan.split(eng, b_eq, f))
-        ab = compensated_combine(xp, acc, e, f) if scheme == "ozaki1" else plan.combine(eng, acc, e, f)
-        t2 = time.perf_counter()
-        stats = (operand_stats(xp, a_eq, e, plan, mags=mags[0]), operand_stats(xp, b_eq, f, plan, mags=mags[1]))
-        cert = certify_product(xp, a_eq, b_eq, e, f, plan, ab, acc if scheme == "ozaki1" else None,
-                               stats=stats, exclude=exclude, fixed_lower=p["fixed"],
-                               compensated=scheme == "ozaki1")
-        seconds["product"] += t2 - t1
-        seconds["certificate"] += time.perf_counter() - t2
-        return ab, cert
-
-    use_fallback = fallback and xp is np
-    ab, width, cert, tried = certified_policy(run_product, p["predicted"] if start is None else start, scheme,
-                                              p["cap"], exact_fallback(a_eq, b_eq) if use_fallback else None)
-    if exclude is not None:
-        ab = special.apply_counts(xp, ab, p["counts"])
-    out = epilogue(xp, ab, alpha, beta, None if beta == 0.0 else eng.asarray(C).astype(xp.float64))
-    info = CertifiedInfo(scheme, width, p["auto"], cert.uncertified == 0, cert.uncertified, cert.worst,
-                         cert.free, cert.fallback, tried, seconds)
-    return out, info
