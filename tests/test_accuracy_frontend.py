@@ -267,21 +267,27 @@ def test_dist_gemm_accuracy(uncertified):
 
 # ------------------------------------------------------------------ end to end, the real certificate
 
-X = 2.0**-80 * (1 + 2.0**-52)
+X = 2.0**-200 * (1 + 2.0**-52)
+X_133 = 2.0**-80 * (1 + 2.0**-52)
 N_HARD = 72
-"""Rows [.., 1, .., x, ..] with x = 2**-80 (1 + 2**-52): C = A I = A needs 133 bits per row, more
-than scheme II's 100-bit cap (scheme I's 24 slices hold 168): N*(N-1) entries x fail (the
-pipeline has no exact fallback; the one-process prototype that had one is gone)."""
+"""Rows [.., 1, .., x, ..] with x = 2**-200 (1 + 2**-52): C = A I = A needs 253 bits per row, more
+than the widest plan of either scheme (scheme II's 100 bits, then scheme I's 24 slices = 168 bits):
+N*(N-1) entries x fail. With x = 2**-80 (1 + 2**-52) (133 bits) scheme II continues past its cap
+with scheme I's digits and certifies."""
 
 
-@pytest.fixture
-def hard(tmp_path):
-    a = np.full((N_HARD, N_HARD), X)
+def hard_file(tmp_path, x):
+    a = np.full((N_HARD, N_HARD), x)
     np.fill_diagonal(a, 1.0)
     src = tmp_path / "hard.h5"
     with h5py.File(src, "w") as f:
         f["A"], f["I"] = a, np.eye(N_HARD)
     return src, a
+
+
+@pytest.fixture
+def hard(tmp_path):
+    return hard_file(tmp_path, X)
 
 
 def hard_args(src, out, *extra):
@@ -323,10 +329,11 @@ def test_scheme2_cannot_certify_warn_writes_c_and_says_so(hard, tmp_path):
         assert f["C"].shape == a.shape
 
 
-def test_scheme1_certifies_the_same_input(hard, tmp_path):
-    src, a = hard
+@pytest.mark.parametrize("scheme", ["ozaki1", "ozaki2"])
+def test_133_bit_rows_certify_in_either_scheme(tmp_path, scheme):
+    src, a = hard_file(tmp_path, X_133)
     out, report = tmp_path / "out.h5", tmp_path / "run.json"
-    r = run_cli(hard_args(src, out, "--scheme", "ozaki1", "--accuracy", "strict", "--report", report))
+    r = run_cli(hard_args(src, out, "--scheme", scheme, "--accuracy", "strict", "--report", report))
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
     rep = json.loads(report.read_text())

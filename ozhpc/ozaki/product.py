@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
+from ..engines.base import BITS
 from ..errors import AccuracyError, AccuracyWarning, InputError
 from . import certificate, special
 from .plan import max_width, plan_width, resolve_plan
@@ -178,10 +179,10 @@ class Product:
     """One product on this rank's pieces, prepared in the constructor (collective when the
     reductions are): global row scales, the plan, the split of both operands.
 
-    With "auto" accuracy the product is certified (:mod:`ozhpc.ozaki.certificate`): the operands
-    are equilibrated over k first, one more int8 plane of magnitudes travels with the first pass
-    (a lower bound of ``|op(A)||op(B)|``), and :meth:`settle` checks every entry; when some entry
-    fails it picks a wider plan and asks the caller for another pass of :meth:`multiply` or
+    With "auto" accuracy the product is certified (:mod:`ozhpc.ozaki.certificate`): one more int8
+    plane of magnitudes travels with the first pass (a lower bound of ``|op(A)||op(B)|``), and
+    :meth:`settle` checks every entry; when some entry fails it equilibrates the operands over k
+    or picks a wider plan and asks the caller for another pass of :meth:`multiply` or
     :meth:`accumulate`. Every decision is global and exact, so the bits stay grid-independent.
 
     Parameters
@@ -204,39 +205,48 @@ class Product:
         self.shape = (a_rows.shape[0], b_rows.shape[0])
         self.reduce, self.certifying = reduce, settings.auto
         self.clock = Stopwatch(engine)
-        if self.certifying:
-            a_rows, b_rows = self._equilibrate(a_rows, b_rows, k_index)
-        self._scales_and_plan(a_rows, b_rows)
+        self._k_index = k_index
+        self._given = (a_rows, b_rows) if self.certifying else None   # to equilibrate, should a pass fail
+        self._plan_settings, self._equilibrated, self.shifted = settings, False, 0
+        self.widths: list = []
+        self.cert = None
+        self._prepare(a_rows, b_rows)
+
+    def _prepare(self, a_rows, b_rows, width: int | None = None) -> None:
+        """Scales, plan (at least ``width``), split and the first pass's extra planes; the
+        certificate's sums start anew (they follow the scales)."""
+        self._scales_and_plan(a_rows, b_rows, width)
         self.clock.lap("scales")
         self._split(a_rows, b_rows)
         self.clock.lap("split")
         self._acc = self._counts = self._ab = self._mags = self._group_sums = None
         self._sums: dict = {}   # "lower" / "support": the certificate's digit products (1, m, n)
         self._settled = self._support_pass = False
-        self.widths: list = []
-        self.cert = None
 
     # -- prepare ---------------------------------------------------------------------------
-    def _equilibrate(self, a_rows, b_rows, k_index):
-        """Column t of op(A) times ``2**s_t``, row t of op(B) times ``2**-s_t``: exact, so the
-        product and ``|op(A)||op(B)|`` keep every bit, while the scales see balanced columns
-        (compensated scalings no longer hide entries below a row's scale). The per-k statistics
-        are MAX-reduced over every rank by global k index."""
+    def _equilibrated_operands(self):
+        """The given operands with column t of op(A) times ``2**s_t`` and row t of op(B) times
+        ``2**-s_t`` (None when no column needs it): exact, so the product and ``|op(A)||op(B)|``
+        keep every bit, while the scales see balanced columns (compensated scalings no longer
+        hide entries below a row's scale). Per-k statistics are MAX-reduced over every rank by
+        global k index. Tried once a pass failed: a diagonal operand, say, certifies at once
+        unbalanced and would spread its range into the other operand."""
         xp, eng = self.xp, self.engine
-        ia, ib = k_index if k_index is not None else (np.arange(self.k), np.arange(self.k))
+        a_rows, b_rows = self._given
+        ia, ib = self._k_index if self._k_index is not None else (np.arange(self.k), np.arange(self.k))
         stats = np.full((4, self.k), certificate.NONE_EXP, dtype=np.int32)
         stats[:2, ia] = eng.to_host(certificate.inner_stats(xp, a_rows))
         stats[2:, ib] = eng.to_host(certificate.inner_stats(xp, b_rows))
         stats = self.reduce.everywhere_max(stats)
         shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
         shifts[np.abs(shifts) < EQUILIBRATE_MIN_SHIFT] = 0   # balanced enough: no pass over the operands
-        if shifts.any():
-            a_rows = certificate.ldexp_columns(xp, a_rows, eng.asarray(shifts[ia]))
-            b_rows = certificate.ldexp_columns(xp, b_rows, eng.asarray(-shifts[ib]))
         self.shifted = int(np.count_nonzero(shifts))
-        return a_rows, b_rows
+        if not self.shifted:
+            return None
+        return (certificate.ldexp_columns(xp, a_rows, eng.asarray(shifts[ia])),
+                certificate.ldexp_columns(xp, b_rows, eng.asarray(-shifts[ib])))
 
-    def _scales_and_plan(self, a_rows, b_rows) -> None:
+    def _scales_and_plan(self, a_rows, b_rows, width: int | None = None) -> None:
         eng, xp, reduce = self.engine, self.xp, self.reduce
         (amax, self._bad_a), (bmax, self._bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
         self.row_exps = exponents(xp, eng.asarray(reduce.a_max(eng.to_host(amax))))
@@ -248,7 +258,9 @@ class Product:
         local[1] = self._bad_a or self._bad_b
         spread, nonfinite = (int(v) for v in reduce.everywhere_max(local))
         self.spread, self.nonfinite = spread, bool(nonfinite)
-        self.plan = resolve_plan(self.settings, spread, self.k)
+        self.plan = resolve_plan(self._plan_settings, spread, self.k)
+        if width is not None and plan_width(self.plan) < width:
+            self.plan = resolve_plan(self._plan_settings, spread, self.k, width)
         self.plan.check_k(self.k)
 
     def _spread(self, rows, exps, sum_pieces) -> int:
@@ -359,8 +371,9 @@ class Product:
         """Combine the pass (one fixed order; scheme I certified: compensated), apply the
         special values and, with "auto", certify every entry. Returns True when the certificate
         asks for another pass of the products (:meth:`multiply`, or every panel through
-        :meth:`accumulate`): a wider plan (the operands are split anew), or once, when some
-        entry has no lower bound at all, a pass of support digits alone (sparse operands)."""
+        :meth:`accumulate`): once, when some entry has no lower bound at all, a pass of support
+        digits alone (sparse operands); then the operands equilibrated over k; then wider plans
+        (the operands are split anew), past scheme II's cap with scheme I's digits."""
         if self._support_pass:
             self._support_pass = False
         else:
@@ -370,19 +383,36 @@ class Product:
         cert = self._certify(self._ab, self._group_sums)
         self.widths.append([self.plan.bits, cert.uncertified, cert.worst])
         self.clock.lap("certificate")
-        width, cap = plan_width(self.plan), max_width(self.plan.scheme)
         if cert.uncertified and math.isinf(cert.worst) and "support" not in self._sums:
             self._support_pass, self._settled = True, False
             self._sums["support"] = self.engine.zeros_groups(1, *self.shape, slices=1, k=self.k)
             self._extras = [("support", self.engine.magnitudes(self._fin_a, self.row_exps, upper=True),
                              self.engine.magnitudes(self._fin_b, self.col_exps, upper=True))]
             return True
-        if cert.uncertified == 0 or width >= cap:
-            self.cert, self._fin_a, self._fin_b, self._sums, self._group_sums = cert, None, None, {}, None
-            self._settled = True
+        if cert.uncertified and self._next_pass(cert):
+            return True
+        self.cert, self._fin_a, self._fin_b, self._sums, self._group_sums = cert, None, None, {}, None
+        self._given, self._settled = None, True
+        return False
+
+    def _next_pass(self, cert) -> bool:
+        """After a failed certificate (global, so every rank alike): equilibrate once (at no
+        fewer bits), else a wider plan, else, at scheme II's cap, scheme I's wider digits."""
+        width, cap = plan_width(self.plan), max_width(self.plan.scheme)
+        if not self._equilibrated:
+            self._equilibrated = True
+            operands = self._equilibrated_operands()
+            if operands is not None:
+                self._prepare(*operands, width=width)
+                return True
+        if width < cap:
+            width = certificate.next_width(self.plan.scheme, width, cert.worst, cap)
+        elif self.plan.scheme == "ozaki2":
+            self._plan_settings = replace(self.settings, scheme="ozaki1", bits="auto")
+            width = certificate.next_width("ozaki1", -(-width // BITS), cert.worst, max_width("ozaki1"))
+        else:
             return False
-        self.plan = resolve_plan(self.settings, self.spread, self.k,
-                                 certificate.next_width(self.plan.scheme, width, cert.worst, cap))
+        self.plan = resolve_plan(self._plan_settings, self.spread, self.k, width)
         self.plan.check_k(self.k)
         self._ab, self._settled = None, False
         self._split_planes()
