@@ -31,8 +31,12 @@ CHUNK_ENTRIES = 1 << 16
 FILE_CHUNK_BYTES = 1 << 26
 
 
+DEVICE_CHUNK_ENTRIES = 1 << 25
+"""Entries hashed per pass on a GPU (CuPy): 256 MiB per temporary."""
+
+
 def fmix64(x: np.ndarray) -> np.ndarray:
-    """murmur3's 64-bit finaliser, in place on a uint64 array (a bijection: no collisions)."""
+    """murmur3's 64-bit finaliser, in place on a uint64 array (NumPy or CuPy; a bijection)."""
     x ^= x >> np.uint64(33)
     x *= ROW_MUL
     x ^= x >> np.uint64(33)
@@ -41,9 +45,9 @@ def fmix64(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _index_keys(idx: np.ndarray, key: int, mul: np.uint64) -> np.ndarray:
+def _index_keys(idx: np.ndarray, key: int, mul: np.uint64, xp=np) -> np.ndarray:
     """Per-row (or per-column) keys: a bijective hash of the global index, per lane."""
-    x = np.asarray(idx, dtype=np.uint64) * mul
+    x = xp.asarray(np.asarray(idx, dtype=np.uint64)) * mul
     x ^= np.uint64(key)
     return fmix64(x)
 
@@ -75,6 +79,8 @@ def lane_sums(block, rows, cols, threads: int | None = None) -> list[int]:
     """The four lane sums (Python ints mod 2**64) of ``block``, whose entry (a, b) is the
     global entry (rows[a], cols[b]); any partition of a matrix adds up to the whole's sums.
     Chunks run on ``threads`` threads (default: the cores, at most 8; NumPy drops the GIL)."""
+    if type(block).__module__.startswith("cupy"):
+        return _device_lane_sums(block, rows, cols)
     block = np.asarray(block, dtype=np.float64)
     rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
     if block.shape != (rows.size, cols.size):
@@ -97,6 +103,24 @@ def lane_sums(block, rows, cols, threads: int | None = None) -> list[int]:
             parts = list(pool.map(one, cuts))
     else:
         parts = [one(cut) for cut in cuts]
+    return add_sums([0] * LANES, *parts)
+
+
+def _device_lane_sums(block, rows, cols) -> list[int]:
+    """:func:`lane_sums` of a CuPy block on its GPU (the same integer arithmetic modulo 2**64,
+    so the same sums): C is fingerprinted before it is copied back to the host."""
+    import cupy as cp
+
+    block = cp.ascontiguousarray(block, dtype=cp.float64)
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    if block.shape != (rows.size, cols.size):
+        raise ValueError(f"block has shape {block.shape}, indices give {(rows.size, cols.size)}")
+    if block.size == 0:
+        return [0] * LANES
+    rk, ck = _index_keys(rows, KEYS[0], ROW_MUL, cp), _index_keys(cols, KEYS[-1], COL_MUL, cp)
+    step = max(1, DEVICE_CHUNK_ENTRIES // max(1, cols.size))
+    parts = [_chunk_sums(block[lo:lo + step].view(cp.uint64), rk[lo:lo + step], ck)
+             for lo in range(0, rows.size, step)]
     return add_sums([0] * LANES, *parts)
 
 

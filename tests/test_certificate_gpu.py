@@ -1,5 +1,6 @@
-"""The certificate on the GPU (issue 15): its CuPy kernels give the NumPy reference's bits, and
-certified "auto" with the cuTile engine gives the NumPy engine's plan, verdict and C, bit for bit.
+"""The certificate and the fingerprint on the GPU: their CuPy kernels give the NumPy reference's
+bits, and certified "auto" with the cuTile engine gives the NumPy engine's plan, verdict and C,
+bit for bit.
 
 Marked ``gpu``; every test skips cleanly when CuPy, cuda.tile or a GPU is missing.
 """
@@ -111,3 +112,15 @@ def test_certified_auto_same_bits_as_numpy(gpu, scheme, name):
     got, info_gpu = ozhpc.gemm(a, b, engine="cutile", scheme=scheme, info=True)
     assert info_np.certified and info_gpu.widths == info_np.widths
     same_bits(got, want)
+
+
+def test_fingerprint_on_the_gpu_equals_the_host(gpu):
+    """C is fingerprinted on the GPU before it is copied back (the runner): same lane sums."""
+    from ozhpc.fingerprint import lane_sums
+
+    _, cp = gpu
+    c = awkward(np.random.default_rng(5), 300, 257)
+    c[4, 4], c[5, 5] = np.inf, np.nan
+    rows, cols = np.arange(7, 307), np.arange(1000, 1257)
+    assert lane_sums(cp.asarray(c), rows, cols) == lane_sums(c, rows, cols)
+    assert lane_sums(cp.asarray(c[:, :0]), rows, cols[:0]) == [0, 0, 0, 0]

@@ -167,7 +167,9 @@ class Summa:
 
     # -- the product --------------------------------------------------------------------------
     def __call__(self, a: DistMatrix, bt: DistMatrix, c: DistMatrix | None = None, *,
-                 alpha: float = 1.0, beta: float = 0.0) -> DistMatrix:
+                 alpha: float = 1.0, beta: float = 0.0, on_device: bool = False) -> DistMatrix:
+        """C on this plan's layout: NumPy blocks for NumPy operands, unless ``on_device`` (keep
+        C's blocks on the engine's device, e.g. to fingerprint them there)."""
         if a.layout != self.a_layout or bt.layout != self.bt_layout or not bt.transposed_grid:
             raise ValueError("operands are not in this plan's layouts (Summa.a_layout / bt_layout)")
         if beta != 0.0 and (c is None or c.layout != self.c_layout):
@@ -184,7 +186,7 @@ class Summa:
             wait_s += self._panel_loop(product, timer)
         c_loc = None if beta == 0.0 else eng.asarray(c.local).astype(xp.float64, copy=False)
         out = product.finish(alpha, beta, c_loc)
-        if isinstance(a.local, np.ndarray):
+        if isinstance(a.local, np.ndarray) and not on_device:
             out = eng.to_host(out)
         self.info = self._info(product, wait_s, timer.seconds())
         return DistMatrix(self.grid, self.c_layout, out)
