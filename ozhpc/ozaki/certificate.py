@@ -342,10 +342,41 @@ def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_
         return _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max)
 
 
+CERTIFY_CHUNK = 1 << 20
+"""Entries per row chunk of the array-at-a-time certificate: its dozen temporaries stay at a few
+chunks' size instead of a dozen copies of C (the memory model counts them)."""
+
+
 def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max):
-    sa, sb = stats
     if acc is None and xp.__name__ == "cupy":
         return _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max)
+    m, n = c.shape
+    step = max(1, CERTIFY_CHUNK // max(1, n))
+    passed = xp.ones(c.shape, dtype=bool)
+    count, worst = 0, 0.0
+    for r0 in range(0, m, step):
+        rows = slice(r0, r0 + step)
+        part = _certify_rows(xp, c[rows], _rows_of(magnitude_sums, rows), [_stats_rows(stats[0], rows), stats[1]],
+                             xp.asarray(e)[rows], f, plan, None if acc is None else acc[:, rows],
+                             _rows_of(support_sums, rows))
+        passed[rows] = part.passed
+        count, worst = count + part.uncertified, max(worst, part.worst)
+    worst = float(reduce_max(xp.asarray([worst]))[0])
+    count = int(reduce_sum(xp.asarray([count], dtype=xp.int64))[0])
+    return Certificate(passed, count, worst)
+
+
+def _rows_of(x, rows):
+    return None if x is None else x[rows]
+
+
+def _stats_rows(s: "OperandStats", rows) -> "OperandStats":
+    return OperandStats(s.delta[rows], s.norm[rows], s.nnz[rows])
+
+
+def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums) -> Certificate:
+    """:func:`certify_entries` on a block of rows, array at a time (local count and worst)."""
+    sa, sb = stats
     c_lo, c_up = normalised_c(xp, c, e, f)
     comb = combine_rounding(xp, plan, acc, c_up, stats, compensated=acc is not None)
     bound = error_bound(xp, sa, sb, plan)
@@ -356,7 +387,7 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
     lower = free_lower_bound(xp, c_lo, c_up, bound, FINAL_ROUNDING_ULPS[plan.scheme], subnormal_unit(xp, e, f))
     if magnitude_sums is not None:
         lower = xp.maximum(lower, magnitude_sums.astype(xp.float64) * MAGNITUDE_UNIT)
-    return certify(xp, bound, lower, ~xp.isfinite(c), reduce_sum, reduce_max)
+    return certify(xp, bound, lower, ~xp.isfinite(c))
 
 
 def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max):
