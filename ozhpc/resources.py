@@ -52,12 +52,25 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     w = max(1, min(kb, k))
     operands = 8 * (a + b) + (8 * c if with_c else 0)
     split = planes * (a + b) + 2 * planes * (m + n) * w
+    certified = _certificate_bytes(a, b, c, m + n, w) if settings.auto else 0
     if on_device:
-        device = operands + split + acc_planes * 4 * c + 3 * 8 * c
+        device = operands + split + acc_planes * 4 * c + 3 * 8 * c + certified
         return MemoryEstimate(BASE_BYTES + operands + 2 * 8 * c, device, planes, note)
     accumulate = split + 8 * acc_planes * c + plan.host_work_bytes(m, n, min(w, PACK_K))
     combine = 8 * acc_planes * c + 5 * 8 * c
-    return MemoryEstimate(BASE_BYTES + operands + max(accumulate, combine), 0, planes, note)
+    return MemoryEstimate(BASE_BYTES + operands + max(accumulate, combine) + certified, 0, planes, note)
+
+
+def _certificate_bytes(a: int, b: int, c: int, rows: int, w: int) -> int:
+    """What certified "auto" adds: the FP64 sums of the magnitude digits' products, with the digits
+    (one int8 plane per operand and per panel) while the products run, or the verdict (one byte per
+    entry of C) and the row chunks of the check (``certificate.CERTIFY_CHUNK`` entries, about
+    six FP64 temporaries live at once) after. Not counted: the equilibrated copy of both
+    operands that a pass made after a failed one holds (8 bytes per operand entry; rare inputs,
+    e.g. compensated column scalings)."""
+    from .ozaki.certificate import CERTIFY_CHUNK
+
+    return 8 * c + max((a + b) + 2 * rows * w, c + 6 * 8 * min(c, CERTIFY_CHUNK))
 
 
 def available_memory() -> int | None:
