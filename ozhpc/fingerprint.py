@@ -148,7 +148,7 @@ def fingerprint_matrix(c) -> str:
 def fingerprint_distributed(c) -> str:
     """Fingerprint of a :class:`~ozhpc.parallel.DistMatrix`; collective over its grid, and
     each rank hashes only its own blocks (one allgather of four integers per rank)."""
-    mine = lane_sums(np.asarray(c.local), c.global_rows(), c.global_cols())
+    mine = lane_sums(c.local, c.global_rows(), c.global_cols())   # NumPy or CuPy blocks
     return finish(add_sums(*c.grid.comm.allgather(mine)), c.shape)
 
 

@@ -124,3 +124,27 @@ def test_fingerprint_on_the_gpu_equals_the_host(gpu):
     rows, cols = np.arange(7, 307), np.arange(1000, 1257)
     assert lane_sums(cp.asarray(c), rows, cols) == lane_sums(c, rows, cols)
     assert lane_sums(cp.asarray(c[:, :0]), rows, cols[:0]) == [0, 0, 0, 0]
+
+
+def test_cli_on_the_gpu_writes_the_numpy_engines_c_and_fingerprint(gpu, tmp_path):
+    """``ozhpc gemm --engine cutile`` end to end (certified auto; C fingerprinted on the GPU,
+    then copied back and written): the NumPy engine's C, fingerprint and certificate."""
+    import h5py
+
+    from ozhpc import cli
+    from ozhpc.fingerprint import fingerprint_matrix
+
+    rng = np.random.default_rng(6)
+    src = tmp_path / "in.h5"
+    with h5py.File(src, "w") as f:
+        f["A"], f["B"] = phi_matrix(rng, 70, 90, 1.0), phi_matrix(rng, 90, 50, 1.0)
+    results = {}
+    for engine in ("numpy", "cutile"):
+        out = tmp_path / f"{engine}.h5"
+        assert cli.main(["gemm", f"{src}:/A", f"{src}:/B", "-o", f"{out}:/C", "--engine", engine,
+                         "--progress", "off"]) == 0
+        with h5py.File(out, "r") as f:
+            results[engine] = (f["C"][...], f["C"].attrs["ozhpc_fingerprint"], bool(f["C"].attrs["ozhpc_certified"]))
+    (c_np, fp_np, cert_np), (c_gpu, fp_gpu, cert_gpu) = results["numpy"], results["cutile"]
+    same_bits(c_gpu, c_np)
+    assert fp_gpu == fp_np == fingerprint_matrix(c_np) and cert_np and cert_gpu
