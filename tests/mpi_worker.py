@@ -95,7 +95,11 @@ def repro(comm) -> dict:
             done += 1
             digest = sha256_of_matrix(whole)
             p, q = case["grid"]
-            depth = info.planes + (1 if nf else 0)
+            # one pass of the plan's planes (+ class codes for inf/NaN) with fixed slices / bits;
+            # "auto" adds the certificate's magnitude digits to its first pass, maybe more passes
+            if info.certified is None and info.pass_planes != [info.planes + (1 if nf else 0)]:
+                failures.append(f"planes per pass {info.pass_planes}, plan {info.planes}: {case}")
+            depth = sum(info.pass_planes)
             model = depth * K * (M * (q - 1) + N * (p - 1))
             if digest != refs[key]:
                 failures.append(f"bits differ: {case}")

@@ -32,7 +32,7 @@ two panel buffers per operand.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from mpi4py import MPI
@@ -77,6 +77,9 @@ class SummaInfo(GemmInfo):
     panels: int = 0
     transport: str = ""
     transport_reason: str = ""
+    pass_planes: list = field(default_factory=list)
+    """int8 planes per entry broadcast in each pass of the panel loop ("auto" may run more than
+    one: the certificate's magnitude / support digits, wider plans)."""
     comm_seconds: float = 0.0
     post_seconds: float = 0.0
     bytes_sent: int = 0
@@ -181,6 +184,7 @@ class Summa:
                           reduce=grid_reductions(g), k_index=(self.a_layout.cols.global_indices(g.mycol),
                                                               self.bt_layout.cols.global_indices(g.myrow)))
         timer = eng.timer()  # the panel products alone (CUDA events on a GPU: no sync in the loop)
+        self._pass_planes = []
         wait_s = self._panel_loop(product, timer)
         while product.settle():   # "auto": a wider plan until every entry is certified (a global decision)
             wait_s += self._panel_loop(product, timer)
@@ -196,6 +200,7 @@ class Summa:
         returns the time spent waiting for panels."""
         nk, g = self.panels, self.grid
         rows_a, rows_b = product.shape
+        self._pass_planes.append(product.depth)
         width = min(self.kb, self.k)
         bufs_a = [product.engine.xp.empty(product.depth * rows_a * width, dtype="int8") for _ in range(min(2, nk))]
         bufs_b = [product.engine.xp.empty(product.depth * rows_b * width, dtype="int8") for _ in range(min(2, nk))]
@@ -242,7 +247,8 @@ class Summa:
         base = product.info(seconds).to_dict()
         base.update(m=self.m, n=self.n)
         return SummaInfo(**base, grid=tuple(self.grid.dims), block=(self.mb, self.nb), kb=self.kb,
-                         panels=self.panels, transport_reason=getattr(self.transport, "reason", ""), **stats)
+                         panels=self.panels, transport_reason=getattr(self.transport, "reason", ""),
+                         pass_planes=list(self._pass_planes), **stats)
 
     def close(self) -> None:
         self.transport.close()
