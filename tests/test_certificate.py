@@ -18,6 +18,8 @@ from ozhpc.ozaki.plan import ModularPlan, SlicePlan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 from ozhpc.reference import exact_entry
 
+from guarantee import exact_abs, guarantee_holds
+
 ENGINE = NumpyEngine()
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SCHEMES = ("ozaki1", "ozaki2")
@@ -25,16 +27,6 @@ U = Fraction(1, 2**53)
 DBL_MAX = np.finfo(np.float64).max
 
 
-def exact_abs(a_row, b_col) -> Fraction:
-    return sum((abs(Fraction(float(x)) * Fraction(float(y))) for x, y in zip(a_row, b_col)), Fraction(0))
-
-
-def guarantee_holds(c, a_op, b_op, scheme, i, j) -> bool:
-    """|C_ij - (AB)_ij| <= u (|A||B|)_ij + rho u |C_ij| + 2**-1074 (the guarantee, exactly)."""
-    exact = exact_entry(a_op[i], b_op[:, j])
-    slack = U * exact_abs(a_op[i], b_op[:, j])
-    final = cf.FINAL_ROUNDING_ULPS[scheme] * U * abs(Fraction(float(c[i, j]))) + Fraction(1, 2**1074)
-    return abs(Fraction(float(c[i, j])) - exact) <= slack + final
 
 
 def badly_scaled(rng, rows, cols, spread, zeros=0.2):

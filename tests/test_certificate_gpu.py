@@ -16,6 +16,7 @@ from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import ModularPlan, SlicePlan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
+from guarantee import guarantee_holds, worst_entries
 from inputs import phi_matrix
 
 pytestmark = pytest.mark.gpu
@@ -93,6 +94,12 @@ def test_entry_verdicts(gpu, support):
 def structured(name, rng):
     n, k = 24, 40
     a = phi_matrix(rng, n, k, 1.0)
+    if name == "k1":
+        return phi_matrix(rng, n, 1, 4.0), phi_matrix(rng, 1, n, 4.0)
+    if name == "dominant":
+        a = phi_matrix(rng, n, k, 0.5) * 2.0**-40
+        a[np.arange(n), rng.integers(0, k, n)] = 1.0
+        return a, phi_matrix(rng, k, n, 0.5)
     if name == "scaled":
         s = rng.integers(-200, 200, size=k)
         return np.ldexp(a, s.reshape(1, -1)), np.ldexp(phi_matrix(rng, k, n, 1.0), -s.reshape(-1, 1))
@@ -105,13 +112,19 @@ def structured(name, rng):
 
 
 @pytest.mark.parametrize("scheme", ["ozaki1", "ozaki2"])
-@pytest.mark.parametrize("name", ["scaled", "identity", "sparse", "phi4"])
+@pytest.mark.parametrize("name", ["scaled", "identity", "sparse", "phi4", "k1", "dominant"])
 def test_certified_auto_same_bits_as_numpy(gpu, scheme, name):
+    """Same plans, verdicts and C as the NumPy engine, and the guarantee against the exact
+    product on sampled and worst-case entries."""
     a, b = structured(name, np.random.default_rng(4))
     want, info_np = ozhpc.gemm(a, b, engine="numpy", scheme=scheme, info=True)
     got, info_gpu = ozhpc.gemm(a, b, engine="cutile", scheme=scheme, info=True)
-    assert info_np.certified and info_gpu.widths == info_np.widths
+    assert info_gpu.certified and info_gpu.widths == info_np.widths
     same_bits(got, want)
+    rng = np.random.default_rng(0)
+    picks = [(int(i), int(j)) for i, j in zip(rng.integers(0, got.shape[0], 12), rng.integers(0, got.shape[1], 12))]
+    for i, j in picks + worst_entries(got, a, b):
+        assert guarantee_holds(got, a, b, info_gpu.scheme, i, j), (name, scheme, i, j)
 
 
 def test_fingerprint_on_the_gpu_equals_the_host(gpu):

@@ -1,0 +1,33 @@
+"""The certified guarantee checked exactly (Fractions), for the certificate's tests."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ozhpc.ozaki import certificate as cf
+from ozhpc.reference import exact_entry
+
+U = Fraction(1, 2**53)
+
+
+def exact_abs(a_row, b_col) -> Fraction:
+    """(|a||b|) of one row and column, exactly."""
+    return sum((abs(Fraction(float(x)) * Fraction(float(y))) for x, y in zip(a_row, b_col)), Fraction(0))
+
+
+def guarantee_holds(c, a_op, b_op, scheme, i, j) -> bool:
+    """|C_ij - (AB)_ij| <= u (|A||B|)_ij + rho u |C_ij| + 2**-1074 (the guarantee, exactly)."""
+    exact = exact_entry(a_op[i], b_op[:, j])
+    slack = U * exact_abs(a_op[i], b_op[:, j])
+    final = cf.FINAL_ROUNDING_ULPS[scheme] * U * abs(Fraction(float(c[i, j]))) + Fraction(1, 2**1074)
+    return abs(Fraction(float(c[i, j])) - exact) <= slack + final
+
+
+def worst_entries(c, a_op, b_op, count=8):
+    """The entries with the most cancellation (smallest |C| / (|A||B|)) and the smallest |A||B|."""
+    with np.errstate(all="ignore"):
+        mag = np.abs(a_op) @ np.abs(b_op)
+        ratio = np.where(mag > 0, np.abs(c) / np.where(mag > 0, mag, 1), np.inf)
+    flat = list(np.argsort(ratio, axis=None)[:count]) + list(np.argsort(mag, axis=None)[:count])
+    return [(int(x // c.shape[1]), int(x % c.shape[1])) for x in flat]
