@@ -212,10 +212,10 @@ class Product:
         self.cert = None
         self._prepare(a_rows, b_rows)
 
-    def _prepare(self, a_rows, b_rows, width: int | None = None) -> None:
-        """Scales, plan (at least ``width``), split and the first pass's extra planes; the
-        certificate's sums start anew (they follow the scales)."""
-        self._scales_and_plan(a_rows, b_rows, width)
+    def _prepare(self, a_rows, b_rows) -> None:
+        """Scales, plan, split and the first pass's extra planes; the certificate's sums start
+        anew (they follow the scales)."""
+        self._scales_and_plan(a_rows, b_rows)
         self.clock.lap("scales")
         self._split(a_rows, b_rows)
         self.clock.lap("split")
@@ -246,7 +246,7 @@ class Product:
         return (certificate.ldexp_columns(xp, a_rows, eng.asarray(shifts[ia])),
                 certificate.ldexp_columns(xp, b_rows, eng.asarray(-shifts[ib])))
 
-    def _scales_and_plan(self, a_rows, b_rows, width: int | None = None) -> None:
+    def _scales_and_plan(self, a_rows, b_rows) -> None:
         eng, xp, reduce = self.engine, self.xp, self.reduce
         (amax, self._bad_a), (bmax, self._bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
         self.row_exps = exponents(xp, eng.asarray(reduce.a_max(eng.to_host(amax))))
@@ -259,8 +259,6 @@ class Product:
         spread, nonfinite = (int(v) for v in reduce.everywhere_max(local))
         self.spread, self.nonfinite = spread, bool(nonfinite)
         self.plan = resolve_plan(self._plan_settings, spread, self.k)
-        if width is not None and plan_width(self.plan) < width:
-            self.plan = resolve_plan(self._plan_settings, spread, self.k, width)
         self.plan.check_k(self.k)
 
     def _spread(self, rows, exps, sum_pieces) -> int:
@@ -396,14 +394,15 @@ class Product:
         return False
 
     def _next_pass(self, cert) -> bool:
-        """After a failed certificate (global, so every rank alike): equilibrate once (at no
-        fewer bits), else a wider plan, else, at scheme II's cap, scheme I's wider digits."""
+        """After a failed certificate (global, so every rank alike): equilibrate once (a new
+        problem: "auto" picks its first plan afresh), else a wider plan, else, at scheme II's
+        cap, scheme I's wider digits."""
         width, cap = plan_width(self.plan), max_width(self.plan.scheme)
         if not self._equilibrated:
             self._equilibrated = True
             operands = self._equilibrated_operands()
             if operands is not None:
-                self._prepare(*operands, width=width)
+                self._prepare(*operands)   # a new problem: "auto" picks its first plan afresh
                 return True
         if width < cap:
             width = certificate.next_width(self.plan.scheme, width, cert.worst, cap)
