@@ -78,19 +78,35 @@ def _chunk_sums(bits, rk, ck) -> list[int]:
 def lane_sums(block, rows, cols, threads: int | None = None) -> list[int]:
     """The four lane sums (Python ints mod 2**64) of ``block``, whose entry (a, b) is the
     global entry (rows[a], cols[b]); any partition of a matrix adds up to the whole's sums.
-    Chunks run on ``threads`` threads (default: the cores, at most 8; NumPy drops the GIL)."""
-    if type(block).__module__.startswith("cupy"):
-        return _device_lane_sums(block, rows, cols)
-    block = np.asarray(block, dtype=np.float64)
+    A NumPy block is hashed in chunks on ``threads`` threads (default: the cores, at most 8;
+    NumPy drops the GIL); a CuPy block on its GPU (the same integer arithmetic modulo 2**64, so
+    the same sums): C is fingerprinted before it is copied back to the host."""
+    on_device = type(block).__module__.startswith("cupy")
+    if on_device:
+        import cupy as xp
+    else:
+        xp = np
+    block = xp.asarray(block, dtype=xp.float64)
     rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
     if block.shape != (rows.size, cols.size):
         raise ValueError(f"block has shape {block.shape}, indices give {(rows.size, cols.size)}")
     if block.size == 0:
         return [0] * LANES
-    rk, ck = _index_keys(rows, KEYS[0], ROW_MUL), _index_keys(cols, KEYS[-1], COL_MUL)
-    step = max(1, CHUNK_ENTRIES // max(1, cols.size))
-    cuts = [(lo, lo + step) for lo in range(0, rows.size, step)]
-    cuts = [(lo, hi, c0, c0 + CHUNK_ENTRIES) for lo, hi in cuts for c0 in range(0, cols.size, CHUNK_ENTRIES)]
+    rk, ck = _index_keys(rows, KEYS[0], ROW_MUL, xp), _index_keys(cols, KEYS[-1], COL_MUL, xp)
+    if on_device:
+        block = xp.ascontiguousarray(block)
+        step = max(1, DEVICE_CHUNK_ENTRIES // max(1, cols.size))
+        parts = [_chunk_sums(block[lo:lo + step].view(xp.uint64), rk[lo:lo + step], ck)
+                 for lo in range(0, rows.size, step)]
+        return add_sums([0] * LANES, *parts)
+    return add_sums([0] * LANES, *_host_chunk_sums(block, rk, ck, threads))
+
+
+def _host_chunk_sums(block, rk, ck, threads):
+    """Lane sums of cache-sized chunks of a NumPy block, on a pool of threads."""
+    step = max(1, CHUNK_ENTRIES // max(1, ck.size))
+    cuts = [(lo, lo + step) for lo in range(0, rk.size, step)]
+    cuts = [(lo, hi, c0, c0 + CHUNK_ENTRIES) for lo, hi in cuts for c0 in range(0, ck.size, CHUNK_ENTRIES)]
 
     def one(cut):
         lo, hi, c0, c1 = cut
@@ -100,28 +116,8 @@ def lane_sums(block, rows, cols, threads: int | None = None) -> list[int]:
     workers = min(8, _cores()) if threads is None else threads
     if len(cuts) > 1:
         with ThreadPoolExecutor(max(1, workers)) as pool:
-            parts = list(pool.map(one, cuts))
-    else:
-        parts = [one(cut) for cut in cuts]
-    return add_sums([0] * LANES, *parts)
-
-
-def _device_lane_sums(block, rows, cols) -> list[int]:
-    """:func:`lane_sums` of a CuPy block on its GPU (the same integer arithmetic modulo 2**64,
-    so the same sums): C is fingerprinted before it is copied back to the host."""
-    import cupy as cp
-
-    block = cp.ascontiguousarray(block, dtype=cp.float64)
-    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
-    if block.shape != (rows.size, cols.size):
-        raise ValueError(f"block has shape {block.shape}, indices give {(rows.size, cols.size)}")
-    if block.size == 0:
-        return [0] * LANES
-    rk, ck = _index_keys(rows, KEYS[0], ROW_MUL, cp), _index_keys(cols, KEYS[-1], COL_MUL, cp)
-    step = max(1, DEVICE_CHUNK_ENTRIES // max(1, cols.size))
-    parts = [_chunk_sums(block[lo:lo + step].view(cp.uint64), rk[lo:lo + step], ck)
-             for lo in range(0, rows.size, step)]
-    return add_sums([0] * LANES, *parts)
+            return list(pool.map(one, cuts))
+    return [one(cut) for cut in cuts]
 
 
 def add_sums(*parts) -> list[int]:

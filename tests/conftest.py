@@ -46,3 +46,33 @@ def product(request):
     if request.param == "gemm":
         return lambda A, B, C=None, **kw: ozhpc.gemm(A, B, C, **{"engine": "numpy", **kw})
     return _summa_product
+
+
+@pytest.fixture
+def jobdir(tmp_path):
+    """A directory with in.h5:/A (13x11), /B (11x7), /C0 (13x7), /V (a vector): job-file tests."""
+    import h5py
+
+    from ozhpc.matrices import standard_matrix
+
+    d = tmp_path / "job"
+    d.mkdir()
+    with h5py.File(d / "in.h5", "w") as f:
+        f["A"] = standard_matrix(13, 11, 0.5, 1)
+        f["B"] = standard_matrix(11, 7, 0.5, 2)
+        f["C0"] = standard_matrix(13, 7, 0.5, 3)
+        f["V"] = np.zeros(5)
+    return d
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    """(cuTile engine, cupy), or a clean skip without a GPU, CuPy or cuda.tile."""
+    from ozhpc.engines import EngineUnavailable, get_engine
+
+    try:
+        engine = get_engine("cutile")
+    except EngineUnavailable as exc:
+        pytest.skip(str(exc))
+    import cupy
+    return engine, cupy

@@ -84,14 +84,6 @@ progress = "off"
 """
 
 
-@pytest.fixture
-def jobdir(tmp_path):
-    d = tmp_path / "job"
-    d.mkdir()
-    with h5py.File(d / "in.h5", "w") as f:
-        f["A"] = standard_matrix(13, 11, 0.5, 1)
-        f["B"] = standard_matrix(11, 7, 0.5, 2)
-    return d
 
 
 def write_job(d, ozaki, name="job.toml"):

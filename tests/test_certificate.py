@@ -47,12 +47,19 @@ def digit_sums(a_rows, b_rows, e, f, digits):
 
 # -- equilibration --------------------------------------------------------------------------------
 
+def equilibrate_global(xp, a_rows, b_rows):
+    """The pipeline's equilibration on one process (``Product._equilibrated_operands`` without
+    the reductions over ranks): per-k statistics, shifts, exact column scalings."""
+    shifts = cf.equilibration_shifts(xp, cf.inner_stats(xp, a_rows), cf.inner_stats(xp, b_rows))
+    return cf.ldexp_columns(xp, a_rows, shifts), cf.ldexp_columns(xp, b_rows, -shifts), shifts
+
+
 @pytest.mark.parametrize("p", [30, 500])
 def test_equilibration_undoes_compensated_power_of_two_scalings(p):
     rng = np.random.default_rng(p)
     a, b = rng.standard_normal((20, 40)), rng.standard_normal((40, 30))
     sc = 2.0 ** rng.integers(-p, p + 1, size=40)
-    a_eq, b_eq, shifts = cf.equilibrate_global(np, a * sc, (b / sc[:, None]).T)
+    a_eq, b_eq, shifts = equilibrate_global(np, a * sc, (b / sc[:, None]).T)
     assert np.abs(np.frexp(np.abs(a_eq).max(axis=0))[1] - np.frexp(np.abs(b_eq).max(axis=0))[1]).max() <= 2
     assert np.array_equal(a_eq, np.ldexp(a * sc, shifts))
     assert np.array_equal(b_eq, np.ldexp((b / sc[:, None]).T, -shifts))
@@ -64,7 +71,7 @@ def test_equilibration_is_exact_at_the_ends_of_the_range():
     """Subnormal columns against huge rows: the clamp keeps every bit (no over/underflow)."""
     a = np.array([[5e-324, 3e-310, DBL_MAX, 1.0, 0.0], [-7e-320, 1e-300, 1.0, 0.0, 2.0]])
     b = np.array([[DBL_MAX, 1e300, 5e-324, 3.0, 0.0], [1.5, 1e-10, 1e-300, 0.0, 0.0]])  # op(B)^T rows
-    a_eq, b_eq, s = cf.equilibrate_global(np, a, b)
+    a_eq, b_eq, s = equilibrate_global(np, a, b)
     for x, y, sign in ((a, a_eq, 1), (b, b_eq, -1)):
         assert np.isfinite(y).all()
         for (r, t), v in np.ndenumerate(x):
@@ -78,7 +85,7 @@ def test_equilibration_keeps_products_exact(seed, ea, eb):
     rng = np.random.default_rng(seed)
     a = np.ldexp(rng.standard_normal((3, 6)), rng.integers(min(ea, 0), max(ea, 1) + 1, size=(3, 6)))
     b = np.ldexp(rng.standard_normal((4, 6)), rng.integers(min(eb, 0), max(eb, 1) + 1, size=(4, 6)))
-    a_eq, b_eq, _ = cf.equilibrate_global(np, a, b)
+    a_eq, b_eq, _ = equilibrate_global(np, a, b)
     for i in range(3):
         for j in range(4):
             assert exact_entry(a_eq[i], b_eq[j]) == exact_entry(a[i], b[j])
@@ -269,7 +276,7 @@ def test_next_width_closes_the_worst_gap_up_to_the_cap():
 def certified_pass(a, b, scheme, width, use_acc=True, support=False):
     """One product at a fixed plan on equilibrated operands and its certificate, as Product.settle
     takes it (scheme I with group sums: the compensated combine)."""
-    a_eq, b_eq, _ = cf.equilibrate_global(np, a, b.T)
+    a_eq, b_eq, _ = equilibrate_global(np, a, b.T)
     e, f = scales_of(a_eq, b_eq)
     (m, k), n = a_eq.shape, b_eq.shape[0]
     plan = ModularPlan.for_k(width, k) if scheme == "ozaki2" else SlicePlan(width, width)

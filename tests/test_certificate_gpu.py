@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import ozhpc
-from ozhpc.engines import EngineUnavailable, get_engine
 from ozhpc.engines.base import magnitude_digits, support_digits
 from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import ModularPlan, SlicePlan
@@ -22,14 +21,6 @@ from inputs import phi_matrix
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    try:
-        engine = get_engine("cutile")
-    except EngineUnavailable as exc:
-        pytest.skip(str(exc))
-    import cupy
-    return engine, cupy
 
 
 def awkward(rng, rows, cols, phi=1.0):

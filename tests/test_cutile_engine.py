@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import ozhpc
-from ozhpc.engines import EngineUnavailable, get_engine
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
@@ -17,14 +16,6 @@ from inputs import phi_matrix
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    try:
-        engine = get_engine("cutile")
-    except EngineUnavailable as exc:
-        pytest.skip(str(exc))
-    import cupy
-    return engine, cupy
 
 
 def assert_same_bits(got, want):

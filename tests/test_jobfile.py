@@ -15,7 +15,6 @@ from ozhpc.config import RunConfig
 from ozhpc.errors import InputError
 from ozhpc.io.h5io import DatasetRef
 from ozhpc.jobfile import SCHEMA, load_job, parse_job
-from ozhpc.matrices import standard_matrix
 
 GOOD = """\
 [inputs]
@@ -27,17 +26,6 @@ report = "run.json"
 """
 
 
-@pytest.fixture
-def jobdir(tmp_path):
-    """A directory with in.h5:/A (13x11), /B (11x7), /C0 (13x7)."""
-    d = tmp_path / "job"
-    d.mkdir()
-    with h5py.File(d / "in.h5", "w") as f:
-        f["A"] = standard_matrix(13, 11, 0.5, 1)
-        f["B"] = standard_matrix(11, 7, 0.5, 2)
-        f["C0"] = standard_matrix(13, 7, 0.5, 3)
-        f["V"] = np.zeros(5)
-    return d
 
 
 def write_job(d, text, name="job.toml"):

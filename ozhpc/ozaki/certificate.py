@@ -87,24 +87,10 @@ def equilibration_shifts(xp, stats_a, stats_b):
     return s.astype(xp.int32)
 
 
-def equilibrate(xp, a_rows, b_rows, shifts):
-    """``(op(A) D, (D^-1 op(B))^T)`` with ``D = diag(2**s)``: exact (``equilibration_shifts``), so
-    ``op(A) op(B)`` and ``|op(A)||op(B)|`` are unchanged, entry for entry."""
-    s = shifts.reshape(1, -1)
-    return xp.ldexp(a_rows, s), xp.ldexp(b_rows, -s)
-
-
 def ldexp_columns(xp, rows, shifts):
     """Column t of ``rows`` times ``2**shifts[t]``, exactly (the shifts of
     :func:`equilibration_shifts` lose no bit)."""
     return ldexp_by(xp, rows, xp.asarray(shifts).astype(xp.int64).reshape(1, -1))
-
-
-def equilibrate_global(xp, a_rows, b_rows, reduce_max_a=_ident, reduce_max_b=_ident):
-    """The three steps above with the reductions of a distributed run (identity here)."""
-    shifts = equilibration_shifts(xp, reduce_max_a(inner_stats(xp, a_rows)),
-                                  reduce_max_b(inner_stats(xp, b_rows)))
-    return equilibrate(xp, a_rows, b_rows, shifts) + (shifts,)
 
 
 # -- (b) the per-entry error bound ----------------------------------------------------------------

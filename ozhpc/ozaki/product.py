@@ -207,7 +207,7 @@ class Product:
         self.clock = Stopwatch(engine)
         self._k_index = k_index
         self._given = (a_rows, b_rows) if self.certifying else None   # to equilibrate, should a pass fail
-        self._plan_settings, self._equilibrated, self.shifted = settings, False, 0
+        self._plan_settings, self._equilibrated = settings, False
         self.widths: list = []
         self.cert = None
         self._prepare(a_rows, b_rows)
@@ -240,8 +240,7 @@ class Product:
         stats = self.reduce.everywhere_max(stats)
         shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
         shifts[np.abs(shifts) < EQUILIBRATE_MIN_SHIFT] = 0   # balanced enough: no pass over the operands
-        self.shifted = int(np.count_nonzero(shifts))
-        if not self.shifted:
+        if not shifts.any():
             return None
         return (certificate.ldexp_columns(xp, a_rows, eng.asarray(shifts[ia])),
                 certificate.ldexp_columns(xp, b_rows, eng.asarray(-shifts[ib])))
