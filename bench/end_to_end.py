@@ -104,7 +104,8 @@ def run_ozhpc(path: str, directory: str, n: int, engine: str, extra: list) -> di
     s = rep["seconds"]
     return {"wall": wall, "seconds": {p: s.get(p, 0.0) for p in PHASES},
             "startup": wall - s["total"] + s.get("scales", 0.0), "fingerprint": rep.get("fingerprint"),
-            "engine": rep["engine"], "pair_gemms": rep["pair_gemms"], "tflops": rep["tflops"]}
+            "engine": rep["engine"], "pair_gemms": rep["pair_gemms"], "tflops": rep["tflops"],
+            "kernels": rep.get("kernels")}
 
 
 def measure(args) -> list[dict]:
@@ -129,7 +130,7 @@ def measure(args) -> list[dict]:
 def table(rows: list[dict]) -> list[str]:
     """The Markdown table: phases, wall, baseline and the ratios the targets are about."""
     head = ["n", "scheme", "wall s", "baseline s", "x baseline", "start-up s"] + [f"{p} s" for p in PHASES] + \
-           ["read GB/s (h5py)", "write GB/s (h5py)", "read x h5py", "write x h5py"]
+           ["read GB/s (h5py)", "write GB/s (h5py)", "read x h5py", "write x h5py", "kernels stored / compiled"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         s, io, base = r["seconds"], r["io"], r["baseline"]
@@ -138,6 +139,8 @@ def table(rows: list[dict]) -> list[str]:
         cells += [f"{io['bytes_read'] / s['read'] / 1e9:.2f} ({io['bytes_read'] / io['read'] / 1e9:.2f})",
                   f"{io['bytes_written'] / s['write'] / 1e9:.2f} ({io['bytes_written'] / io['write'] / 1e9:.2f})",
                   f"{s['read'] / io['read']:.2f}", f"{s['write'] / io['write']:.2f}"]
+        kn = r.get("kernels")
+        cells.append(f"{kn['from_store']} / {kn['compiled']}" if kn else "-")
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return lines
 

@@ -356,6 +356,10 @@ def print_summary(report: dict) -> None:
           f"overlap {'n/a' if overlap is None else f'{100 * overlap:.0f}%'}")
     print(f"  engine {report['engine']}, {report['plan_summary']}, {report['ranks']} rank(s)")
     print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
+    if report.get("kernels"):
+        kn = report["kernels"]
+        print(f"  GPU kernels: {kn['from_store']} loaded from the kernel store, {kn['compiled']} compiled"
+              + (" (run `ozhpc warmup` once per node or cache directory)" if kn["compiled"] else ""))
     print(f"  {report['gflops']:.2f} GFLOP/s (FP64-equivalent), sha256 {report['sha256']}")
     if report.get("fingerprint"):
         print(f"  fingerprint {report['fingerprint']}")

@@ -103,7 +103,7 @@ SHA256_MAX_BYTES = 256 << 20
 only the fingerprint, which every rank computes over its own blocks."""
 
 
-def write_output(cfg: RunConfig, c, info) -> tuple[str, str | None, dict]:
+def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict]:
     """Fingerprint C (each rank its own blocks) and write it with its attributes (collective).
 
     Returns (fingerprint, SHA-256 or None for a C over SHA256_MAX_BYTES, {"fingerprint": s, "write": s}).
@@ -115,8 +115,8 @@ def write_output(cfg: RunConfig, c, info) -> tuple[str, str | None, dict]:
 
     t0 = MPI.Wtime()
     fingerprint = fingerprint_distributed(c)   # where C's blocks are (on the GPU: before the copy back)
-    if hasattr(c.local, "get"):
-        c = DistMatrix(c.grid, c.layout, c.local.get())
+    if engine.on_device:   # the copy back, through the engine's pinned ring
+        c = DistMatrix(c.grid, c.layout, engine.to_host(c.local))
     t1 = MPI.Wtime()
     attrs = dict(info.plan_attrs(), alpha=cfg.alpha, beta=cfg.beta, transa=cfg.transa,
                  transb=cfg.transb, fingerprint=fingerprint)  # what ozhpc check compares against
@@ -163,7 +163,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
                 return dry_run_report(cfg, plan, _largest(grid.comm, estimate))
             info, outputs, mine = _multiply(cfg, plan, startup=MPI.Wtime() - t_start)
         mine["total"] = MPI.Wtime() - t_start
-        gathered = _gather_figures(grid, mine, info)
+        gathered = _gather_figures(grid, mine, info, engine)
         layout = {"ranks": grid.size, "grid": list(grid.dims), "block": [plan.mb, plan.nb], "kb": plan.kb}
         is_root = grid.rank == 0
     report = run_report(cfg, info, layout, *gathered, outputs)
@@ -205,21 +205,39 @@ def _multiply(cfg: RunConfig, plan, startup: float):
     c = plan(a, bt, c0, alpha=cfg.alpha, beta=cfg.beta, on_device=plan.engine.on_device)
     del a, bt, c0
     enforce_accuracy(plan.info, cfg.accuracy)  # "strict": every rank raises here, before anything is written
-    fingerprint, digest, out_seconds = write_output(cfg, c, plan.info)
+    fingerprint, digest, out_seconds = write_output(cfg, c, plan.info, plan.engine)
     return plan.info, (fingerprint, digest), dict(plan.info.seconds, startup=startup, read=read_s, **out_seconds)
 
 
-def _gather_figures(grid, mine: dict, info):
-    """The slowest rank's seconds per phase and every rank's bytes moved (collective)."""
+def _gather_figures(grid, mine: dict, info, engine):
+    """The slowest rank's seconds per phase, every rank's bytes moved and the kernel counts
+    summed over the ranks (collective)."""
     from mpi4py import MPI
 
     slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
     grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
     moved = np.array(grid.comm.allgather((info.bytes_sent, info.bytes_received)), dtype=np.int64)
-    return dict(zip(PHASES, (float(x) for x in slowest))), moved
+    flag, hits, misses, names = _kernel_counts(engine)
+    counts = np.array((flag, hits, misses), dtype=np.int64)
+    grid.comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+    names = sorted(set().union(*grid.comm.allgather(names)))
+    kernels = None if counts[0] < 0 else {"from_store": int(counts[1]), "compiled": int(counts[2]),
+                                          "compiled_variants": names}
+    return dict(zip(PHASES, (float(x) for x in slowest))), moved, kernels
 
 
-def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, outputs) -> dict:
+def _kernel_counts(engine) -> tuple[int, int, int, list[str]]:
+    """(0, kernel variants this process loaded from ozhpc's kernel store, variants it compiled,
+    their descriptions); (-1, 0, 0, []) for an engine without GPU kernels or with the cache off."""
+    if not engine.on_device:
+        return (-1, 0, 0, [])
+    from .engines.kernel_store import active_store
+
+    store = active_store()
+    return (-1, 0, 0, []) if store is None else (0, store.hits, store.misses, list(store.compiled))
+
+
+def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels, outputs) -> dict:
     """The JSON report of a finished run (every rank builds it; rank 0 writes it)."""
     from .parallel.summa import overlap_fraction
 
@@ -249,6 +267,9 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, outputs
         "bytes_model_total": depth * k * (m * (q - 1) + n * (p - 1)),
         "gflops": rate, "tflops": rate / 1e3,
         "fingerprint": outputs[0], "sha256": outputs[1],
+        # cuTile kernel variants over all ranks: loaded from the kernel store (no compile step at
+        # all) / compiled (cuTile's front end, and tileiras unless its own cache had the cubin)
+        "kernels": kernels,
         **certificate_fields(info),
     })
     return report

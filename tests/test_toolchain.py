@@ -57,3 +57,18 @@ def test_foreign_frameworks_blocked_only_when_not_imported():
     assert toolchain.skip_foreign_frameworks(modules) == ["torch"] and modules["torch"] is None
     loaded = {"torch": object()}
     assert toolchain.skip_foreign_frameworks(loaded) == [] and loaded["torch"] is not None
+
+
+def test_warmup_runs_every_case_through_the_gemm_path(tmp_path, monkeypatch):
+    """The cases of ``ozhpc warmup`` on the NumPy engine: the same runner path, nothing left behind."""
+    from ozhpc import warmup
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    done = warmup.warm("numpy", shapes=((20, 30, 24), (16, 32, 48)), log=lambda *a: None)
+    assert [name for name, _ in done][:3] == ["20x30x24 ozaki1 auto", "20x30x24 ozaki1 slices=7",
+                                              "20x30x24 ozaki1 transa=True transb=True"]
+    assert len(done) == 2 * len(warmup.CASES)
+    assert any(name.startswith("20x30x24 ozaki2 bits=") and "bits=53" not in name for name, _ in done)
+    assert not list(tmp_path.iterdir())

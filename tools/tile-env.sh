@@ -16,7 +16,7 @@ else
     mkdir -p "$TILE_ROOT" && tar -xJf "$_tile_kit/tiletool.tar.xz" -C "$TILE_ROOT"
   fi
   if [ ! -d "$TILE_ROOT/site/cuda/tile" ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
       --target "$TILE_ROOT/site" "$_tile_kit"/cuda_tile-*.whl
   fi
   export TILE_ROOT PATH="$TILE_ROOT/bin:$PATH" PYTHONPATH="$TILE_ROOT/site${PYTHONPATH:+:$PYTHONPATH}"

@@ -36,6 +36,7 @@ from . import cutile_kernels as ck
 
 _DIGIT_KERNELS: dict = {}
 """CuPy kernels of the certificate's digit planes, made on first use."""
+from . import host_copy
 from .base import Engine
 from .crt import balanced_range
 
@@ -245,9 +246,11 @@ class CutileEngine(Engine):
         src, trans = (x, False) if x.flags.c_contiguous else \
             (x.T, True) if x.T.flags.c_contiguous else (cp.ascontiguousarray(x), False)
         parts = self.launcher.column_parts(rows, cols, ck.ROW_STATS_TILE)
-        amax = cp.empty((parts, rows), dtype=cp.float64)
-        bad = cp.empty((parts, rows), dtype=cp.int32)
-        self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad)
+        # zero rows past `parts` (neutral for the max and the count): the part axis is always a
+        # multiple of 16, so the kernel variant does not depend on the size (`ozhpc warmup`)
+        amax = cp.zeros((_roundup(parts), rows), dtype=cp.float64)
+        bad = cp.zeros((_roundup(parts), rows), dtype=cp.int32)
+        self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad, parts)
         return amax.max(axis=0), bool(bad.any())
 
     def entry_gaps(self, x, exps):
@@ -282,8 +285,8 @@ class CutileEngine(Engine):
         lim = cp.ascontiguousarray(limits.astype(cp.int32, copy=False))
         words = gaps.view(cp.int32)   # four codes per word: word loads in the kernel
         parts = self.launcher.column_parts(rows, words.shape[1], ck.COUNT_TILE, ck.COUNT_MAX_TILES)
-        out = cp.empty((parts, rows, width), dtype=cp.int32)
-        self.launcher.launch_count(self._stream(), words, lim, out)
+        out = cp.zeros((_roundup(parts), rows, width), dtype=cp.int32)   # as in row_stats
+        self.launcher.launch_count(self._stream(), words, lim, out, parts)
         return out.sum(axis=0, dtype=cp.int64)
 
     def _k_chunks(self, k: int, slices: int, ngroups: int, diagonal: bool = False):
@@ -525,10 +528,16 @@ class CutileEngine(Engine):
         return cp.zeros((ngroups, m, n), dtype=cp.float64)
 
     def asarray(self, x):
+        """On this device; a large NumPy array page-locked for the copy (:mod:`.host_copy`)."""
         with self.device:
+            if isinstance(x, np.ndarray) and x.nbytes >= host_copy.MIN_BYTES:
+                return host_copy.upload(x, self._stream())
             return cp.asarray(x)
 
     def to_host(self, x):
+        if isinstance(x, cp.ndarray) and x.nbytes >= host_copy.MIN_BYTES:
+            with self.device:
+                return host_copy.download(x, self._stream())
         return cp.asnumpy(x)
 
     def synchronize(self) -> None:

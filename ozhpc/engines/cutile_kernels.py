@@ -43,6 +43,7 @@ import cuda.tile as ct
 
 from . import crt as _crt
 from .base import BITS, DIGIT_MAX, MAX_GAP, NO_GAP, group_product_bound
+from .kernel_store import stored_kernel
 
 ConstInt = ct.Constant[int]
 ConstBool = ct.Constant[bool]
@@ -370,7 +371,7 @@ def _row_tile(X, EXPS, bi, bj, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
     return x, ct.load(EXPS, (bi,), (TR,), padding_mode=ZERO).astype(ct.int64).reshape((TR, 1))
 
 
-@ct.kernel
+@stored_kernel
 def _split_kernel(X, EXPS, OUT: BigArray, nslices: int,
                   TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
     """All ``nslices`` int8 digit slices of a (TR, TC) tile of the rows of X (TRANS: see
@@ -434,14 +435,14 @@ def _pair_body(DA, EB, S, MODS, g0, TM: ConstInt, TN: ConstInt, TK: ConstInt, GR
 # shape; docs/gpu_tma_investigation.md); with dynamic int64 it falls back to cp.async.
 # The engine copies operand blocks so that the int32 kernel applies at any size.
 
-@ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
+@stored_kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
 def _pair_kernel(DA, EB, S, MODS, g0: int, TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
                  ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """Pair kernel, int32 indices: only for arrays that pass :func:`fits_int32`."""
     _pair_body(DA, EB, S, MODS, g0, TM, TN, TK, GROUP_M, ACCUMULATE, DIAGONAL)
 
 
-@ct.kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
+@stored_kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
 def _pair_kernel_int64(DA: BigArray, EB: BigArray, S: BigArray, MODS, g0: int,
                        TM: ConstInt, TN: ConstInt, TK: ConstInt, GROUP_M: ConstInt,
                        ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
@@ -466,7 +467,7 @@ def fits_int32(a) -> bool:
     return max(a.shape) < INT32_INDEX_LIMIT and last < INT32_INDEX_LIMIT
 
 
-@ct.kernel
+@stored_kernel
 def _combine_kernel(ACC: BigArray, RE, CE, C, TM: ConstInt, TN: ConstInt):
     """``C = ldexp(sum_{g=d-1..0} ACC[g] * 2**(-7(g+2)), e_i + f_j)``, NumPy's order.
 
@@ -485,7 +486,7 @@ def _combine_kernel(ACC: BigArray, RE, CE, C, TM: ConstInt, TN: ConstInt):
     ct.store(C, (bm, bn), _final_scale(total, _row_col_scale(RE, CE, bm, bn, TM, TN)))
 
 
-@ct.kernel
+@stored_kernel
 def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
                     TR: ConstInt, TC: ConstInt, TRANS: ConstBool, SHORT: ConstBool, FLOAT32: ConstBool):
     """Scheme II: balanced residues of ``X = rint(x * 2**(bits - e_i))`` modulo each of the
@@ -526,7 +527,7 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
             ct.store(OUT, (l, bi, bj), _small_int8(r).reshape((1, TR, TC)))
 
 
-@ct.kernel
+@stored_kernel
 def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
                 TM: ConstInt, TN: ConstInt, PIECES: ConstInt, RESIDUES: ConstBool):
     """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` in NumPy's order.
@@ -579,7 +580,7 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
     ct.store(C, (bm, bn), _final_scale(total, _row_col_scale(RE, CE, bm, bn, TM, TN) + shift))
 
 
-@ct.kernel
+@stored_kernel
 def _gap_kernel(X, EXPS, OUT: BigArray, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
     """The "auto" statistic's gap codes (:meth:`Engine.entry_gaps`) of a (TR, TC) tile of the rows
     of X: ``clip(e_i - frexp_exponent(|x|), 0, MAX_GAP)``, NO_GAP for 0, inf and NaN (and for the
@@ -595,7 +596,7 @@ def _gap_kernel(X, EXPS, OUT: BigArray, TR: ConstInt, TC: ConstInt, TRANS: Const
     ct.store(OUT, (bi, bj), ct.where(keep, gap, NO_GAP).astype(ct.int32).astype(ct.int8))
 
 
-@ct.kernel
+@stored_kernel
 def _row_stats_kernel(X, AMAX, BAD, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
     """For TR rows of X (TRANS: X holds their transpose) and column part ``bid(1)`` of
     ``num_blocks(1)``: the max of |x| over the finite entries and the number of inf/NaN entries,
@@ -641,7 +642,7 @@ COUNT_MAX_FIELDS = 64 // COUNT_FIELD_BITS
 """Most limits per row of one count launch (fields of one int64)."""
 
 
-@ct.kernel
+@stored_kernel
 def _count_kernel(G: BigArray, LIM, OUT, TR: ConstInt, TC: ConstInt, L: ConstInt):
     """``OUT[part, i, l] = #{gap codes in part of row i that are <= LIM[i, l]}`` for a block of
     TR rows, L <= 8 ascending limits per row and column part ``bid(1)`` of ``num_blocks(1)``.
@@ -831,16 +832,17 @@ class Launcher:
             parts = max(parts, _cdiv(col_tiles, max_tiles))
         return max(1, min(parts, col_tiles))
 
-    def launch_row_stats(self, stream, x, trans: bool, amax, bad) -> None:
-        """``amax`` (float64) and ``bad`` (int32): (parts, rows), parts from :meth:`column_parts`."""
-        ct.launch(stream, (max(1, _cdiv(amax.shape[1], ROW_STATS_TILE[0])), amax.shape[0], 1),
+    def launch_row_stats(self, stream, x, trans: bool, amax, bad, parts: int | None = None) -> None:
+        """``amax`` (float64) and ``bad`` (int32): (>= parts, rows); ``parts`` (default: all rows of
+        ``amax``) from :meth:`column_parts`."""
+        ct.launch(stream, (max(1, _cdiv(amax.shape[1], ROW_STATS_TILE[0])), parts or amax.shape[0], 1),
                   _row_stats_kernel, (x, amax, bad, *ROW_STATS_TILE, bool(trans)))
 
-    def launch_count(self, stream, gaps, limits, out) -> None:
+    def launch_count(self, stream, gaps, limits, out, parts: int | None = None) -> None:
         """``gaps``: the int8 gap codes viewed as int32 (columns a multiple of ``GAP_COLS // 4``);
-        ``limits`` (rows, L), L a power of two <= 8; ``out`` (parts, rows, L), parts from
-        :meth:`column_parts` (in words) with COUNT_MAX_TILES."""
-        ct.launch(stream, (max(1, _cdiv(gaps.shape[0], COUNT_TILE[0])), out.shape[0], 1), _count_kernel,
+        ``limits`` (rows, L), L a power of two <= 8; ``out`` (>= parts, rows, L), ``parts``
+        (default: all of ``out``) from :meth:`column_parts` (in words) with COUNT_MAX_TILES."""
+        ct.launch(stream, (max(1, _cdiv(gaps.shape[0], COUNT_TILE[0])), parts or out.shape[0], 1), _count_kernel,
                   (gaps, limits, out, *COUNT_TILE, limits.shape[1]))
 
     def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int) -> None:

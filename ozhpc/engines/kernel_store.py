@@ -1,0 +1,185 @@
+"""Compiled cuTile kernels kept on disk by ozhpc, so that a new process skips cuTile's front end.
+
+cuda.tile keeps cubins on disk too, but finds them by their TileIR bytecode: every new process
+first runs the Python front end for each kernel variant (0.05-0.35 s each) and starts tileiras
+twice (a version probe), about 1.5-2.5 s per process on the H200 nodes before the first product
+(cProfile of ``ozhpc gemm``, ``bench/startup_profile.sh``). ozhpc's kernels are fixed code, so a
+variant's cubin is a function of the kernel module's source, the kernel, its signature (argument
+types, constants, array specialisation), the GPU architecture, the compile hints, cuda-tile's
+version and the tileiras binary. :class:`StoredKernel` keys cubins by exactly that and hands a
+stored one straight to cuTile's dispatcher; a miss compiles the usual way and stores the result.
+
+Files live in ``<kernel cache>/ozhpc-cubins`` (``CUDA_TILE_CACHE_DIR``, set by
+:mod:`ozhpc.engines.toolchain`; "off" turns the store off too), one file per variant, written
+to a temporary name and renamed into place, so concurrent ranks never read a partial file; each
+file carries the SHA-256 of its cubin, and a file that does not match is ignored and rewritten.
+The hook is cuda.tile's ``kernel._compile``: used only with the cuda-tile release it was
+written for (:data:`SUPPORTED_CUDA_TILE`), any other release compiles the usual way.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+
+import cuda.tile as ct
+
+from .toolchain import OFF, TILE_CACHE_ENV, compiler
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_CUDA_TILE = ("1.7.",)
+"""cuda-tile releases whose ``kernel._compile`` returns ``(cubin, symbol, None, providers)``."""
+SUBDIR = "ozhpc-cubins"
+MAGIC = b"ozhpc-cubin-1\n"
+
+
+def _version() -> str:
+    return getattr(ct, "__version__", "unknown")
+
+
+def _compiler_identity() -> str:
+    """The tileiras binary cuda-tile will run: path, size and modification time (no subprocess)."""
+    path = compiler().get("tileiras")
+    if not path:
+        return "none"
+    st = os.stat(path)
+    return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
+
+
+class KernelStore:
+    """One directory of cubins keyed by :meth:`key` (see the module docstring)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.hits = self.misses = 0
+        self.compiled: list[str] = []    # :func:`describe_variant` of each miss, for the report
+        self._fixed: str | None = None
+
+    def _fixed_part(self) -> str:
+        if self._fixed is None:
+            debug = os.environ.get("EXPERIMENTAL_CUDA_TILE_DEBUG_BUILD", "")
+            self._fixed = f"{_version()}|{_compiler_identity()}|debug={debug}"
+        return self._fixed
+
+    def key(self, kern: "StoredKernel", signature, capability) -> str:
+        h = hashlib.sha256()
+        for part in (self._fixed_part(), kern.source_digest, kern._pyfunc.__qualname__,
+                     repr(kern._compiler_options), repr(signature), f"sm_{capability[0]}{capability[1]}"):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.directory, key[:2], key + ".cubin")
+
+    def load(self, key: str) -> tuple[bytes, str] | None:
+        """(cubin, symbol) stored under ``key``, or None (absent, unreadable or damaged)."""
+        try:
+            with open(self._path(key), "rb") as f:
+                blob = f.read()
+        except OSError:
+            return None
+        if not blob.startswith(MAGIC):
+            return None
+        header, sep, cubin = blob[len(MAGIC):].partition(b"\n")
+        try:
+            meta = json.loads(header) if sep else {}
+        except ValueError:
+            return None
+        if meta.get("sha256") != hashlib.sha256(cubin).hexdigest() or not meta.get("symbol"):
+            log.warning("kernel store: %s is damaged; compiling again", self._path(key))
+            return None
+        return cubin, meta["symbol"]
+
+    def save(self, key: str, cubin: bytes, symbol: str) -> None:
+        """Store atomically (temporary file + rename); a failure only costs the next process a compile."""
+        path = self._path(key)
+        meta = json.dumps({"symbol": symbol, "sha256": hashlib.sha256(cubin).hexdigest()}).encode()
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(MAGIC + meta + b"\n" + bytes(cubin))
+                os.replace(tmp, path)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError as exc:
+            log.warning("kernel store: cannot write %s (%s)", path, exc)
+
+
+_STORE: dict[str, KernelStore] = {}
+
+
+def active_store(environ=os.environ) -> KernelStore | None:
+    """The store in this process's kernel cache directory, or None (cache off, other cuda-tile)."""
+    cache = environ.get(TILE_CACHE_ENV, "")
+    if not cache or cache.strip().lower() in OFF or not _version().startswith(SUPPORTED_CUDA_TILE):
+        return None
+    directory = os.path.join(cache, SUBDIR)
+    if directory not in _STORE:
+        _STORE[directory] = KernelStore(directory)
+    return _STORE[directory]
+
+
+def describe_variant(name: str, signature) -> str:
+    """``name(arg, ...)``: constants by value, arrays as dtype, rank and what cuTile specialised
+    them on per axis (``6``: extent divisible by 16; stride ``1``: contiguous, ``a``: 16-byte
+    multiple), so a user sees why a variant was new."""
+    parts = []
+    for p in getattr(signature, "parameters", ()):
+        kind = type(p).__name__
+        if kind == "ConstantConstraint":
+            parts.append(repr(p.value))
+        elif kind == "ArrayConstraint":
+            shape = "".join("6" if d % 16 == 0 else "_" for d in p.shape_divisible_by)
+            stride = "".join("1" if c == 1 else "a" if d > 1 else "_"
+                             for c, d in zip(p.stride_constant, p.stride_divisible_by))
+            parts.append(f"{p.dtype} {p.ndim}d extents%16:{shape} strides:{stride}")
+        else:
+            parts.append(kind.replace("Constraint", "").lower())
+    return f"{name}({', '.join(parts)})" if parts else f"{name}({signature!r})"
+
+
+class StoredKernel(ct.kernel):
+    """A ``ct.kernel`` whose compiled variants are served from the :class:`KernelStore`."""
+
+    def __init__(self, function=None, /, **hints):
+        super().__init__(function, **hints)
+        with open(function.__code__.co_filename, "rb") as f:   # the kernel and every helper it inlines
+            self.source_digest = hashlib.sha256(f.read()).hexdigest()
+
+    def _compile(self, signature, context, compute_capability=None):
+        store = active_store()
+        if store is None:
+            return super()._compile(signature, context, compute_capability)
+        from cuda.tile._cext import get_compute_capability
+
+        key = store.key(self, signature, compute_capability or get_compute_capability())
+        found = store.load(key)
+        if found is not None:
+            store.hits += 1
+            return found[0], found[1], None, ()
+        store.misses += 1
+        store.compiled.append(describe_variant(self._pyfunc.__name__, signature))
+        result = super()._compile(signature, context, compute_capability)
+        cubin, symbol, extra, providers = result
+        if extra is None and not providers and cubin:
+            store.save(key, cubin, symbol)
+        return result
+
+    def replace_hints(self, **hints):
+        import dataclasses
+
+        return StoredKernel(self._pyfunc, **dict(dataclasses.asdict(self._compiler_options), **hints))
+
+
+def stored_kernel(function=None, /, **hints):
+    """Decorator like ``@ct.kernel`` / ``@ct.kernel(**hints)``, giving a :class:`StoredKernel`."""
+    if function is None:
+        return lambda f: StoredKernel(f, **hints)
+    return StoredKernel(function, **hints)
