@@ -10,7 +10,7 @@ E2E_DIR="${E2E_DIR:-/tmp/ozhpc-e2e}"
 N="${N:-8192 16384}"
 mkdir -p "$OUT" "$E2E_DIR"
 # byte-compiled modules, as `pip install` leaves them (the nodes set no __pycache__ otherwise)
-python3 -m compileall -q -j 0 ozhpc "$(python3 -c 'import cuda.tile, os; print(os.path.dirname(cuda.tile.__file__))')" > /dev/null
+python3 -m compileall -q -j 0 ozhpc $(python3 -c 'import cuda.tile, os; print(os.path.dirname(cuda.tile.__file__))' 2> /dev/null) > /dev/null
 export OZHPC_CACHE_DIR="${OZHPC_CACHE_DIR:-$E2E_DIR/kernel-cache}"
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

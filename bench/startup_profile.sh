@@ -8,7 +8,7 @@ set -uo pipefail
 OUT="${OUT:-/tmp/out}"; DIR="${E2E_DIR:-/tmp/ozhpc-e2e}"; N="${N:-16384}"
 mkdir -p "$OUT" "$DIR"
 # byte-compiled modules, as `pip install` leaves them (the nodes set no __pycache__ otherwise)
-python3 -m compileall -q -j 0 ozhpc "$(python3 -c 'import cuda.tile, os; print(os.path.dirname(cuda.tile.__file__))')" > /dev/null
+python3 -m compileall -q -j 0 ozhpc $(python3 -c 'import cuda.tile, os; print(os.path.dirname(cuda.tile.__file__))' 2> /dev/null) > /dev/null
 export OZHPC_CACHE_DIR="$DIR/kernel-cache" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 IN="$DIR/in_$N.h5"
 t0=$(date +%s.%N)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import logging
 import os
 import sys
@@ -386,7 +385,9 @@ def cmd_check(args) -> int:
     if launcher_rank() != 0:
         return 0
     if args.json:
-        print(json.dumps(stats, indent=2))
+        from .report import to_json
+
+        print(to_json(stats, indent=2))
         return 0
     scale = "|alpha||A||B| + |beta||C0|" if (args.alpha, args.beta) != (1.0, 0.0) else "|A||B|"
     print(f"{stats['samples']} entries checked exactly; error = |C - exact| / ({scale})")

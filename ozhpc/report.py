@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import socket
@@ -47,6 +48,23 @@ def check_report(path: str, force: bool, files=()) -> None:
         raise InputError(f"report {path!r} exists; pass --force to replace it")
 
 
+def json_safe(value):
+    """``value`` with every non-finite float as the string "inf", "-inf" or "nan": JSON has no
+    such numbers (Python would write ``Infinity``, which jq and most parsers reject)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def to_json(value, **kwargs) -> str:
+    """Strict JSON text of a report (:func:`json_safe`; anything else unknown as its ``str``)."""
+    return json.dumps(json_safe(value), allow_nan=False, default=str, **kwargs)
+
+
 def write_report(path: str, report: dict) -> None:
     """Write the report atomically: a temporary file beside it (always removed), then rename.
 
@@ -58,8 +76,7 @@ def write_report(path: str, report: dict) -> None:
     signals.temporary_files.add(tmp)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(report, f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
+            f.write(to_json(report, indent=2, sort_keys=True) + "\n")
         try:
             os.chmod(tmp, os.stat(target).st_mode & 0o7777)
         except FileNotFoundError:

@@ -363,3 +363,26 @@ def test_strict_under_mpiexec_every_rank_exits_3(hard, tmp_path):
     assert statuses == {"rank.0": "3", "rank.1": "3"}
     assert sha256_file(out) == before
     assert sorted(os.listdir(tmp_path)) == ["hard.h5", "out.h5", "status"]
+
+
+def _no_constants(name):
+    raise AssertionError(f"non-standard JSON constant {name} in the report")
+
+
+def test_an_infinite_worst_ratio_is_strict_json(monkeypatch, inputs, tmp_path, capsys):
+    """An entry with an error bound but no lower bound has ratio inf: the report stays valid JSON
+    (jq and most parsers reject Python's ``Infinity``): the string "inf"."""
+    patch_certificate(monkeypatch, False, 1, float("inf"), [(100, 1, float("inf"))])
+    out, report = tmp_path / "out.h5", tmp_path / "run.json"
+    assert cli.main(gemm_args(inputs, out, "--report", report), comm=COMM) == 0
+    capsys.readouterr()
+    rep = json.loads(report.read_text(), parse_constant=_no_constants)
+    assert rep["worst_ratio"] == "inf" and rep["widths"] == [[100, 1, "inf"]]
+    assert attrs_of(out)["ozhpc_worst_ratio"] == float("inf")
+
+
+def test_json_safe_spells_every_non_finite_number():
+    from ozhpc.report import to_json
+
+    text = to_json({"a": float("-inf"), "b": [float("nan"), 1.5, np.float64(np.inf)], "c": (2, None)})
+    assert json.loads(text, parse_constant=_no_constants) == {"a": "-inf", "b": ["nan", 1.5, "inf"], "c": [2, None]}

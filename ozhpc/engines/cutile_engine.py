@@ -246,11 +246,9 @@ class CutileEngine(Engine):
         src, trans = (x, False) if x.flags.c_contiguous else \
             (x.T, True) if x.T.flags.c_contiguous else (cp.ascontiguousarray(x), False)
         parts = self.launcher.column_parts(rows, cols, ck.ROW_STATS_TILE)
-        # zero rows past `parts` (neutral for the max and the count): the part axis is always a
-        # multiple of 16, so the kernel variant does not depend on the size (`ozhpc warmup`)
-        amax = cp.zeros((_roundup(parts), rows), dtype=cp.float64)
-        bad = cp.zeros((_roundup(parts), rows), dtype=cp.int32)
-        self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad, parts)
+        amax = cp.empty((parts, rows), dtype=cp.float64)
+        bad = cp.empty((parts, rows), dtype=cp.int32)
+        self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad)
         return amax.max(axis=0), bool(bad.any())
 
     def entry_gaps(self, x, exps):
@@ -285,8 +283,8 @@ class CutileEngine(Engine):
         lim = cp.ascontiguousarray(limits.astype(cp.int32, copy=False))
         words = gaps.view(cp.int32)   # four codes per word: word loads in the kernel
         parts = self.launcher.column_parts(rows, words.shape[1], ck.COUNT_TILE, ck.COUNT_MAX_TILES)
-        out = cp.zeros((_roundup(parts), rows, width), dtype=cp.int32)   # as in row_stats
-        self.launcher.launch_count(self._stream(), words, lim, out, parts)
+        out = cp.empty((parts, rows, width), dtype=cp.int32)
+        self.launcher.launch_count(self._stream(), words, lim, out)
         return out.sum(axis=0, dtype=cp.int64)
 
     def _k_chunks(self, k: int, slices: int, ngroups: int, diagonal: bool = False):

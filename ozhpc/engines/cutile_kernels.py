@@ -832,17 +832,16 @@ class Launcher:
             parts = max(parts, _cdiv(col_tiles, max_tiles))
         return max(1, min(parts, col_tiles))
 
-    def launch_row_stats(self, stream, x, trans: bool, amax, bad, parts: int | None = None) -> None:
-        """``amax`` (float64) and ``bad`` (int32): (>= parts, rows); ``parts`` (default: all rows of
-        ``amax``) from :meth:`column_parts`."""
-        ct.launch(stream, (max(1, _cdiv(amax.shape[1], ROW_STATS_TILE[0])), parts or amax.shape[0], 1),
+    def launch_row_stats(self, stream, x, trans: bool, amax, bad) -> None:
+        """``amax`` (float64) and ``bad`` (int32): (parts, rows), parts from :meth:`column_parts`."""
+        ct.launch(stream, (max(1, _cdiv(amax.shape[1], ROW_STATS_TILE[0])), amax.shape[0], 1),
                   _row_stats_kernel, (x, amax, bad, *ROW_STATS_TILE, bool(trans)))
 
-    def launch_count(self, stream, gaps, limits, out, parts: int | None = None) -> None:
+    def launch_count(self, stream, gaps, limits, out) -> None:
         """``gaps``: the int8 gap codes viewed as int32 (columns a multiple of ``GAP_COLS // 4``);
-        ``limits`` (rows, L), L a power of two <= 8; ``out`` (>= parts, rows, L), ``parts``
-        (default: all of ``out``) from :meth:`column_parts` (in words) with COUNT_MAX_TILES."""
-        ct.launch(stream, (max(1, _cdiv(gaps.shape[0], COUNT_TILE[0])), parts or out.shape[0], 1), _count_kernel,
+        ``limits`` (rows, L), L a power of two <= 8; ``out`` (parts, rows, L), parts from
+        :meth:`column_parts` (in words) with COUNT_MAX_TILES."""
+        ct.launch(stream, (max(1, _cdiv(gaps.shape[0], COUNT_TILE[0])), out.shape[0], 1), _count_kernel,
                   (gaps, limits, out, *COUNT_TILE, limits.shape[1]))
 
     def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int) -> None:
