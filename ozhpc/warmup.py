@@ -8,7 +8,7 @@ transposed view), for both schemes, "auto" and fixed accuracy, transposed operan
 with inf/NaN (the special-value kernels). cuTile specialises a kernel on whether each extent is
 a multiple of 16 and whether each stride is a multiple of 16 bytes, not on the sizes themselves,
 so three small shapes (extents that are multiples of 16, as 8192 or 16384; even ones that are
-not; odd ones) cover every size.
+not; odd ones) cover every size (one known exception: docs/gpu.md, "What is left").
 """
 from __future__ import annotations
 

@@ -90,6 +90,27 @@ def test_variants_are_described_by_what_cutile_specialises_on():
     assert ks.describe_variant("k", sig) == "k(float64 2d extents%16:6_ strides:a1, scalar, 8, True)"
 
 
+def test_any_change_in_the_kernels_package_is_a_new_key(tmp_path, monkeypatch):
+    """Kernels compile in constants of sibling modules (e.g. the digit bits), so the digest covers
+    every module of the package, not only the kernel's own file."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "kernels.py").write_text("K = 1\n")
+    (pkg / "base.py").write_text("BITS = 7\n")
+    monkeypatch.setattr(ks, "_DIGESTS", {})
+    first = ks.package_digest(str(pkg))
+    (pkg / "base.py").write_text("BITS = 8\n")
+    monkeypatch.setattr(ks, "_DIGESTS", {})
+    assert ks.package_digest(str(pkg)) != first
+    (pkg / "notes.txt").write_text("not a module")
+    monkeypatch.setattr(ks, "_DIGESTS", {})
+    second = ks.package_digest(str(pkg))
+    (pkg / "notes.txt").write_text("changed")
+    monkeypatch.setattr(ks, "_DIGESTS", {})
+    assert ks.package_digest(str(pkg)) == second
+    assert ck._split_kernel.source_digest == ks.package_digest(os.path.dirname(ck.__file__))
+
+
 def test_replace_hints_keeps_the_store_and_the_hints():
     k = ck._pair_kernel.replace_hints(occupancy=3)
     assert isinstance(k, ks.StoredKernel)

@@ -4,9 +4,9 @@ cuda.tile keeps cubins on disk too, but finds them by their TileIR bytecode: eve
 first runs the Python front end for each kernel variant (0.05-0.35 s each) and starts tileiras
 twice (a version probe), about 1.5-2.5 s per process on the H200 nodes before the first product
 (cProfile of ``ozhpc gemm``, ``bench/startup_profile.sh``). ozhpc's kernels are fixed code, so a
-variant's cubin is a function of the kernel module's source, the kernel, its signature (argument
-types, constants, array specialisation), the GPU architecture, the compile hints, cuda-tile's
-version and the tileiras binary. :class:`StoredKernel` keys cubins by exactly that and hands a
+variant's cubin is a function of the kernels' package source (:func:`package_digest`), the
+kernel, its signature (argument types, constants, array specialisation), the GPU architecture,
+the compile hints, cuda-tile's version and the tileiras binary. :class:`StoredKernel` keys cubins by exactly that and hands a
 stored one straight to cuTile's dispatcher; a miss compiles the usual way and stores the result.
 
 Files live in ``<kernel cache>/ozhpc-cubins`` (``CUDA_TILE_CACHE_DIR``, set by
@@ -126,6 +126,24 @@ def active_store(environ=os.environ) -> KernelStore | None:
     return _STORE[directory]
 
 
+_DIGESTS: dict[str, str] = {}
+
+
+def package_digest(directory: str) -> str:
+    """SHA-256 over every ``.py`` file of the kernels' package (names and contents, sorted).
+
+    Not only the kernel module: the constants a kernel reads from sibling modules (digit bits,
+    CRT piece widths, table layouts) are compiled into the cubin without appearing in its
+    signature, so any change in the package makes every variant a new one."""
+    if directory not in _DIGESTS:
+        h = hashlib.sha256()
+        for name in sorted(f for f in os.listdir(directory) if f.endswith(".py")):
+            with open(os.path.join(directory, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read() + b"\0")
+        _DIGESTS[directory] = h.hexdigest()
+    return _DIGESTS[directory]
+
+
 def describe_variant(name: str, signature) -> str:
     """``name(arg, ...)``: constants by value, arrays as dtype, rank and what cuTile specialised
     them on per axis (``6``: extent divisible by 16; stride ``1``: contiguous, ``a``: 16-byte
@@ -150,8 +168,7 @@ class StoredKernel(ct.kernel):
 
     def __init__(self, function=None, /, **hints):
         super().__init__(function, **hints)
-        with open(function.__code__.co_filename, "rb") as f:   # the kernel and every helper it inlines
-            self.source_digest = hashlib.sha256(f.read()).hexdigest()
+        self.source_digest = package_digest(os.path.dirname(function.__code__.co_filename))
 
     def _compile(self, signature, context, compute_capability=None):
         store = active_store()
