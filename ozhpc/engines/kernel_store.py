@@ -6,8 +6,9 @@ twice (a version probe), about 1.5-2.5 s per process on the H200 nodes before th
 (cProfile of ``ozhpc gemm``, ``bench/startup_profile.sh``). ozhpc's kernels are fixed code, so a
 variant's cubin is a function of the kernels' package source (:func:`package_digest`), the
 kernel, its signature (argument types, constants, array specialisation), the GPU architecture,
-the compile hints, cuda-tile's version and the tileiras binary. :class:`StoredKernel` keys cubins by exactly that and hands a
-stored one straight to cuTile's dispatcher; a miss compiles the usual way and stores the result.
+the compile hints, cuda-tile's version and the tileiras binary. :class:`StoredKernel` keys
+cubins by exactly that and hands a stored one straight to cuTile's dispatcher; a miss compiles
+the usual way and stores the result.
 
 Files live in ``<kernel cache>/ozhpc-cubins`` (``CUDA_TILE_CACHE_DIR``, set by
 :mod:`ozhpc.engines.toolchain`; "off" turns the store off too), one file per variant, written
