@@ -115,7 +115,7 @@ def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict
 
     t0 = MPI.Wtime()
     fingerprint = fingerprint_distributed(c)   # where C's blocks are (on the GPU: before the copy back)
-    if engine.on_device:   # the copy back, through the engine's pinned ring
+    if engine.on_device:   # the copy back (page-locked: engines/host_copy.py)
         c = DistMatrix(c.grid, c.layout, engine.to_host(c.local))
     t1 = MPI.Wtime()
     attrs = dict(info.plan_attrs(), alpha=cfg.alpha, beta=cfg.beta, transa=cfg.transa,
@@ -217,24 +217,22 @@ def _gather_figures(grid, mine: dict, info, engine):
     slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
     grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
     moved = np.array(grid.comm.allgather((info.bytes_sent, info.bytes_received)), dtype=np.int64)
-    flag, hits, misses, names = _kernel_counts(engine)
-    counts = np.array((flag, hits, misses), dtype=np.int64)
-    grid.comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
-    names = sorted(set().union(*grid.comm.allgather(names)))
-    kernels = None if counts[0] < 0 else {"from_store": int(counts[1]), "compiled": int(counts[2]),
-                                          "compiled_variants": names}
+    counts = grid.comm.allgather(_kernel_counts(engine))
+    kernels = None if None in counts else {
+        "from_store": sum(c[0] for c in counts), "compiled": sum(c[1] for c in counts),
+        "compiled_variants": sorted({name for c in counts for name in c[2]})}
     return dict(zip(PHASES, (float(x) for x in slowest))), moved, kernels
 
 
-def _kernel_counts(engine) -> tuple[int, int, int, list[str]]:
-    """(0, kernel variants this process loaded from ozhpc's kernel store, variants it compiled,
-    their descriptions); (-1, 0, 0, []) for an engine without GPU kernels or with the cache off."""
+def _kernel_counts(engine) -> tuple[int, int, list[str]] | None:
+    """(kernel variants this process loaded from ozhpc's kernel store, variants it compiled,
+    their descriptions); None for an engine without GPU kernels or with the kernel cache off."""
     if not engine.on_device:
-        return (-1, 0, 0, [])
+        return None
     from .engines.kernel_store import active_store
 
     store = active_store()
-    return (-1, 0, 0, []) if store is None else (0, store.hits, store.misses, list(store.compiled))
+    return None if store is None else (store.hits, store.misses, list(store.compiled))
 
 
 def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels, outputs) -> dict:

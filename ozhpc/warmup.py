@@ -33,11 +33,11 @@ SHAPES = ((256, 320, 288), (250, 300, 270), (251, 301, 271))
 
 def _inputs(directory: str, m: int, k: int, n: int) -> str:
     """A (m x k), B (k x n), their transposes and copies with inf/NaN, in one file."""
+    import h5py
+
     from .matrices import standard_matrix
 
     path = os.path.join(directory, f"in_{m}_{k}_{n}.h5")
-    import h5py
-
     a, b = standard_matrix(m, k, 0.5, 1), standard_matrix(k, n, 0.5, 2)
     with h5py.File(path, "w") as f:
         f["A"], f["B"], f["At"], f["Bt"] = a, b, a.T, b.T

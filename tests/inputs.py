@@ -2,6 +2,16 @@
 import numpy as np
 from hypothesis import strategies as st
 
+JOB_FILES = """\
+[inputs]
+a = "in.h5:/A"
+b = "in.h5:/B"
+[output]
+c = "out.h5:/C"
+report = "run.json"
+"""
+"""The input and output tables of a job file (TOML) with paths relative to the job's directory."""
+
 SPECIAL_VALUES = st.sampled_from([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 5e-324, 1e300])
 """Zeros of both signs, infinities, NaN, the smallest subnormal and a value whose square overflows."""
 

@@ -21,6 +21,7 @@ import pytest
 from mpi4py import MPI
 
 from conftest import REPO, run_cli
+from inputs import JOB_FILES
 from ozhpc import cli
 from ozhpc.config import RunConfig
 from ozhpc.errors import AccuracyError, AccuracyWarning, InputError
@@ -68,13 +69,7 @@ def test_runconfig_checks_accuracy_with_the_cli_spelling(tmp_path):
     assert RunConfig(a=ref, b=ref, out=ref).accuracy == "warn"
 
 
-JOB = """\
-[inputs]
-a = "in.h5:/A"
-b = "in.h5:/B"
-[output]
-c = "out.h5:/C"
-report = "run.json"
+JOB = JOB_FILES + """\
 force = true
 [ozaki]
 engine = "numpy"
@@ -82,8 +77,6 @@ engine = "numpy"
 [run]
 progress = "off"
 """
-
-
 
 
 def write_job(d, ozaki, name="job.toml"):

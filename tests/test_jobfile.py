@@ -11,19 +11,13 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_cli
+from inputs import JOB_FILES
 from ozhpc.config import RunConfig
 from ozhpc.errors import InputError
 from ozhpc.io.h5io import DatasetRef
 from ozhpc.jobfile import SCHEMA, load_job, parse_job
 
-GOOD = """\
-[inputs]
-a = "in.h5:/A"
-b = "in.h5:/B"
-[output]
-c = "out.h5:/C"
-report = "run.json"
-"""
+GOOD = JOB_FILES
 
 
 

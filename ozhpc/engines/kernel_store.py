@@ -19,6 +19,7 @@ written for (:data:`SUPPORTED_CUDA_TILE`), any other release compiles the usual 
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -191,8 +192,6 @@ class StoredKernel(ct.kernel):
         return result
 
     def replace_hints(self, **hints):
-        import dataclasses
-
         return StoredKernel(self._pyfunc, **dict(dataclasses.asdict(self._compiler_options), **hints))
 
 
