@@ -379,3 +379,11 @@ def test_json_safe_spells_every_non_finite_number():
 
     text = to_json({"a": float("-inf"), "b": [float("nan"), 1.5, np.float64(np.inf)], "c": (2, None)})
     assert json.loads(text, parse_constant=_no_constants) == {"a": "-inf", "b": ["nan", 1.5, "inf"], "c": [2, None]}
+
+
+def test_the_numpy_engine_reports_no_kernel_counts(inputs, tmp_path, capsys):
+    """`"kernels"` is for GPU engines (loaded from the kernel store / compiled); null otherwise."""
+    out, report = tmp_path / "out.h5", tmp_path / "run.json"
+    assert cli.main(gemm_args(inputs, out, "--report", report), comm=COMM) == 0
+    assert "GPU kernels" not in capsys.readouterr().out
+    assert json.loads(report.read_text())["kernels"] is None
