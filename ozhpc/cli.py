@@ -22,7 +22,7 @@ from .config import RunConfig, parse_pair, parse_panel
 from .engines import ENGINE_NAMES
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
 from .io import h5io, h5out
-from .ozaki.settings import ACCURACY, SCHEMES, option_value
+from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
 from .progress import MODES as PROGRESS_MODES
 
@@ -133,12 +133,14 @@ def add_gen_command(sub) -> None:
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
 
-ACCURACY_HELP = ("what to do when 'auto' cannot certify C. 'auto' --slices / --bits check every entry at run "
-                 "time, |C_ij - (op(A) op(B))_ij| <= u (|op(A)||op(B)|)_ij plus the final rounding of C "
-                 "(u = 2^-53), and widen the plan until it holds; if some entry still fails at the widest plan, "
-                 "warn (default) writes C, prints one warning line and records certified = false in the report "
-                 "and the attributes of C; strict writes nothing and exits with status 3. Fixed --slices / "
-                 "--bits are not certified")
+GUARANTEE_HELP = ("what 'auto' --bits / --slices certify for every entry of C at run time, plus the final "
+                  "rounding of C (u = 2^-53): dgemm (default) |C_ij - (op(A) op(B))_ij| <= k u (|op(A)||op(B)|)_ij, "
+                  "the bound native FP64 GEMM itself guarantees; tight u (|op(A)||op(B)|)_ij, about 7 more bits per "
+                  "entry on typical data. The plan is widened where an entry fails (see --accuracy)")
+ACCURACY_HELP = ("what to do when 'auto' cannot certify C (--guarantee) even at its widest plan: warn (default) "
+                 "writes C, prints one warning line and records certified = false in the report and the "
+                 "attributes of C; strict writes nothing and exits with status 3. Fixed --slices / --bits are "
+                 "not certified")
 
 
 def add_gemm_command(sub) -> None:
@@ -151,22 +153,22 @@ def add_gemm_command(sub) -> None:
     m.add_argument("b", type=_dataset("input B"), metavar="B.h5:/B")
     m.add_argument("-o", "--output", type=_dataset("output"), required=True, metavar="OUT.h5:/C")
     add_product_options(m)
-    m.add_argument("--scheme", choices=SCHEMES, default="ozaki1",
-                   help="ozaki1 (default): int8 digit slices, one int8 GEMM per slice pair (36 for the 8 "
-                        "slices of FP64 accuracy); ozaki2: the integers modulo coprime int8 moduli, one int8 "
-                        "GEMM per modulus (about 16 for FP64 accuracy; on an H200 about 1.9x faster than "
-                        "ozaki1 and 1.1x cuBLAS DGEMM at n = 16384). Each scheme is bitwise reproducible; "
-                        "the two give different bits")
+    m.add_argument("--scheme", choices=SCHEMES, default=None,
+                   help="ozaki2 (default): the integers modulo coprime int8 moduli, one int8 GEMM per modulus "
+                        "(about 15 for FP64 accuracy), the fast one; ozaki1: int8 digit slices, one int8 GEMM "
+                        "per slice pair (45 for 9 slices); the default is ozaki1 when --slices or --groups is "
+                        "given. Each scheme is bitwise reproducible; the two give different bits")
     m.add_argument("--slices", type=_ozaki_option("slices"), default="auto",
-                   help="scheme ozaki1: int8 slices per operand, or 'auto' (default): the fewest that keep "
-                        "the error at or below native FP64 GEMM for this data")
+                   help="scheme ozaki1: int8 slices per operand, or 'auto' (default): certified (--guarantee), "
+                        "widened where the data needs it")
     m.add_argument("--groups", type=_ozaki_option("groups"), default="auto",
                    help="scheme ozaki1: keep slice pairs with p+q < GROUPS: 'auto' = slices (default), 'all', "
                         "or fewer for a faster, less accurate product")
     m.add_argument("--bits", type=_ozaki_option("bits"), default="auto",
-                   help="scheme ozaki2: integer bits per operand entry (8..100), or 'auto' (default): enough "
-                        "for the error of native FP64 GEMM on this data; about 4 bits more cost one more "
-                        "modulus (int8 GEMM)")
+                   help="scheme ozaki2: integer bits per operand entry (8..100), or 'auto' (default): bits whose "
+                        "error in fact is no worse than native FP64 GEMM's on this data, certified "
+                        "(--guarantee); about 4 bits more cost one more modulus (int8 GEMM)")
+    m.add_argument("--guarantee", choices=GUARANTEES, default="dgemm", help=GUARANTEE_HELP)
     m.add_argument("--accuracy", choices=ACCURACY, default="warn", help=ACCURACY_HELP)
     add_run_options(m)
 
@@ -271,7 +273,8 @@ def config_from_args(args) -> RunConfig:
     return RunConfig(a=args.a, b=args.b, out=args.output, c=args.c, report=args.report,
                      transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
                      grid=args.grid, block=args.block, scheme=args.scheme, slices=args.slices,
-                     groups=args.groups, bits=args.bits, accuracy=args.accuracy, engine=args.engine,
+                     groups=args.groups, bits=args.bits, accuracy=args.accuracy, guarantee=args.guarantee,
+                     engine=args.engine,
                      transport=args.transport,
                      kb=args.panel, force=args.force, progress=args.progress, dry_run=args.dry_run)
 
@@ -370,8 +373,9 @@ def certificate_line(report: dict) -> str:
     if report["certified"] is None:
         return f"certified: not checked (fixed {'--bits' if report['scheme'] == 'ozaki2' else '--slices'})"
     if report["certified"]:
-        return f"certified: yes (worst bound ratio {report['worst_ratio']:.2g})"
-    return f"certified: NO, {report['uncertified']} entries (worst bound ratio {report['worst_ratio']:.3g})"
+        return f"certified: yes, guarantee {report['guarantee']} (worst bound ratio {report['worst_ratio']:.2g})"
+    return (f"certified: NO, guarantee {report['guarantee']}: {report['uncertified']} entries "
+            f"(worst bound ratio {report['worst_ratio']:.3g})")
 
 
 

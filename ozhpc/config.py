@@ -49,11 +49,13 @@ class RunConfig:
     beta: float = 0.0
     grid: tuple[int, int] | None = None  # None: near-square from the rank count
     block: tuple[int, int] = (256, 256)
-    scheme: str = "ozaki1"   # "ozaki1" (int8 digit slices) or "ozaki2" (CRT, int8 moduli)
+    scheme: str | None = None  # "ozaki2" (CRT, int8 moduli) or "ozaki1" (int8 digit slices); None: ozaki1
+    #                            where slices / groups are given, else ozaki2 (OzakiSettings)
     slices: int | str = "auto"  # scheme ozaki1 only
     groups: int | str = "auto"  # scheme ozaki1 only
     bits: int | str = "auto"    # scheme ozaki2 only
     accuracy: str = "warn"     # a failed certificate of "auto": "warn" (write C, say so) or "strict" (exit 3)
+    guarantee: str = "dgemm"   # what "auto" certifies: "dgemm" (k u |A||B|) or "tight" (u |A||B|)
     engine: str = "auto"
     transport: str = "auto"  # "auto", "nccl", "cuda-mpi", "mpi-host" (ozhpc.parallel.transport)
     kb: int | None = None    # SUMMA k-panel width; None: min(1024 on CPUs / 4096 on GPUs, k / max(P, Q))
@@ -70,10 +72,10 @@ class RunConfig:
 
     @property
     def ozaki(self) -> OzakiSettings:
-        return OzakiSettings(self.scheme, self.slices, self.groups, self.bits, self.accuracy)
+        return OzakiSettings(self.scheme, self.slices, self.groups, self.bits, self.accuracy, self.guarantee)
 
     def _check(self) -> None:
-        self.ozaki  # noqa: B018 -- validates scheme, slices, groups, bits, accuracy
+        self.ozaki  # noqa: B018 -- validates scheme, slices, groups, bits, accuracy, guarantee
         if self.beta != 0.0 and self.c is None:
             raise OptionError(f"{{beta={self.beta:g}}} needs an input C: add {{c=FILE.h5:/C}}")
         for name, value, choices in (("engine", self.engine, ENGINE_NAMES),
@@ -91,7 +93,7 @@ class RunConfig:
             "out": str(self.out), "transa": self.transa, "transb": self.transb,
             "alpha": self.alpha, "beta": self.beta,
             "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
-            "scheme": self.scheme, "slices": self.slices, "groups": self.groups, "bits": self.bits,
-            "accuracy": self.accuracy, "engine": self.engine,
+            "scheme": self.ozaki.scheme, "slices": self.slices, "groups": self.groups, "bits": self.bits,
+            "accuracy": self.accuracy, "guarantee": self.guarantee, "engine": self.engine,
             "transport": self.transport, "kb": self.kb if self.kb is not None else "auto",
         }

@@ -14,8 +14,9 @@ A job file describes one product, the same one ``ozhpc gemm`` flags describe::
     grid = "2x2"            # or "auto"
     block = 256             # or "MBxNB"
     [ozaki]
-    scheme = "ozaki1"       # or "ozaki2" (then bits = "auto" or an integer, not slices/groups)
-    slices = "auto"         # or an integer
+    scheme = "ozaki2"       # the default; or "ozaki1" (then slices / groups, not bits)
+    bits = "auto"           # or an integer
+    guarantee = "dgemm"     # what "auto" certifies per entry: "dgemm" (k u |A||B|) or "tight" (u |A||B|)
     accuracy = "warn"       # or "strict": a C that "auto" cannot certify is not written (exit 3)
 
 Every error is an :class:`~ozhpc.errors.InputError` (CLI exit status 2) whose message
@@ -43,7 +44,7 @@ from .config import RunConfig, parse_pair
 from .engines import ENGINE_NAMES
 from .errors import InputError, OptionError
 from .io import h5io
-from .ozaki.settings import SCHEMES, OzakiSettings, option_value
+from .ozaki.settings import GUARANTEES, SCHEMES, OzakiSettings, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
 from .progress import MODES as PROGRESS_MODES
 
@@ -196,10 +197,13 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "panel": Key("kb", _panel, doc="SUMMA k-panel width, or \"auto\"; never changes C"),
     },
     "ozaki": {
-        "scheme": Key("scheme", _choice(*SCHEMES), doc="Ozaki scheme: \"ozaki1\" (slices) or \"ozaki2\" (CRT)"),
+        "scheme": Key("scheme", _choice(*SCHEMES), doc="Ozaki scheme: \"ozaki2\" (CRT; the default) or \"ozaki1\" "
+                                                       "(slices; the default when slices or groups is given)"),
         "slices": Key("slices", _count("slices"), doc="scheme ozaki1: int8 slices per operand, or \"auto\""),
         "groups": Key("groups", _count("groups"), doc="scheme ozaki1: slice-pair groups kept: \"auto\", \"all\" or an integer"),
         "bits": Key("bits", _count("bits"), doc="scheme ozaki2: integer bits per entry (8..100), or \"auto\""),
+        "guarantee": Key("guarantee", _choice(*GUARANTEES), doc="what \"auto\" certifies per entry: \"dgemm\" "
+                                                                "(k u |A||B|, the default) or \"tight\" (u |A||B|)"),
         "accuracy": Key("accuracy", _accuracy, doc="a C that \"auto\" cannot certify: \"warn\" (written, "
                                                    "with a warning) or \"strict\" (exit 3, nothing written)"),
         "engine": Key("engine", _choice(*ENGINE_NAMES), doc="local engine"),

@@ -255,7 +255,8 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
         "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
         "plan_summary": info.plan_summary, "spread_bits": info.spread_bits,
         "nonfinite_inputs": info.nonfinite_inputs,
-        "error_bound": {"truncation": info.truncation_bound, "rounding": info.rounding_bound},
+        "error_bound": {"truncation": info.truncation_bound, "combine": info.combine_bound,
+                        "rounding": info.rounding_bound},
         "seconds": seconds, "seconds_note": "per phase, the slowest rank's time (MPI MAX)",
         "io_gbps": {"read": _gbps(8 * (m * k + k * n), seconds["read"]), "write": _gbps(8 * m * n, seconds["write"])},
         "bytes_sent": {"per_rank_max": int(moved[:, 0].max()), "total": int(moved[:, 0].sum()),
@@ -274,11 +275,12 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
 
 
 def certificate_fields(info) -> dict:
-    """The certificate of "auto" in the report: ``certified`` true / false, or null for fixed slices
-    / bits (not checked; ``uncertified`` and ``worst_ratio`` null too); ``widths`` the plans tried."""
+    """The certificate of "auto" in the report: ``guarantee`` (the bound certified) and ``certified``
+    true / false, or null for fixed slices / bits (not checked; ``uncertified`` and ``worst_ratio``
+    null too); ``widths`` the plans tried."""
     if info.certified is None:
-        return {"certified": None, "uncertified": None, "worst_ratio": None, "widths": []}
-    return {"certified": bool(info.certified), "uncertified": int(info.uncertified),
+        return {"guarantee": None, "certified": None, "uncertified": None, "worst_ratio": None, "widths": []}
+    return {"guarantee": info.guarantee, "certified": bool(info.certified), "uncertified": int(info.uncertified),
             "worst_ratio": float(info.worst_ratio),
             "widths": [[int(bits), int(count), float(ratio)] for bits, count, ratio in info.widths]}
 

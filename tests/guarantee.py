@@ -16,10 +16,12 @@ def exact_abs(a_row, b_col) -> Fraction:
     return sum((abs(Fraction(float(x)) * Fraction(float(y))) for x, y in zip(a_row, b_col)), Fraction(0))
 
 
-def guarantee_holds(c, a_op, b_op, scheme, i, j) -> bool:
-    """|C_ij - (AB)_ij| <= u (|A||B|)_ij + rho u |C_ij| + 2**-1074 (the guarantee, exactly)."""
+def guarantee_holds(c, a_op, b_op, scheme, i, j, guarantee="tight") -> bool:
+    """|C_ij - (AB)_ij| <= c u (|A||B|)_ij + rho u |C_ij| + 2**-1074 (the guarantee, exactly), with
+    c = 1 for "tight" and k for "dgemm"."""
     exact = exact_entry(a_op[i], b_op[:, j])
-    slack = U * exact_abs(a_op[i], b_op[:, j])
+    factor = max(a_op.shape[1], 1) if guarantee == "dgemm" else 1
+    slack = factor * U * exact_abs(a_op[i], b_op[:, j])
     final = cf.FINAL_ROUNDING_ULPS[scheme] * U * abs(Fraction(float(c[i, j]))) + Fraction(1, 2**1074)
     return abs(Fraction(float(c[i, j])) - exact) <= slack + final
 

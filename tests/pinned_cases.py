@@ -2,7 +2,9 @@
 
 The hashes were recorded before the one-pipeline refactor; any change of the bits of C for
 these inputs, on any grid, block or engine, fails the pin. Certified "auto" changed the
-"auto" cases on purpose (docs/numerics.md says why); fixed slices/bits kept theirs.
+"auto" cases on purpose (docs/numerics.md says why); fixed slices/bits kept theirs. The defaults
+(scheme II, guarantee "dgemm") have cases of their own; scheme I's "auto" under "tight" is the
+certified "auto" of before the guarantee levels, with its hashes unchanged.
 """
 from __future__ import annotations
 
@@ -11,16 +13,20 @@ import numpy as np
 M, K, N = 37, 53, 29
 
 CASES = {
-    "s1-auto": dict(),
-    "s1-auto-phi2-ta": dict(phi=2.0, transa=True),
+    "default": dict(),
+    "default-phi2-ta": dict(phi=2.0, transa=True),
+    "default-special": dict(special=True, transb=True),
+    "s1-auto-dgemm": dict(scheme="ozaki1"),
+    "s1-auto": dict(scheme="ozaki1", guarantee="tight"),
+    "s1-auto-phi2-ta": dict(scheme="ozaki1", guarantee="tight", phi=2.0, transa=True),
     "s1-6all-tb": dict(slices=6, groups="all", transb=True),
     "s1-8-alphabeta": dict(slices=8, alpha=-1.5, beta=0.75, transa=True, transb=True),
-    "s1-auto-special": dict(special=True),
+    "s1-auto-special": dict(scheme="ozaki1", guarantee="tight", special=True),
     "s1-3x4": dict(slices=3, groups=4, phi=1.0),
-    "s2-auto": dict(scheme="ozaki2"),
+    "s2-auto-tight": dict(scheme="ozaki2", guarantee="tight"),
     "s2-30-alphabeta-t": dict(scheme="ozaki2", bits=30, alpha=2.0, beta=-1.0, transa=True, transb=True),
     "s2-53-phi1": dict(scheme="ozaki2", bits=53, phi=1.0, transb=True),
-    "s2-auto-special": dict(scheme="ozaki2", special=True, transa=True),
+    "s2-auto-special": dict(scheme="ozaki2", guarantee="tight", special=True, transa=True),
 }
 
 
@@ -50,5 +56,5 @@ def operands(case: dict):
 
 
 def gemm_kwargs(case: dict) -> dict:
-    keys = ("alpha", "beta", "transa", "transb", "slices", "groups", "scheme", "bits")
+    keys = ("alpha", "beta", "transa", "transb", "slices", "groups", "scheme", "bits", "guarantee")
     return {key: case[key] for key in keys if key in case}

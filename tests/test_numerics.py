@@ -146,11 +146,14 @@ def test_auto_is_deterministic_and_grows_with_spread():
     for phi in (0.0, 0.5, 1.0, 2.0, 4.0):
         a = standard_matrix(32, 512, phi, 1)
         b = standard_matrix(512, 32, phi, 2)
-        _, first = ozhpc.gemm(a, b, engine="numpy", info=True)
-        c2, second = ozhpc.gemm(a, b, engine="numpy", info=True)
-        assert first.slices == second.slices
-        picks.append(first.slices)
-    assert picks == sorted(picks) and picks[0] < picks[-1]
+        for scheme in ("ozaki1", "ozaki2"):
+            _, first = ozhpc.gemm(a, b, engine="numpy", scheme=scheme, info=True)
+            c2, second = ozhpc.gemm(a, b, engine="numpy", scheme=scheme, info=True)
+            assert (first.bits, first.widths) == (second.bits, second.widths)
+            picks.append((scheme, first.bits))
+    for scheme in ("ozaki1", "ozaki2"):
+        bits = [b for s, b in picks if s == scheme]
+        assert bits == sorted(bits) and bits[0] < bits[-1], picks
 
 
 def test_accumulators_exact_across_k_chunks_with_extreme_digits():

@@ -154,11 +154,12 @@ def magnitude_digits(xp, x, exps):
 
 def support_digits(xp, x, exps):
     """int8 ``ceil(|x| 2**(BITS - 1 - e_i))`` per entry of finite ``x``: in [0, 64], at least 1
-    exactly where ``x != 0``, never below ``|x| 2**(BITS - 1 - e_i)``. Their products summed over k
+    exactly where ``x != 0`` (also where the scaling underflows to 0: an entry 1000 bits below its
+    row's scale is small, not zero), never below ``|x| 2**(BITS - 1 - e_i)``. Their products summed over k
     bound ``(|A||B|)_ij`` from above and vanish exactly where no k term has two nonzero factors
     (sparse operands): the certificate's per-entry error bound there."""
     y = ldexp_by(xp, xp.abs(x), BITS - 1 - xp.asarray(exps).astype(xp.int64).reshape(-1, 1))
-    return xp.ceil(y).astype(xp.int8)
+    return xp.maximum(xp.ceil(y), (x != 0).astype(xp.float64)).astype(xp.int8)
 
 
 class HostTimer:

@@ -5,8 +5,10 @@ Each operand row is scaled to integers, ``X_ij = rint(a_ij * 2**(bits - e_i))``
 an FP64 value that large has no fraction bits). The product of the integer matrices,
 ``C' = X Y^T``, is computed modulo pairwise coprime moduli ``p_l <= 256``: one int8 GEMM
 per modulus on the balanced residues (``|r| <= 128``), exact in int32. The Chinese
-remainder theorem gives ``C'`` back exactly when ``|C'| < M/4`` (``M = prod p_l``; the
-extra factor of two makes the quotient below unambiguous). Then ``C = C' * 2**(e_i+f_j-2 bits)``.
+remainder theorem gives ``C'`` back exactly when ``|C'| < M (1/2 - 2**-37)`` (``M = prod p_l``;
+the margin below M/2 absorbs the rounding of step 3's quotient, so it cannot be off by one). Then
+``C = C' * 2**(e_i+f_j-2 bits)``. The moduli hold every ``|C'_ij|`` of the data at hand
+(:func:`data_product_bound`, from the operands' row norms), never more than ``k 4**bits``.
 
 Reconstruction, the same operations on every engine (:func:`ozhpc.engines.numpy_engine`
 is the reference), with ``W_l = (M/p_l) * ((M/p_l)**-1 mod p_l) mod M`` and every big
@@ -19,9 +21,10 @@ fewest that hold ``M``, :attr:`CrtTables.pieces`, so the work per entry follows 
    of ``|S/p| < 2**53 / MIN_MODULUS``) and ``q * p`` stays below 2**53 (exact, FMA or not),
    so ``|r| < p``. The balanced residue is unique: any correct rounding gives the same;
 2. ``s_t = sum_l r_l * W_l[t]``: exact integers (each term < 2**43, at most 32 terms);
-3. ``K = rint(x / M)`` with ``x`` = the pieces ``s`` summed in FP64: ``x = K*M + C'``
-   and ``|C'| < M/4``, so the rounding errors of ``x`` (relative 2**-50) cannot move
-   ``K`` (on every engine, FMA or not);
+3. ``K = rint(x / M)`` with ``x`` = the pieces ``s`` summed in FP64 (Horner, 2**36 apart):
+   ``x = K*M + C'``, ``|x| <= N * 128 * M <= 2**12 M``, so the roundings of the Horner sum (at
+   most ``7 * 2**-53 |x|``, FMA or not) and of ``x * fl(1/M)`` move ``x / M`` by less than
+   ``2**-37``; with ``|C'| < M (1/2 - 2**-37)`` the rounding cannot move ``K`` (on every engine);
 4. ``P_t = s_t - K * M[t]`` (exact), carries propagated from the least significant piece
    (``c = rint(P_t / 2**PIECE_BITS)``, exact) so every piece but the first is balanced;
 5. ``total = P_{P-1} + P_{P-2} * 2**36 + ...`` added from the least significant piece (each
@@ -30,8 +33,10 @@ fewest that hold ``M``, :attr:`CrtTables.pieces`, so the work per entry follows 
 
 The result differs from the correctly rounded ``C' * 2**(...)`` by at most a few ulps
 (:data:`ROUNDING_ULPS`), and it is the same bits on every engine, grid and panel width:
-``C'`` is exact whatever the order of the k sums, and the moduli (hence ``M`` and the
-pieces) depend on ``bits`` and the global ``k`` alone.
+``C'`` is exact whatever the order of the k sums, the moduli depend on ``bits``, the global
+``k`` and the operands' global row norms (exact integers) alone, and the pieces on ``bits`` and
+``k`` alone (:func:`reference_pieces`: as many as the worst-case moduli need, so a fixed
+``bits`` gives the same bits whatever moduli the data allows).
 """
 from __future__ import annotations
 
@@ -88,14 +93,54 @@ def product_bound(bits: int, k: int) -> int:
     return max(k, 1) * 4**bits
 
 
-def moduli_needed(bits: int, k: int) -> int:
-    """Fewest moduli (from the front of :data:`MODULI`) with ``M > 4 * product_bound``."""
-    need, m = 4 * product_bound(bits, k), 1
+def _ceil_sqrt(num: int, den: int) -> int:
+    """Smallest integer r >= 0 with ``r**2 * den >= num`` (``num >= 0``, ``den > 0``)."""
+    q = -(-num // den)
+    r = math.isqrt(q)
+    return r if r * r >= q else r + 1
+
+
+def data_product_bound(bits: int, sq: tuple[int, int], nnz: tuple[int, int], norm_bits: int) -> int:
+    """An upper bound of every ``|C'_ij|`` from the operands' own sizes (the data-dependent CRT range):
+    ``|C'_ij| <= ||X_i||_2 ||Y_j||_2`` (Cauchy-Schwarz) and ``||X_i||_2 <= 2**bits ||x_i 2**-e_i||_2 +
+    sqrt(nnz_i) / 2`` (``X = rint(x 2**(bits - e))``), with ``sq`` the largest ``||x_i 2**-e_i||_2**2``
+    over the rows of each operand in units of ``2**-norm_bits`` (rounded up) and ``nnz`` the largest
+    row count. All exact integers, so every rank and engine picks the same moduli."""
+    sides = [_ceil_sqrt(s * 4**bits, 2**norm_bits) + -(-_ceil_sqrt(c, 1) // 2) for s, c in zip(sq, nnz)]
+    return sides[0] * sides[1]
+
+
+def crt_need(bound: int) -> int:
+    """The smallest admissible M is above this: ``M (1/2 - 2**-37) > bound`` (step 3)."""
+    return 2 * bound + ((2 * bound) >> 35) + 1
+
+
+def _fewest_moduli(need: int) -> int | None:
+    m = 1
     for count, p in enumerate(MODULI, 1):
         m *= p
         if m > need:
             return count
-    raise ValueError(f"{bits} bits and k = {k} need more than {len(MODULI)} moduli")
+    return None
+
+
+def moduli_needed(bits: int, k: int, bound: int | None = None) -> int:
+    """Fewest moduli (from the front of :data:`MODULI`) whose product holds ``product_bound`` (the
+    worst case ``k 4**bits``), or the smaller ``bound`` when a data-dependent bound of every
+    ``|C'_ij|`` is given."""
+    worst = product_bound(bits, k)
+    count = _fewest_moduli(crt_need(worst if bound is None else max(1, min(bound, worst))))
+    if count is None:
+        raise ValueError(f"{bits} bits and k = {k} need more than {len(MODULI)} moduli")
+    return count
+
+
+def reference_pieces(bits: int, k: int) -> int:
+    """Pieces of every scheme II plan for ``bits`` and ``k``: those of the moduli ozhpc took before
+    the data-dependent range (the fewest with ``M > 4 k 4**bits``), so that the additions of step 5,
+    hence the bits of C, do not depend on how many moduli the data needed."""
+    count = _fewest_moduli(4 * product_bound(bits, k))
+    return pieces_for(math.prod(MODULI[:count])) if count is not None else MAX_PIECES
 
 
 def pieces_for(value: int) -> int:
@@ -140,14 +185,16 @@ class CrtTables:
 
 
 @lru_cache(maxsize=64)
-def crt_tables(bits: int, count: int) -> CrtTables:
+def crt_tables(bits: int, count: int, pieces: int | None = None) -> CrtTables:
+    """The tables of ``count`` moduli, big integers as ``pieces`` pieces (default: the fewest that
+    hold M; more pieces give the same C' with leading zero pieces)."""
     if not MIN_BITS <= bits <= MAX_BITS:
         raise ValueError(f"bits must be in [{MIN_BITS}, {MAX_BITS}], got {bits}")
     if not 1 <= count <= len(MODULI):
         raise ValueError(f"moduli count must be in [1, {len(MODULI)}], got {count}")
     ps = MODULI[:count]
     big_m = math.prod(ps)
-    pieces = pieces_for(big_m)
+    pieces = max(pieces_for(big_m), pieces or 0)
     if pieces > MAX_PIECES:
         raise ValueError(f"{count} moduli exceed the {MAX_PIECES * PIECE_BITS}-bit reconstruction")
     mod = np.empty((count, 5), dtype=np.float64)

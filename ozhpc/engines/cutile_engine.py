@@ -153,7 +153,7 @@ class CutileEngine(Engine):
         self.launcher = ck.Launcher(self.device.id, self.capability, self.num_sms, self.config,
                                     occupancy=occupancy, num_ctas=num_ctas, pair_index=pair_index)
         self._padded: dict[int, tuple] = {}
-        self._crt_tables: dict[tuple[int, int], tuple] = {}
+        self._crt_tables: dict[tuple[int, int, int], tuple] = {}
         with self.device:
             self._no_mods = cp.zeros((1, ck.MOD_COLS), dtype=cp.int32)   # scheme I's unused MODS
         self.workspace_bytes = 0
@@ -223,8 +223,8 @@ class CutileEngine(Engine):
             self._stream(), src, trans, e, table, buf, tables.bits))
 
     def _device_tables(self, crt) -> DeviceTables:
-        """The constants of ``crt`` on this device (made once per (bits, count))."""
-        key = (crt.bits, crt.count)
+        """The constants of ``crt`` on this device (made once per (bits, count, pieces))."""
+        key = (crt.bits, crt.count, crt.pieces)
         if key not in self._crt_tables:
             table = np.zeros((crt.count, ck.TABLE_COLS), dtype=np.float64)
             table[:, :ck.WEIGHT_COL] = crt.moduli
@@ -504,10 +504,11 @@ class CutileEngine(Engine):
 
     def magnitudes(self, x, exps, upper: bool = False):
         """:func:`~ozhpc.engines.base.magnitude_digits` / ``support_digits`` in one CuPy pass
-        (the same roundings: an exact scaling, one explicitly rounded subtraction, rint / ceil)."""
+        (the same roundings: an exact scaling, one explicitly rounded subtraction, rint / ceil; a
+        support digit is at least 1 wherever x != 0, also when the scaling underflows)."""
         key = ("support" if upper else "magnitude")
         if key not in _DIGIT_KERNELS:
-            expr = ("ceil(ldexp(fabs(x), (int)(6 - e)))" if upper
+            expr = ("fmax(ceil(ldexp(fabs(x), (int)(6 - e))), x != 0.0 ? 1.0 : 0.0)" if upper
                     else "rint(__dsub_rn(ldexp(fabs(x), (int)(7 - e)), 0.5))")
             _DIGIT_KERNELS[key] = cp.ElementwiseKernel("float64 x, int64 e", "int8 d", f"d = (signed char){expr}",
                                                        f"ozhpc_{key}_digits")

@@ -112,18 +112,21 @@ def grid_bits(plan) -> int:
 def representation_error(xp, x, exps, plan):
     """``|x - repr(x)| 2**(w - e_i)`` per entry (in [0, 1/2]): what the split of ``plan`` leaves
     out, recomputed with the engine's exact steps (scheme I: the remainder after ``slices``
-    digits; scheme II: ``|y - rint(y)|``, ``y = x 2**(bits - e)``). 0 for entries on the grid."""
+    digits; scheme II: ``|y - rint(y)|``, ``y = x 2**(bits - e)``). 0 only for entries on the grid
+    (zeros among them); every other entry gets at least :data:`TINY`."""
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
     if plan.scheme == "ozaki2":
-        y = ldexp_by(xp, x, plan.bits - e)
+        y = scaled = ldexp_by(xp, x, plan.bits - e)
         err = xp.abs(y - xp.rint(y))
     else:
-        y = ldexp_by(xp, x, -e)
+        y = scaled = ldexp_by(xp, x, -e)
         for _ in range(plan.slices):
             y = y * float(2**BITS)
             y = y - xp.rint(y)
         err = xp.abs(y)
-    return xp.where((x != 0) & (err > 0), err + TINY, err)
+    # A nonzero entry whose scaling underflows to 0 is not on the grid: its error is all of it
+    # (below 2**-1074 of the scale), which TINY covers; read as 0 it would certify a false C.
+    return xp.where((x != 0) & ((err > 0) | (scaled == 0)), err + TINY, err)
 
 
 @dataclass
@@ -148,7 +151,7 @@ def operand_stats(xp, x, exps, plan, reduce_max=_ident, reduce_sum=_ident, mags=
     else:
         err = representation_error(xp, x, exps, plan)
         delta = err.max(axis=1) if x.shape[1] else xp.zeros(rows, dtype=xp.float64)
-    norm, nnz = mags or magnitude_stats(xp, x, exps, reduce_sum)
+    norm, nnz = (mags or magnitude_stats(xp, x, exps, reduce_sum))[:2]
     return OperandStats(reduce_max(delta), norm, nnz)
 
 
@@ -219,9 +222,7 @@ def combine_rounding(xp, plan, acc=None, c_up=None, stats=None, compensated=Fals
     below the last two (``|R_t| <= 2**(36(P-t)-1) (1 + 2**-35)``) plus ``(1 + 2**-32)`` slack.
     """
     if plan.scheme == "ozaki2":
-        pieces = plan.tables.pieces
-        const = U * 2.0 ** (36 * (pieces - 2) - 1 - 2 * plan.bits) * 1.001 if pieces >= 3 else 0.0
-        return const + (0.0 if c_up is None else c_up * 2.0**-80)
+        return plan.combine_bound() + (0.0 if c_up is None else c_up * 2.0**-80)
     if acc is None:
         sa, sb = stats
         norms = (sa.norm.astype(xp.float64).reshape(-1, 1)
@@ -275,16 +276,37 @@ class Certificate:
     worst: float
 
 
-def certify(xp, bound, lower, exclude=None, reduce_sum=_ident, reduce_max=_ident) -> Certificate:
-    """``E_ij <= u L_ij`` per entry (compared as ``2**53 E <= L``: exact); ``exclude`` (e.g. entries
-    that are inf/NaN by the special-value rules) always pass. Count and worst ratio are global."""
+def entry_ratio(xp, scaled, lower, passed):
+    """``E / (c u L)`` per entry from ``scaled = E 2**53 / c``: 0 where E is 0, inf where L is 0 and
+    E is not; a failing entry is at least ``1 + 2**-52`` even where the quotient rounds to 1, so
+    "ratio > 1" is exactly "fails" and the largest ratio is the certificate's headroom."""
+    ratio = xp.where(lower > 0, scaled / xp.where(lower > 0, lower, 1.0), xp.inf)
+    ratio = xp.where(scaled > 0, ratio, 0.0)
+    return xp.where(passed, xp.minimum(ratio, 1.0), xp.maximum(ratio, FAIL_MIN))
+
+
+FAIL_MIN = 1.0 + 2.0**-52
+"""The smallest ratio a failing entry reports (:func:`entry_ratio`)."""
+
+
+def scaled_bound(xp, bound, factor: int):
+    """``E 2**53 / factor``, never below its exact value (``factor`` = 1 for "tight", k for "dgemm":
+    a division rounds, ``UP`` covers it), so ``scaled <= L`` proves ``E <= factor u L``."""
     scaled = xp.ldexp(bound, 53)
+    return scaled if factor == 1 else scaled / float(factor) * UP
+
+
+def certify(xp, bound, lower, exclude=None, reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
+    """``E_ij <= factor u L_ij`` per entry (:func:`scaled_bound` ``<= L``); ``exclude`` (e.g. entries
+    that are inf/NaN by the special-value rules) always pass. Count and worst ratio (over every
+    entry, passed or not) are global."""
+    scaled = scaled_bound(xp, bound, factor)
     passed = scaled <= lower
     if exclude is not None:
         passed = passed | exclude
-    with_err = (bound > 0) & ~passed
-    ratio = xp.where(with_err, scaled / xp.where(lower > 0, lower, 1.0), 0.0)
-    ratio = xp.where(with_err & (lower <= 0), xp.inf, ratio)
+    ratio = entry_ratio(xp, scaled, lower, passed)
+    if exclude is not None:
+        ratio = xp.where(exclude, 0.0, ratio)
     worst = float(reduce_max(xp.asarray([ratio.max() if ratio.size else 0.0]))[0])
     count = int(reduce_sum(xp.asarray([int((~passed).sum())], dtype=xp.int64))[0])
     return Certificate(passed, count, worst)
@@ -312,10 +334,10 @@ def support_bound(xp, sa: OperandStats, sb: OperandStats, plan, support_sums):
 
 
 def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_sums=None, *,
-                    reduce_sum=_ident, reduce_max=_ident) -> Certificate:
+                    reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
     """The certificate of the product pipeline: every finite entry of ``c`` (this rank's block of
     op(A) op(B), special values applied; inf/NaN entries pass) against the bound
-    ``E_ij <= u L_ij``. ``E``: :func:`error_bound` plus the combine's roundings (scheme I: the
+    ``E_ij <= factor u L_ij`` (``factor``: 1 for the guarantee "tight", k for "dgemm"). ``E``: :func:`error_bound` plus the combine's roundings (scheme I: the
     compensated combine, from its group sums ``acc``); ``L``: the larger of the free bound
     (``|C| - E - F``) and the magnitude digits' products ``magnitude_sums`` (exact integer sums
     over all k, or None). ``support_sums`` (when known) add :func:`support_bound`, and where they
@@ -325,7 +347,8 @@ def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_
     import numpy as np
 
     with np.errstate(invalid="ignore", over="ignore"):   # inf/NaN entries of C pass (excluded)
-        return _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max)
+        return _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max,
+                                factor)
 
 
 CERTIFY_CHUNK = 1 << 20
@@ -333,9 +356,10 @@ CERTIFY_CHUNK = 1 << 20
 chunks' size instead of a dozen copies of C (the memory model counts them)."""
 
 
-def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max):
+def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max, factor):
     if acc is None and xp.__name__ == "cupy":
-        return _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max)
+        return _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max,
+                              factor)
     m, n = c.shape
     step = max(1, CERTIFY_CHUNK // max(1, n))
     passed = xp.ones(c.shape, dtype=bool)
@@ -344,7 +368,7 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
         rows = slice(r0, r0 + step)
         part = _certify_rows(xp, c[rows], _rows_of(magnitude_sums, rows), [_stats_rows(stats[0], rows), stats[1]],
                              xp.asarray(e)[rows], f, plan, None if acc is None else acc[:, rows],
-                             _rows_of(support_sums, rows))
+                             _rows_of(support_sums, rows), factor)
         passed[rows] = part.passed
         count, worst = count + part.uncertified, max(worst, part.worst)
     worst = float(reduce_max(xp.asarray([worst]))[0])
@@ -360,7 +384,7 @@ def _stats_rows(s: "OperandStats", rows) -> "OperandStats":
     return OperandStats(s.delta[rows], s.norm[rows], s.nnz[rows])
 
 
-def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums) -> Certificate:
+def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, factor) -> Certificate:
     """:func:`certify_entries` on a block of rows, array at a time (local count and worst)."""
     sa, sb = stats
     c_lo, c_up = normalised_c(xp, c, e, f)
@@ -370,13 +394,15 @@ def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums) -
         bound = xp.minimum(bound, support_bound(xp, sa, sb, plan, support_sums))
         comb = xp.where(support_sums > 0, comb, 0.0)
     bound = bound + comb
+    # a zero row of op(A) or column of op(B): every term is 0, so is C_ij, exactly (no rounding)
+    bound = xp.where((sa.norm.reshape(-1, 1) > 0) & (sb.norm.reshape(1, -1) > 0), bound, 0.0)
     lower = free_lower_bound(xp, c_lo, c_up, bound, FINAL_ROUNDING_ULPS[plan.scheme], subnormal_unit(xp, e, f))
     if magnitude_sums is not None:
         lower = xp.maximum(lower, magnitude_sums.astype(xp.float64) * MAGNITUDE_UNIT)
-    return certify(xp, bound, lower, ~xp.isfinite(c))
+    return certify(xp, bound, lower, ~xp.isfinite(c), factor=factor)
 
 
-def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max):
+def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max, factor):
     """:func:`_certify_entries` (scheme II) as one CuPy kernel with the same roundings
     (:mod:`ozhpc.ozaki.certificate_kernels`); no per-entry mask (the pipeline needs none)."""
     from .certificate_kernels import entry_ratios
@@ -386,25 +412,40 @@ def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduc
     constants = dict(DOWN=DOWN, UP=UP, TINYSUB=2.0**-1074, COMB0=combine_rounding(xp, plan), COMB1=2.0**-80,
                      PW=2.0**-w, P2W=2.0 ** (-2 * w), FLOOR=FLOOR, SUW=SUPPORT_UNIT * 2.0**-w,
                      TAU=dropped_pairs_bound(plan), RHOU=(FINAL_ROUNDING_ULPS[plan.scheme] + 1) * U, FOURU=4 * U,
-                     MAGUNIT=MAGNITUDE_UNIT)
+                     MAGUNIT=MAGNITUDE_UNIT, FACTOR=float(factor), FAIL_MIN=FAIL_MIN)
     ratio = entry_ratios(xp, c, e, f, vecs[0], vecs[1], magnitude_sums, support_sums, constants)
     worst = float(reduce_max(xp.asarray([ratio.max() if ratio.size else 0.0]))[0])
-    count = int(reduce_sum(xp.asarray([int(xp.count_nonzero(ratio))], dtype=xp.int64))[0])
+    count = int(reduce_sum(xp.asarray([int(xp.count_nonzero(ratio > 1.0))], dtype=xp.int64))[0])
     return Certificate(None, count, worst)
 
 
 # -- (e) the policy -------------------------------------------------------------------------------
 
 def magnitude_stats(xp, x, exps, reduce_sum=_ident):
-    """``(norm, nnz)`` of :class:`OperandStats` (they do not depend on the plan)."""
+    """``(norm, nnz, sq, gaps)`` per row, exact int64 (SUM-reduced over the pieces of a row):
+    ``norm`` of :class:`OperandStats`, the count of nonzeros, ``sq = sum_t ceil((x_t 2**-e)**2
+    2**32) + nnz`` >= ``||x 2**-e||_2**2 2**32`` (the square rounds to nearest; the ``+ 1`` per
+    entry covers it), and ``gaps = sum_t min(e - frexp_exponent(x_t), 63)`` over the nonzeros (bits
+    between the row scale and each entry; their mean is "auto"'s statistic). None depends on the
+    plan: scheme II's moduli (:func:`ozhpc.engines.crt.data_product_bound`) and "auto"'s first plan
+    read them before the split."""
     if xp.__name__ == "cupy" and x.shape[0] and x.shape[1]:
         from .certificate_kernels import magnitude_sums
-        norm, nnz = magnitude_sums(xp, x, exps, NORM_BITS)
-        return reduce_sum(norm), reduce_sum(nnz)
+        return tuple(reduce_sum(v) for v in magnitude_sums(xp, x, exps, NORM_BITS, GAP_MAX))
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
     scaled = xp.ceil(ldexp_by(xp, xp.abs(x), NORM_BITS - e))
-    nnz = (x != 0).sum(axis=1).astype(xp.int64)
-    return reduce_sum(scaled.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(nnz)
+    y = ldexp_by(xp, xp.abs(x), -e)
+    squares = xp.ceil(xp.ldexp(y * y, NORM_BITS))
+    nonzero = x != 0
+    nnz = nonzero.sum(axis=1).astype(xp.int64)
+    _, ex = xp.frexp(xp.where(nonzero, x, 1.0))
+    gaps = xp.where(nonzero, xp.clip(e - ex.astype(xp.int64), 0, GAP_MAX), 0)
+    return (reduce_sum(scaled.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(nnz),
+            reduce_sum(squares.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(gaps.sum(axis=1).astype(xp.int64)))
+
+
+GAP_MAX = 63
+"""Gaps are clipped here (an entry 63 bits below its scale already asks for the most bits)."""
 
 
 def next_width(scheme: str, width: int, worst: float, cap: int) -> int:

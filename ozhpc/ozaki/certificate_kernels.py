@@ -35,6 +35,7 @@ if (HAS_U) {
     if (!(u > 0.0)) comb = 0.0;
 }
 bound = __dadd_rn(bound, comb);
+if (!(na > 0.0) || !(nb > 0.0)) bound = 0.0;   /* a zero row or column: C_ij is exactly 0 */
 long long t = -1074 - (ei + fj);
 t = t < -2200 ? -2200 : (t > 2200 ? 2200 : t);
 const double sub = __dadd_rn(ldexp(1.0, (int)t), TINYSUB);
@@ -43,9 +44,12 @@ const double raw = __dsub_rn(__dsub_rn(c_lo, bound), fin);
 const double slack = __dmul_rn(FOURU, __dadd_rn(__dadd_rn(c_up, bound), fin));
 double lower = __dmul_rn(fmax(__dsub_rn(raw, slack), 0.0), DOWN);
 if (HAS_L) lower = fmax(lower, __dmul_rn((double)lsum, MAGUNIT));
-const double scaled = __dmul_rn(bound, 9007199254740992.0);
-const bool passed = (scaled <= lower) || !isfinite(c);
-ratio = (passed || !(bound > 0.0)) ? 0.0 : (lower > 0.0 ? __ddiv_rn(scaled, lower) : CUDART_INF);
+double scaled = __dmul_rn(bound, 9007199254740992.0);
+if (FACTOR != 1.0) scaled = __dmul_rn(__ddiv_rn(scaled, FACTOR), UP);
+const bool passed = scaled <= lower;
+double r = (lower > 0.0) ? __ddiv_rn(scaled, lower) : CUDART_INF;
+r = (scaled > 0.0) ? r : 0.0;
+ratio = !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));
 """
 
 _KERNELS: dict = {}
@@ -66,8 +70,9 @@ def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict)
 
 
 def entry_ratios(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict):
-    """Per entry ``E / (u L)`` where the entry fails, 0 where it passes (``row`` / ``col``: the
-    per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B) as float64 vectors)."""
+    """Per entry ``E / (c u L)`` (:func:`ozhpc.ozaki.certificate.entry_ratio`: above 1 exactly where
+    the entry fails, 0 for inf/NaN entries; ``row`` / ``col``: the per-row ``(delta, norm, nnz)`` of
+    op(A) and per-column of op(B) as float64 vectors)."""
     zero = cp.zeros((), dtype=cp.float64)
     lsum = zero if lower_sums is None else lower_sums
     usum = zero if support_sums is None else support_sums
@@ -106,6 +111,7 @@ def inner_stats(cp, rows, none_exp: int):
 _DELTA = r"""
 __device__ double ozhpc_delta(double x, long long e) {
     double y = ldexp(x, (int)(SHIFT - e));
+    const bool underflow = y == 0.0;
     double err;
     if (SLICES == 0) {
         err = fabs(__dsub_rn(y, rint(y)));
@@ -113,7 +119,7 @@ __device__ double ozhpc_delta(double x, long long e) {
         for (int p = 0; p < SLICES; ++p) { y = __dmul_rn(y, 128.0); y = __dsub_rn(y, rint(y)); }
         err = fabs(y);
     }
-    return (x != 0.0 && err > 0.0) ? __dadd_rn(err, TINY) : err;
+    return (x != 0.0 && (err > 0.0 || underflow)) ? __dadd_rn(err, TINY) : err;
 }
 """
 
@@ -129,16 +135,18 @@ def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
     return _KERNELS[key](x, cp.asarray(exps).astype(cp.int64).reshape(-1, 1), axis=1)
 
 
-def magnitude_sums(cp, x, exps, norm_bits: int):
-    """``(sum_t ceil(|x| 2**(norm_bits - e)) + nnz, nnz)`` per row (int64, exact):
-    :func:`ozhpc.ozaki.certificate.magnitude_stats` before its reduction over ranks."""
+def magnitude_sums(cp, x, exps, norm_bits: int, gap_max: int):
+    """``(norm, nnz, sq, gaps)`` per row (int64, exact): :func:`ozhpc.ozaki.certificate.magnitude_stats`
+    before its reduction over ranks (``y = |x| 2**-e`` exact, its square rounded to nearest; a gap
+    is ``e - (ilogb(x) + 1)``, frexp's exponent, clipped to [0, gap_max])."""
     e = cp.asarray(exps).astype(cp.int64).reshape(-1, 1)
-    key = ("norm", norm_bits)
+    key = ("norm", norm_bits, gap_max)
     if key not in _KERNELS:
-        _KERNELS[key] = cp.ReductionKernel(
-            "float64 qv, int64 qe", "int64 y",
-            f"(long long)ceil(ldexp(fabs(qv), (int)({norm_bits} - qe))) + (qv != 0.0 ? 1 : 0)",
-            "a + b", "y = a", "0", "ozhpc_norm")
-        _KERNELS["nnz"] = cp.ReductionKernel("float64 qv", "int64 y", "qv != 0.0 ? 1 : 0", "a + b", "y = a", "0",
-                                             "ozhpc_nnz")
-    return _KERNELS[key](x, e, axis=1), _KERNELS["nnz"](x, axis=1)
+        _KERNELS[key] = [cp.ReductionKernel(
+            "float64 qv, int64 qe", "int64 y", expr, "a + b", "y = a", "0", name) for expr, name in (
+                (f"(long long)ceil(ldexp(fabs(qv), (int)({norm_bits} - qe))) + (qv != 0.0 ? 1 : 0)", "ozhpc_norm"),
+                ("qv != 0.0 ? 1 : 0", "ozhpc_nnz"),
+                (f"(long long)ceil(ldexp(__dmul_rn(ldexp(fabs(qv), (int)(-qe)), ldexp(fabs(qv), (int)(-qe))), "
+                 f"{norm_bits})) + (qv != 0.0 ? 1 : 0)", "ozhpc_sq"),
+                (f"qv != 0.0 ? min(max(qe - (long long)(ilogb(qv) + 1), 0LL), {gap_max}LL) : 0LL", "ozhpc_gaps"))]
+    return tuple(kernel(x, e, axis=1) for kernel in _KERNELS[key])

@@ -25,8 +25,8 @@ def check_real_matrix(x, name: str):
 
 
 def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
-         slices="auto", groups="auto", engine="auto", scheme="ozaki1", bits="auto", accuracy="warn",
-         info=False):
+         slices="auto", groups="auto", engine="auto", scheme=None, bits="auto", accuracy="warn",
+         guarantee="dgemm", info=False):
     """FP64 ``alpha * op(A) @ op(B) + beta * C`` by the Ozaki scheme, exact up to one final rounding.
 
     Parameters
@@ -37,24 +37,28 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     transa, transb : bool
         Use the transpose of A / B.
     slices : "auto" or int
-        int8 digit slices per operand; "auto" picks the fewest that keep the error at or
-        below native DGEMM's, from the exponent spread of the data.
+        Scheme I only: int8 digit slices per operand; "auto" is certified (``guarantee``).
     groups : "auto", "all" or int
         Keep slice pairs with ``p + q < groups``: "auto" = slices (the triangle),
         "all" = every pair (``2*slices - 1``), fewer for a faster, less accurate product.
     engine : "auto", "numpy", "cutile" or an Engine
-    scheme : "ozaki1" or "ozaki2"
-        Ozaki scheme I (int8 digit slices, the triangle of slice pairs) or II (integers
-        modulo coprimes <= 256, one int8 GEMM per modulus: fewer GEMMs for FP64 accuracy).
+    scheme : "ozaki2", "ozaki1" or None (default: "ozaki1" when ``slices`` or ``groups`` is given, else "ozaki2")
+        Ozaki scheme II (integers modulo coprimes <= 256, one int8 GEMM per modulus: linear in
+        the accuracy, the fast one) or I (int8 digit slices, the triangle of slice pairs).
         Each gives the same bits on every engine and grid; the two schemes differ.
     bits : "auto" or int
-        Scheme II only: integer bits per entry; "auto" as for ``slices``.
+        Scheme II only: integer bits per entry. "auto" picks bits whose error in fact is no
+        worse than native DGEMM's on this data, then certifies ``guarantee`` per entry.
+    guarantee : "dgemm" (default) or "tight"
+        What "auto" certifies for every finite entry, plus the final rounding of C (u = 2**-53):
+        "dgemm" ``|C_ij - (op(A) op(B))_ij| <= k u (|op(A)||op(B)|)_ij``, the bound native DGEMM
+        itself guarantees; "tight" ``u (|op(A)||op(B)|)_ij`` (more bits). The plan is widened
+        where an entry fails.
     accuracy : "warn" or "strict"
-        "auto" certifies every entry: ``|C_ij - (op(A) op(B))_ij| <= u (|op(A)||op(B)|)_ij`` plus
-        the final rounding of C (u = 2**-53), widening the plan until it holds. Where it still
-        fails at the widest plan, "warn" returns C with an :class:`ozhpc.AccuracyWarning`
-        (``GemmInfo.certified`` False), "strict" raises :class:`ozhpc.AccuracyError`.
-        Fixed ``slices`` / ``bits`` are not certified (``GemmInfo.certified`` None).
+        Where the certificate still fails at the widest plan, "warn" returns C with an
+        :class:`ozhpc.AccuracyWarning` (``GemmInfo.certified`` False), "strict" raises
+        :class:`ozhpc.AccuracyError`. Fixed ``slices`` / ``bits`` are not certified
+        (``GemmInfo.certified`` None).
     info : bool
         Also return a :class:`GemmInfo`.
 
@@ -70,7 +74,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
         Not 2-D, not real, shapes that do not match, bad slices/groups/bits
         (:class:`ozhpc.errors.InputError`, a ValueError, for the options).
     """
-    settings = OzakiSettings(scheme, slices, groups, bits, accuracy)
+    settings = OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee)
     eng = get_engine(engine)
     xp = eng.xp
     for x, name in ((A, "A"), (B, "B")):

@@ -11,6 +11,7 @@ Two plans with one interface (``split``, ``zeros``, ``accumulate``, ``combine``,
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -56,7 +57,16 @@ class SlicePlan:
 
     @property
     def rounding_bound(self) -> float:
-        return self.groups * 2.0**-53
+        """The combine's last rounding, relative to ``|C_ij|`` (the additions before it:
+        :meth:`combine_bound`)."""
+        return 2.0**-53
+
+    def combine_bound(self, k: int) -> float:
+        """The combine's other roundings, in units of ``2**(e_i + f_j)``: its additions
+        ``t_g = t_{g+1} + S_g 2**(-7(g+2))`` for g = d-2 .. 1 each err by at most ``u |t_g|``, and
+        ``|t_g| <= k`` (per k term the kept digits' weighted sizes multiply to less than 1).
+        Relative to the partial sums, not to C: with cancellation they dominate."""
+        return max(self.groups - 2, 0) * k * 2.0**-53 * (1 + 2.0**-40)
 
     def max_exact_k(self) -> int:
         """Largest total k for which every group accumulator stays an exact FP64 integer."""
@@ -115,8 +125,7 @@ class SlicePlan:
         ``m_p = 2**(-BITS*p-1)`` (``m_0 = 1``). The dropped pairs and the two
         remainders give, per k, at most
         ``sum_{dropped p,q} m_p m_q + 2*(1+r)*r + r**2`` with ``r = 2**(-BITS*s-1)``.
-        The rounding part is at most ``groups * 2**-53 * |C_ij|`` (d-1 additions and the
-        final scaling, each a relative error of at most 2**-53).
+        The roundings are :meth:`combine_bound` and :attr:`rounding_bound`.
         """
         s = self.slices
         size = [Fraction(1)] + [Fraction(1, 2 ** (BITS * p + 1)) for p in range(1, s)]
@@ -136,19 +145,36 @@ class ModularPlan:
 
     bits: int
     moduli: int
+    pieces: int | None = None
+    """Pieces of the reconstruction's big integers (None: the fewest that hold M); :meth:`for_k`
+    takes :func:`ozhpc.engines.crt.reference_pieces`, so the bits of C do not depend on the moduli."""
     scheme = "ozaki2"
 
     def __post_init__(self):
         OzakiSettings("ozaki2", bits=self.bits)
 
     @classmethod
-    def for_k(cls, bits: int, k: int) -> "ModularPlan":
-        """The fewest moduli that hold every ``|C'_ij|`` for this (global) k."""
+    def for_k(cls, bits: int, k: int, sizes: "DataSizes | None" = None) -> "ModularPlan":
+        """The fewest moduli that hold every ``|C'_ij|`` for this (global) k, and for the operands'
+        own sizes when given (:meth:`DataSizes.product_bound`: typically one modulus fewer)."""
         OzakiSettings("ozaki2", bits=bits)
+        bound = None if sizes is None else sizes.product_bound(bits)
         try:
-            return cls(bits, _crt.moduli_needed(bits, k))
+            return cls(bits, _crt.moduli_needed(bits, k, bound), _crt.reference_pieces(bits, k))
         except ValueError as exc:
             raise InputError(str(exc)) from None
+
+    @classmethod
+    def widest_for(cls, bits: int, k: int, sizes: "DataSizes | None" = None) -> "ModularPlan":
+        """:meth:`for_k`, then the most bits (up to the cap) the same moduli still hold: more
+        accuracy at no cost ("auto" plans)."""
+        plan = cls.for_k(bits, k, sizes)
+        while plan.bits < _crt.MAX_BITS:
+            wider = cls.for_k(plan.bits + 1, k, sizes)
+            if wider.moduli > plan.moduli:
+                break
+            plan = wider
+        return plan
 
     @property
     def planes(self) -> int:
@@ -184,11 +210,19 @@ class ModularPlan:
 
     @property
     def tables(self) -> _crt.CrtTables:
-        return _crt.crt_tables(self.bits, self.moduli)
+        return _crt.crt_tables(self.bits, self.moduli, self.pieces)
 
     @property
     def rounding_bound(self) -> float:
+        """The reconstruction's roundings relative to ``|C_ij|`` (:data:`ozhpc.engines.crt.ROUNDING_ULPS`)."""
         return _crt.ROUNDING_ULPS * 2.0**-53
+
+    def combine_bound(self, k: int = 0) -> float:
+        """The additions of the pieces below the last two, in units of ``2**(e_i + f_j)``: each
+        partial sum of the low pieces is below ``2**(36 (P - 2) - 1) (1 + 2**-35)`` (0 with fewer
+        than three pieces)."""
+        pieces = self.tables.pieces
+        return 2.0**-53 * 2.0 ** (36 * (pieces - 2) - 1 - 2 * self.bits) * 1.001 if pieces >= 3 else 0.0
 
     def max_exact_k(self) -> int:
         """Largest k for which the residue sums stay exact FP64 integers (|r| <= 128; the
@@ -216,17 +250,53 @@ class ModularPlan:
         return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables)
 
 
-AUTO_BITS_MARGIN = 0
-"""Bits added to ``53 + spread`` by scheme II's "auto" for its first plan (see AUTO_MARGIN_BITS):
-the fewest bits that certify were ``53 + spread`` + (-3 .. 0) on the standard matrices with
-phi 0 .. 1 (k 64 .. 4096), +0 .. +2 at phi = 2 and +2 .. +8 at phi = 4 (one wider pass). A pass
-costs a whole product, a bit a sixth of a modulus: 0 keeps phi <= 1 at one pass."""
+@dataclass(frozen=True)
+class DataSizes:
+    """The operands' row sizes that scheme II's plans read, global and exact (MAX over every row of
+    the SUM-reduced integers of :func:`ozhpc.ozaki.certificate.magnitude_stats`), per operand
+    (op(A), op(B)^T): the largest ``||x_i 2**-e_i||_2**2`` and the smallest nonzero
+    ``||x_i 2**-e_i||_1`` (units ``2**-norm_bits``, rounded up), the largest row count; and over
+    both, the largest mean gap of a row (bits from its scale to its entries, "auto"'s statistic)."""
+
+    sq: tuple[int, int]
+    nnz: tuple[int, int]
+    norm_min: tuple[int, int]
+    k: int
+    norm_bits: int = 32
+    mean_gap: float = 0.0
+
+    def product_bound(self, bits: int) -> int | None:
+        """:func:`ozhpc.engines.crt.data_product_bound` (None when k is too long for the exact int64
+        sums behind it: then the worst case ``k 4**bits`` decides)."""
+        if self.k >= 2**30:
+            return None
+        return _crt.data_product_bound(bits, self.sq, self.nnz, self.norm_bits)
 
 
-def auto_bits(spread: int) -> int:
-    """Scheme II's first plan for "auto": bits that carry the median entry of the widest row to
-    FP64 accuracy, plus the measured margin of one certified pass."""
-    return max(_crt.MIN_BITS, min(_crt.MAX_BITS, FP64_BITS + spread + AUTO_BITS_MARGIN))
+
+IN_FACT_SLOPE, IN_FACT_OFFSET, IN_FACT_KNEE = 0.5, -1.5, 16
+"""Scheme II's "auto" under "dgemm" takes ``53 + ceil(0.5 g - 1.5 + 0.5 max(0, g - 16))`` bits for
+the largest mean gap ``g`` of a row (:class:`DataSizes`): the first plan whose sampled error is
+no larger than native DGEMM's (NumPy's) on the standard matrices with phi 0 .. 4 and k 256 ..
+32768, with a bit in hand where the data allow (bench/results/auto_rule_cpu_2026-12-02.md).
+Native DGEMM's own error grows with the entries' spread too, hence half a bit per bit of gap;
+beyond 16 bits of mean gap (phi >= 2: heavy tails, a few entries carry each sum) a full bit."""
+
+TIGHT_MARGIN = 1
+"""Scheme II's "auto" under "tight" starts at ``53 + ceil(mean_gap) + TIGHT_MARGIN`` bits (at least
+the "dgemm" plan): the representation error of the typical entry, ``mean_gap`` bits below its
+scale, carried to FP64 accuracy; the margin makes the first pass certify the standard matrices
+with phi <= 1 (phi = 2, 4 take one wider pass)."""
+
+
+def auto_bits(sizes: DataSizes | None, guarantee: str = "dgemm") -> int:
+    """Scheme II's first plan for "auto" (before :meth:`ModularPlan.widest_for` adds what the same
+    moduli hold for free)."""
+    gap = 0.0 if sizes is None else sizes.mean_gap
+    bits = FP64_BITS + math.ceil(IN_FACT_SLOPE * (gap + max(0.0, gap - IN_FACT_KNEE)) + IN_FACT_OFFSET)
+    if guarantee == "tight":
+        bits = max(bits, FP64_BITS + math.ceil(gap) + TIGHT_MARGIN)
+    return max(_crt.MIN_BITS, min(_crt.MAX_BITS, bits))
 
 
 def auto_slices(spread: int) -> int:
@@ -247,16 +317,20 @@ def plan_width(plan) -> int:
     return plan.bits if plan.scheme == "ozaki2" else plan.slices
 
 
-def resolve_plan(settings: OzakiSettings, spread: int, k: int, width: int | None = None):
+def resolve_plan(settings: OzakiSettings, spread: int, k: int, width: int | None = None,
+                 sizes: DataSizes | None = None):
     """The plan of ``settings`` for this data (the same on every rank: all inputs are global).
 
     ``spread`` is the "auto" statistic (:func:`ozhpc.ozaki.scales.spread_bits`), ``k`` the
-    global inner dimension (scheme II's moduli must hold every product sum); ``width`` (bits or
-    slices) replaces what "auto" picks from ``spread`` (the certificate's wider plans).
+    global inner dimension (scheme II's moduli must hold every product sum), ``sizes`` the
+    operands' row sizes (scheme II: its "auto" bits and a data-dependent CRT range); ``width``
+    (bits or slices) replaces what "auto" picks (the certificate's wider plans).
     """
     if settings.scheme == "ozaki2":
-        bits = width if width is not None else auto_bits(spread) if settings.bits == "auto" else settings.bits
-        return ModularPlan.for_k(bits, k)
+        if settings.bits != "auto" and width is None:
+            return ModularPlan.for_k(settings.bits, k, sizes)
+        bits = width if width is not None else auto_bits(sizes, settings.guarantee)
+        return ModularPlan.widest_for(bits, k, sizes)
     s = width if width is not None else auto_slices(spread) if settings.slices == "auto" else settings.slices
     d = {"auto": s, "all": 2 * s - 1}.get(settings.groups, settings.groups)
     return SlicePlan(s, min(d, 2 * s - 1))

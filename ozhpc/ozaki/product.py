@@ -28,7 +28,7 @@ import numpy as np
 from ..engines.base import BITS
 from ..errors import AccuracyError, AccuracyWarning, InputError
 from . import certificate, special
-from .plan import max_width, plan_width, resolve_plan
+from .plan import DataSizes, max_width, plan_width, resolve_plan
 from .scales import exponents, spread_bits
 from .settings import OzakiSettings
 
@@ -37,9 +37,11 @@ from .settings import OzakiSettings
 class GemmInfo:
     """What one call did: sizes, plan, engine, error bound and time per phase.
 
-    ``truncation_bound`` (tau*k) and ``rounding_bound`` bound the error of every entry:
-    ``|C_ij - (op(A) op(B))_ij| <= 2**(e_i+f_j) * truncation_bound + rounding_bound * |C_ij|``
-    (for alpha = 1, beta = 0 and finite results). ``slices`` / ``groups`` are scheme I's
+    ``truncation_bound`` (tau*k), ``combine_bound`` and ``rounding_bound`` bound the error of
+    every entry a priori, for any plan:
+    ``|C_ij - (op(A) op(B))_ij| <= 2**(e_i+f_j) (truncation_bound + combine_bound)
+    + rounding_bound |C_ij| + 2**-1074`` (alpha = 1, beta = 0, finite results; ``e_i``, ``f_j``
+    the row / column scales). "auto" certifies the bound of ``guarantee`` per entry instead. ``slices`` / ``groups`` are scheme I's
     (None with scheme II), ``moduli`` scheme II's (None with scheme I).
     """
 
@@ -54,6 +56,7 @@ class GemmInfo:
     truncation_bound: float
     rounding_bound: float
     nonfinite_inputs: bool
+    combine_bound: float = 0.0
     seconds: dict = field(default_factory=dict)
     scheme: str = "ozaki1"
     bits: int = 0
@@ -63,6 +66,9 @@ class GemmInfo:
     """int8 planes per operand entry: slices (scheme I) or moduli (scheme II)."""
     plan_summary: str = ""
     """One line, e.g. 'scheme ozaki1: 8 slices, 8 groups, 36 pair GEMMs'."""
+    guarantee: str | None = None
+    """The bound "auto" certified: "dgemm" (``k u (|A||B|)_ij``) or "tight" (``u (|A||B|)_ij``),
+    each plus the final rounding of C; None with fixed slices / bits."""
     certified: bool | None = None
     """"auto": True when every finite entry passed the certificate (docs/numerics.md, "The
     guarantee"), False when ``uncertified`` entries did not at the widest plan. None: fixed
@@ -70,7 +76,9 @@ class GemmInfo:
     uncertified: int = 0
     """Entries of C (all ranks) whose error bound the certificate could not show below u (|A||B|)_ij."""
     worst_ratio: float = 0.0
-    """Largest ``E_ij / (u L_ij)`` over the entries (bound over lower bound of (|A||B|)_ij): <= 1 passes."""
+    """Largest ``E_ij / (c u L_ij)`` over all entries (the error bound over the certified bound, ``c`` = k
+    for "dgemm", 1 for "tight"; L a lower bound of (|A||B|)_ij): <= 1 for every entry when certified,
+    so ``1 / worst_ratio`` is the certificate's headroom."""
     widths: list = field(default_factory=list)
     """Plans "auto" ran, in order: ``[bits, uncertified, worst_ratio]`` each (bits as in ``bits``)."""
 
@@ -80,7 +88,7 @@ class GemmInfo:
     def plan_attrs(self) -> dict:
         """The plan and its certificate as HDF5 attributes of C (the scheme and its accuracy decide
         the bits): None where n/a (``certified`` with fixed slices / bits)."""
-        keys = ("scheme", "bits", "slices", "groups", "moduli", "certified")
+        keys = ("scheme", "bits", "slices", "groups", "moduli", "guarantee", "certified")
         out = {key: getattr(self, key) for key in keys if getattr(self, key) is not None}
         if self.certified is not None:
             out.update(uncertified=self.uncertified, worst_ratio=self.worst_ratio)
@@ -90,15 +98,22 @@ class GemmInfo:
         """One line on a failed certificate (empty when C is certified or was not checked)."""
         if self.certified is not False:
             return ""
+        bound = "k*u*(|A||B|)_ij" if self.guarantee == "dgemm" else "u*(|A||B|)_ij"
         return (f"{self.uncertified} of {self.m * self.n} entries of C are not certified to the "
-                f"'auto' bound u*(|A||B|)_ij (worst bound {self.worst_ratio:.3g} times it) even with "
-                f"{self.bits} bits, the widest plan of scheme {self.scheme}")
+                f"guarantee '{self.guarantee}', {bound} (worst bound {self.worst_ratio:.3g} times it), "
+                f"even with {self.bits} bits, the widest plan of scheme {self.scheme}")
 
 
 EQUILIBRATE_MIN_SHIFT = 4
 """Columns of op(A) whose largest exponent is within 8 bits of the matching row of op(B) keep their
 scale: so little imbalance costs at most a few bits of the plan, and leaving them alone spares a
 copy of both operands for the usual, balanced inputs (any rule does, if it is exact and global)."""
+
+
+EQUILIBRATE_RATIO = 2.0**16
+"""A failed certificate whose worst ratio is below this is widened at once (a few bits close it:
+heavy-tailed data, phi >= 2); above it the operands are equilibrated first (an unbalanced scaling
+over k makes the ratio huge or infinite, and more bits would not help)."""
 
 
 def enforce_accuracy(info: GemmInfo, accuracy: str, *, stacklevel: int = 3) -> None:
@@ -175,6 +190,49 @@ class Stopwatch:
         self._t = now
 
 
+GAP_FRACTION_BITS = 20
+"""The largest mean gap of a row travels as a fixed-point integer (a MAX over ranks is exact)."""
+
+SAMPLE_COLUMNS = 256
+SAMPLE_STRIDE_MAX = 64
+"""Under "dgemm" the first pass's magnitude plane holds every ``stride``-th global k index,
+``stride = min(64, k // 256)``: a lower bound of ``(|A||B|)_ij`` at 1/stride of one int8 GEMM's
+cost, about 1/stride of the full one on dense data, where the guarantee has a factor k of slack.
+Structured data the samples miss gets the full plane in a second, one-plane pass."""
+
+
+@dataclass
+class Extra:
+    """An int8 plane that travels with a pass's panels besides the plan's planes: ``target`` (what
+    its products feed: "lower" / "support", the certificate's sums; "codes", the special values),
+    the planes of op(A) and op(B)^T (1, rows, cols) and, for a sampled plane (``stride`` > 1), the
+    local columns they hold (those whose global k index is a multiple of ``stride``, compacted)."""
+
+    target: str
+    a: object
+    b: object
+    stride: int = 1
+    cols_a: object = None
+    cols_b: object = None
+
+    def panel_width(self, width: int) -> int:
+        """Columns of a panel of ``width`` k indices this plane fills (a sampled one: the
+        multiples of ``stride`` among any ``width`` consecutive indices, at most ``ceil(width /
+        stride)``, compacted to the front, zeros after; both operands' panels alike)."""
+        return width if self.stride == 1 else -(-width // self.stride)
+
+    def pack(self, side: int, offset: int, width: int, dst) -> None:
+        """Local columns ``offset:offset+width`` of this plane (``side`` 1: op(A), 2: op(B)^T) into
+        the panel slot ``dst`` (rows x width)."""
+        plane = (self.a if side == 1 else self.b)[0]
+        if self.stride == 1:
+            dst[...] = plane[:, offset:offset + width]
+            return
+        lo, hi = (int(v) for v in np.searchsorted(self.cols_a if side == 1 else self.cols_b, [offset, offset + width]))
+        dst[:, :hi - lo] = plane[:, lo:hi]
+        dst[:, hi - lo:self.panel_width(width)] = 0
+
+
 class Product:
     """One product on this rank's pieces, prepared in the constructor (collective when the
     reductions are): global row scales, the plan, the split of both operands.
@@ -204,6 +262,9 @@ class Product:
         self.k = a_rows.shape[1] if k is None else int(k)
         self.shape = (a_rows.shape[0], b_rows.shape[0])
         self.reduce, self.certifying = reduce, settings.auto
+        self.guarantee = settings.guarantee if self.certifying else None
+        self.factor = max(self.k, 1) if self.guarantee == "dgemm" else 1
+        """The certified bound is ``factor u (|A||B|)_ij``: k for "dgemm", 1 for "tight"."""
         self.clock = Stopwatch(engine)
         self._k_index = k_index
         self._given = (a_rows, b_rows) if self.certifying else None   # to equilibrate, should a pass fail
@@ -219,9 +280,9 @@ class Product:
         self.clock.lap("scales")
         self._split(a_rows, b_rows)
         self.clock.lap("split")
-        self._acc = self._counts = self._ab = self._mags = self._group_sums = None
+        self._acc = self._counts = self._ab = self._group_sums = None
         self._sums: dict = {}   # "lower" / "support": the certificate's digit products (1, m, n)
-        self._settled = self._support_pass = False
+        self._settled = self._bounds_pass = False
 
     # -- prepare ---------------------------------------------------------------------------
     def _equilibrated_operands(self):
@@ -246,18 +307,38 @@ class Product:
                 certificate.ldexp_columns(xp, b_rows, eng.asarray(-shifts[ib])))
 
     def _scales_and_plan(self, a_rows, b_rows) -> None:
+        """Row exponents, the finite parts, the operands' row sizes (scheme II and the certificate),
+        the "auto" statistics and the plan: every input of the plan reduced over every rank."""
         eng, xp, reduce = self.engine, self.xp, self.reduce
         (amax, self._bad_a), (bmax, self._bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
         self.row_exps = exponents(xp, eng.asarray(reduce.a_max(eng.to_host(amax))))
         self.col_exps = exponents(xp, eng.asarray(reduce.b_max(eng.to_host(bmax))))
-        local = np.zeros(2, dtype=np.int64)
-        if self.settings.auto:
+        self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
+        self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
+        ozaki2 = self._plan_settings.scheme == "ozaki2"
+        self._mags = None
+        if ozaki2 or self.certifying:
+            self._mags = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps, self._on_host(reduce.a_sum)),
+                          certificate.magnitude_stats(xp, self._fin_b, self.col_exps, self._on_host(reduce.b_sum)))
+        local = np.zeros(10, dtype=np.int64)
+        if self.certifying and not ozaki2:   # scheme I's "auto" statistic (scheme II reads the sizes)
             local[0] = max(self._spread(a_rows, self.row_exps, reduce.a_sum),
                            self._spread(b_rows, self.col_exps, reduce.b_sum))
         local[1] = self._bad_a or self._bad_b
-        spread, nonfinite = (int(v) for v in reduce.everywhere_max(local))
+        if self._mags is not None:
+            for side, (norm, nnz, sq, gaps) in enumerate(self._mags):
+                norm, nnz, sq, gaps = (eng.to_host(v) for v in (norm, nnz, sq, gaps))
+                rows = nnz > 0
+                local[2 + side] = sq.max(initial=0)
+                local[4 + side] = nnz.max(initial=0)
+                local[6 + side] = -norm[rows].min(initial=2**62)   # MAX of minus: the smallest
+                local[8 + side] = ((gaps[rows] << GAP_FRACTION_BITS) // nnz[rows]).max(initial=0)
+        spread, nonfinite, *sizes = (int(v) for v in reduce.everywhere_max(local))
         self.spread, self.nonfinite = spread, bool(nonfinite)
-        self.plan = resolve_plan(self._plan_settings, spread, self.k)
+        self.sizes = (DataSizes(sq=tuple(sizes[0:2]), nnz=tuple(sizes[2:4]), norm_min=tuple(-v for v in sizes[4:6]),
+                                k=self.k, norm_bits=certificate.NORM_BITS,
+                                mean_gap=max(sizes[6:8]) / 2**GAP_FRACTION_BITS) if self._mags is not None else None)
+        self.plan = resolve_plan(self._plan_settings, spread, self.k, sizes=self.sizes)
         self.plan.check_k(self.k)
 
     def _spread(self, rows, exps, sum_pieces) -> int:
@@ -267,19 +348,39 @@ class Product:
 
     def _split(self, a_rows, b_rows) -> None:
         """int8 planes of both operands, and the planes that travel with the first pass only:
-        the magnitudes ("auto") and the class codes (when some input anywhere is inf/NaN)."""
-        xp, eng = self.xp, self.engine
-        self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
-        self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
+        the magnitudes ("auto": the certificate's lower bound of |A||B|; under "dgemm" only every
+        :meth:`sample_stride`-th k index, which its factor k of slack leaves room for) and the
+        class codes (when some input anywhere is inf/NaN)."""
+        xp = self.xp
         self._split_planes()
-        self._extras = []   # (what its products feed, op(A) plane, op(B)^T plane), each (1, rows, k)
+        self._extras = []
+        self._lower_stride = 0
         if self.certifying:
-            self._extras.append(("lower", eng.magnitudes(self._fin_a, self.row_exps),
-                                 eng.magnitudes(self._fin_b, self.col_exps)))
+            self._lower_stride = self.sample_stride() if self.guarantee == "dgemm" else 1
+            self._extras.append(self._magnitude_extra(self._lower_stride))
         if self.nonfinite:
-            self._extras.append(("codes", special.classify(xp, a_rows)[None], special.classify(xp, b_rows)[None]))
+            self._extras.append(Extra("codes", special.classify(xp, a_rows)[None], special.classify(xp, b_rows)[None]))
         if not self.certifying:
             self._fin_a = self._fin_b = None   # kept only to split again at a wider plan
+
+    def sample_stride(self) -> int:
+        """Every how many global k indices the first pass's magnitude plane samples ("dgemm"):
+        about 256 of them, at most every 64th (exact integer sums over the same global indices on
+        every grid, so the verdicts stay grid-independent)."""
+        return max(1, min(SAMPLE_STRIDE_MAX, self.k // SAMPLE_COLUMNS))
+
+    def _magnitude_extra(self, stride: int, target: str = "lower", upper: bool = False) -> "Extra":
+        """Magnitude (``upper``: support) digits of both operands as an :class:`Extra`, of the k
+        indices that are multiples of ``stride`` (compacted) when it is above 1."""
+        eng, xp = self.engine, self.xp
+        fin_a, fin_b, cols = self._fin_a, self._fin_b, (None, None)
+        if stride > 1:
+            ia, ib = self._k_index if self._k_index is not None else (np.arange(self.k), np.arange(self.k))
+            cols = tuple(np.flatnonzero(np.asarray(ix) % stride == 0) for ix in (ia, ib))
+            fin_a = xp.take(fin_a, eng.asarray(cols[0]), axis=1)
+            fin_b = xp.take(fin_b, eng.asarray(cols[1]), axis=1)
+        return Extra(target, eng.magnitudes(fin_a, self.row_exps, upper=upper),
+                     eng.magnitudes(fin_b, self.col_exps, upper=upper), stride, *cols)
 
     def _split_planes(self) -> None:
         self._planes_a = self.plan.split(self.engine, self._fin_a, self.row_exps)
@@ -287,8 +388,8 @@ class Product:
 
     @property
     def _products(self) -> int:
-        """The plan's planes in this pass (none in a pass that only sums support digits)."""
-        return 0 if self._support_pass else self.plan.planes
+        """The plan's planes in this pass (none in a pass that only sums the certificate's digits)."""
+        return 0 if self._bounds_pass else self.plan.planes
 
     @property
     def depth(self) -> int:
@@ -315,7 +416,7 @@ class Product:
         if s:
             buf[:s] = planes[:, :, offset:offset + width]
         for i, extra in enumerate(self._extras):
-            buf[s + i] = extra[side][0, :, offset:offset + width]
+            extra.pack(side, offset, width, buf[s + i])
         return buf
 
     def release_operands(self) -> None:
@@ -331,7 +432,8 @@ class Product:
                 self._acc = self.plan.zeros(eng, *self.shape, self.k)
             self.plan.accumulate(eng, self._acc, panel_a[:s], panel_b[:s])
         for i, extra in enumerate(self._extras):
-            self._accumulate_extra(extra[0], panel_a[s + i:s + i + 1], panel_b[s + i:s + i + 1])
+            w = extra.panel_width(panel_a.shape[2])
+            self._accumulate_extra(extra.target, panel_a[s + i:s + i + 1, :, :w], panel_b[s + i:s + i + 1, :, :w])
 
     def _accumulate_extra(self, target: str, plane_a, plane_b) -> None:
         """One extra plane's products (3-D, one plane each): magnitude or support digits into
@@ -350,16 +452,17 @@ class Product:
         """All of k at once on this rank's own operands (one process: fused kernels; scheme I's
         certified combine needs the group accumulators)."""
         plan, eng = self.plan, self.engine
-        if self._support_pass:
-            pass
+        if self._bounds_pass:
+            pass   # this pass only sums the certificate's digits (the extras)
         elif self.certifying and plan.scheme == "ozaki1":
             self._acc = plan.zeros(eng, *self.shape, self.k)
             if self.k:
                 plan.accumulate(eng, self._acc, self._planes_a, self._planes_b)
         else:
             self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, self.row_exps, self.col_exps)
-        for target, plane_a, plane_b in self._extras if self.k else ():
-            self._accumulate_extra(target, plane_a, plane_b)
+        for extra in self._extras if self.k else ():
+            if extra.a.shape[2]:
+                self._accumulate_extra(extra.target, extra.a, extra.b)
         self.release_operands()
         self.clock.lap("multiply")
 
@@ -368,11 +471,12 @@ class Product:
         """Combine the pass (one fixed order; scheme I certified: compensated), apply the
         special values and, with "auto", certify every entry. Returns True when the certificate
         asks for another pass of the products (:meth:`multiply`, or every panel through
-        :meth:`accumulate`): once, when some entry has no lower bound at all, a pass of support
-        digits alone (sparse operands); then the operands equilibrated over k; then wider plans
-        (the operands are split anew), past scheme II's cap with scheme I's digits."""
-        if self._support_pass:
-            self._support_pass = False
+        :meth:`accumulate`): once, a pass of the certificate's digits alone (the magnitudes of
+        every k index where the first pass sampled them, and support digits where some entry has
+        no lower bound at all: sparse operands); then the operands equilibrated over k; then wider
+        plans (the operands are split anew), past scheme II's cap with scheme I's digits."""
+        if self._bounds_pass:
+            self._bounds_pass = False
         else:
             self._settle_product()
             if not self.certifying:
@@ -380,11 +484,7 @@ class Product:
         cert = self._certify(self._ab, self._group_sums)
         self.widths.append([self.plan.bits, cert.uncertified, cert.worst])
         self.clock.lap("certificate")
-        if cert.uncertified and math.isinf(cert.worst) and "support" not in self._sums:
-            self._support_pass, self._settled = True, False
-            self._sums["support"] = self.engine.zeros_groups(1, *self.shape, slices=1, k=self.k)
-            self._extras = [("support", self.engine.magnitudes(self._fin_a, self.row_exps, upper=True),
-                             self.engine.magnitudes(self._fin_b, self.col_exps, upper=True))]
+        if cert.uncertified and self._bounds_pass_needed(cert):
             return True
         if cert.uncertified and self._next_pass(cert):
             return True
@@ -392,12 +492,31 @@ class Product:
         self._given, self._settled = None, True
         return False
 
+    def _bounds_pass_needed(self, cert) -> bool:
+        """Set up the pass of the certificate's digits alone, if it can still help: the full
+        magnitude plane where the first pass sampled k, support digits where an entry had no
+        lower bound (an infinite ratio). Each runs at most once per set of scales."""
+        extras = []
+        if self._lower_stride > 1:
+            self._lower_stride = 1
+            self._sums.pop("lower", None)
+            extras.append(self._magnitude_extra(1))
+        if math.isinf(cert.worst) and "support" not in self._sums:
+            self._sums["support"] = self.engine.zeros_groups(1, *self.shape, slices=1, k=self.k)
+            extras.append(self._magnitude_extra(1, "support", upper=True))
+        if not extras:
+            return False
+        self._extras, self._bounds_pass, self._settled = extras, True, False
+        return True
+
     def _next_pass(self, cert) -> bool:
-        """After a failed certificate (global, so every rank alike): equilibrate once (a new
-        problem: "auto" picks its first plan afresh), else a wider plan, else, at scheme II's
-        cap, scheme I's wider digits."""
+        """After a failed certificate (global, so every rank alike): equilibrate once where the
+        failure is gross (a ratio above :data:`EQUILIBRATE_RATIO`: compensated scalings hide
+        entries far below their row's scale) or the widest plan is reached (a new problem: "auto"
+        picks its first plan afresh), else a wider plan, else, at scheme II's cap, scheme I's
+        wider digits."""
         width, cap = plan_width(self.plan), max_width(self.plan.scheme)
-        if not self._equilibrated:
+        if not self._equilibrated and (cert.worst > EQUILIBRATE_RATIO or width >= cap):
             self._equilibrated = True
             operands = self._equilibrated_operands()
             if operands is not None:
@@ -410,7 +529,7 @@ class Product:
             width = certificate.next_width("ozaki1", -(-width // BITS), cert.worst, max_width("ozaki1"))
         else:
             return False
-        self.plan = resolve_plan(self._plan_settings, self.spread, self.k, width)
+        self.plan = resolve_plan(self._plan_settings, self.spread, self.k, width, self.sizes)
         self.plan.check_k(self.k)
         self._ab, self._settled = None, False
         self._split_planes()
@@ -440,17 +559,14 @@ class Product:
         are global (SUM and MAX over every rank), so every rank takes the same decision
         (``acc``: scheme I's group sums, whose sizes bound the compensated combine's roundings)."""
         xp, r, plan = self.xp, self.reduce, self.plan
-        if self._mags is None:
-            self._mags = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps, self._on_host(r.a_sum)),
-                          certificate.magnitude_stats(xp, self._fin_b, self.col_exps, self._on_host(r.b_sum)))
-        stats = tuple(certificate.operand_stats(xp, fin, exps, plan, self._on_host(reduce_max), mags=mags)
+        stats = tuple(certificate.operand_stats(xp, fin, exps, plan, self._on_host(reduce_max), mags=mags[:2])
                       for fin, exps, reduce_max, mags in ((self._fin_a, self.row_exps, r.a_max, self._mags[0]),
                                                           (self._fin_b, self.col_exps, r.b_max, self._mags[1])))
         sums = {key: None if value is None else value[0] for key, value in self._sums.items()}
         return certificate.certify_entries(xp, ab, sums.get("lower"), stats, self.row_exps, self.col_exps, plan,
                                            acc if plan.scheme == "ozaki1" else None, sums.get("support"),
                                            reduce_sum=self._on_host(r.everywhere_sum),
-                                           reduce_max=self._on_host(r.everywhere_max))
+                                           reduce_max=self._on_host(r.everywhere_max), factor=self.factor)
 
     def _on_host(self, reduce):
         """``reduce`` (NumPy arrays, MPI underneath) for arrays on the engine's device."""
@@ -467,7 +583,8 @@ class Product:
                         slices=described.get("slices"), groups=described.get("groups"),
                         moduli=described.get("moduli"), planes=plan.planes, pair_gemms=plan.pair_gemms,
                         spread_bits=self.spread, truncation_bound=float(plan.truncation_bound(self.k)),
-                        rounding_bound=plan.rounding_bound, nonfinite_inputs=self.nonfinite,
+                        combine_bound=plan.combine_bound(self.k),
+                        rounding_bound=plan.rounding_bound, nonfinite_inputs=self.nonfinite, guarantee=self.guarantee,
                         seconds=dict(self.clock.seconds if seconds is None else seconds),
                         scheme=plan.scheme, bits=plan.bits, plan_summary=plan.summary(),
                         certified=None if cert is None else cert.uncertified == 0,

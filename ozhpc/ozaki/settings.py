@@ -12,6 +12,14 @@ from ..engines.crt import MAX_BITS, MIN_BITS
 from ..errors import OptionError
 
 SCHEMES = ("ozaki1", "ozaki2")
+DEFAULT_SCHEME = "ozaki2"
+"""Scheme II: linear in the accuracy (one int8 GEMM per modulus), the fast one on a GPU; the same
+default on every engine, so the bits do not depend on the engine. A scheme left unsaid (None) is
+scheme I where ``slices`` or ``groups`` are given (they are its options), else this one."""
+GUARANTEES = ("dgemm", "tight")
+"""What certified "auto" proves for every finite entry of C, plus the final rounding of C:
+"dgemm" ``k u (|op(A)||op(B)|)_ij``, the bound native DGEMM itself guarantees (the default);
+"tight" ``u (|op(A)||op(B)|)_ij``, about 7 bits more per entry on typical data."""
 ACCURACY = ("warn", "strict")
 """What "auto" does when its certificate fails on some entry at the widest plan: "warn" (return /
 write C, say so in the info, the report, the HDF5 attributes and one warning) or "strict" (an
@@ -58,21 +66,28 @@ class OzakiSettings:
 
     ``scheme`` "ozaki1" is tuned by ``slices`` ("auto" or 1..24) and ``groups`` ("auto" =
     slices, "all" = 2*slices-1, or fewer); "ozaki2" by ``bits`` ("auto" or 8..100). The
-    options of the other scheme must stay "auto". ``accuracy`` ("warn" or "strict"): what a
-    failed certificate of "auto" does (:data:`ACCURACY`); fixed slices / bits are not certified.
+    options of the other scheme must stay "auto". ``guarantee`` ("dgemm" or "tight"): the bound
+    "auto" certifies (:data:`GUARANTEES`); ``accuracy`` ("warn" or "strict"): what a failed
+    certificate does (:data:`ACCURACY`); fixed slices / bits are not certified.
     """
 
-    scheme: str = "ozaki1"
+    scheme: str | None = None
     slices: int | str = "auto"
     groups: int | str = "auto"
     bits: int | str = "auto"
     accuracy: str = "warn"
+    guarantee: str = "dgemm"
 
     def __post_init__(self):
+        if self.scheme is None:
+            implied = self.slices != "auto" or self.groups != "auto"
+            object.__setattr__(self, "scheme", "ozaki1" if implied else DEFAULT_SCHEME)
         if self.scheme not in SCHEMES:
             raise OptionError(f"{{scheme}} must be one of {', '.join(SCHEMES)}, got {self.scheme!r}")
         if self.accuracy not in ACCURACY:
             raise OptionError(f"{{accuracy}} must be one of {', '.join(ACCURACY)}, got {self.accuracy!r}")
+        if self.guarantee not in GUARANTEES:
+            raise OptionError(f"{{guarantee}} must be one of {', '.join(GUARANTEES)}, got {self.guarantee!r}")
         for name in WORDS:
             object.__setattr__(self, name, option_value(name, getattr(self, name)))
         if _is_int(self.slices) and _is_int(self.groups) and self.groups > 2 * self.slices - 1:

@@ -117,7 +117,7 @@ class Summa:
         (:func:`ozhpc.parallel.localrank.bind_device`: node-local rank % visible devices).
     transport : str or Transport
         ``"auto"``, ``"nccl"``, ``"cuda-mpi"`` or ``"mpi-host"`` (:mod:`ozhpc.parallel.transport_choice`).
-    slices, groups, scheme, bits : as in :func:`ozhpc.gemm`, or ``settings`` (an OzakiSettings)
+    slices, groups, scheme, bits, guarantee : as in :func:`ozhpc.gemm`, or ``settings`` (an OzakiSettings)
     on_panel : callable(done, total), optional
         Called on this rank after each panel's products are accumulated (pass it on
         rank 0 only to show progress; it must be cheap).
@@ -130,10 +130,10 @@ class Summa:
 
     def __init__(self, grid: ProcessGrid, m: int, n: int, k: int, *, block=(256, 256), kb: int | None = None,
                  engine="numpy", transport="auto", slices="auto", groups="auto", on_panel=None,
-                 transport_options: dict | None = None, scheme="ozaki1", bits="auto",
+                 transport_options: dict | None = None, scheme=None, bits="auto", guarantee="dgemm",
                  settings: OzakiSettings | None = None):
         mb, nb = (block, block) if isinstance(block, int) else (int(block[0]), int(block[1]))
-        self.settings = settings or OzakiSettings(scheme, slices, groups, bits)
+        self.settings = settings or OzakiSettings(scheme, slices, groups, bits, guarantee=guarantee)
         if isinstance(engine, str) and engine != "numpy":
             from .localrank import bind_device
             bind_device(grid.comm)  # this rank's GPU, before the engine picks the current device
@@ -302,12 +302,12 @@ def _allreduce(comm, array, op):
 
 def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
               block=(64, 64), kb=None, slices="auto", groups="auto", engine="numpy", transport="auto",
-              on_panel=None, info=False, scheme="ozaki1", bits="auto", accuracy="warn"):
+              on_panel=None, info=False, scheme=None, bits="auto", accuracy="warn", guarantee="dgemm"):
     """Distributed product of global arrays that EVERY rank holds (tests, small problems).
 
     Returns C as a :class:`DistMatrix` (``.gather()`` for the whole matrix), or
     ``(C, SummaInfo)`` with ``info=True``. Large problems read their blocks from HDF5
-    (:func:`ozhpc.io.distio.read_operands`) instead. ``accuracy`` as in :func:`ozhpc.gemm`: a C
+    (:func:`ozhpc.io.distio.read_operands`) instead. ``guarantee`` and ``accuracy`` as in :func:`ozhpc.gemm`: a C
     that "auto" cannot certify gives an AccuracyWarning ("warn") or an AccuracyError ("strict")
     on every rank.
     """
@@ -316,7 +316,7 @@ def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=Fa
     if k != kb2:
         raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb2}x{n}")
     with Summa(grid, m, n, k, block=block, kb=kb, engine=engine, transport=transport, on_panel=on_panel,
-               settings=OzakiSettings(scheme, slices, groups, bits, accuracy)) as plan:
+               settings=OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee)) as plan:
         a, bt, c = plan.distribute(A, B, C if beta != 0.0 else None, transa=transa, transb=transb)
         out = plan(a, bt, c, alpha=alpha, beta=beta)
         enforce_accuracy(plan.info, accuracy)
