@@ -75,11 +75,12 @@ def test_entry_verdicts(gpu, support):
     for bits in (53, 58, 70):
         plan = ModularPlan.for_k(bits, 64)
         stats = [cf.operand_stats(np, x, ex, plan) for x, ex in ((a, e), (b, f))]
-        want = cf.certify_entries(np, c, lower, stats, e, f, plan, None, upper)
         dev = [cf.OperandStats(*(cp.asarray(v) for v in (s.delta, s.norm, s.nnz))) for s in stats]
-        got = cf.certify_entries(cp, cp.asarray(c), cp.asarray(lower), dev, cp.asarray(e), cp.asarray(f), plan,
-                                 None, None if upper is None else cp.asarray(upper))
-        assert (got.uncertified, got.worst) == (want.uncertified, want.worst), bits
+        for factor in (1, 64):   # "tight", "dgemm" with k = 64
+            want = cf.certify_entries(np, c, lower, stats, e, f, plan, None, upper, factor=factor)
+            got = cf.certify_entries(cp, cp.asarray(c), cp.asarray(lower), dev, cp.asarray(e), cp.asarray(f), plan,
+                                     None, None if upper is None else cp.asarray(upper), factor=factor)
+            assert (got.uncertified, got.worst) == (want.uncertified, want.worst), (bits, factor)
 
 
 def structured(name, rng):
@@ -103,19 +104,20 @@ def structured(name, rng):
 
 
 @pytest.mark.parametrize("scheme", ["ozaki1", "ozaki2"])
+@pytest.mark.parametrize("guarantee", ["dgemm", "tight"])
 @pytest.mark.parametrize("name", ["scaled", "identity", "sparse", "phi4", "k1", "dominant"])
-def test_certified_auto_same_bits_as_numpy(gpu, scheme, name):
+def test_certified_auto_same_bits_as_numpy(gpu, scheme, guarantee, name):
     """Same plans, verdicts and C as the NumPy engine, and the guarantee against the exact
     product on sampled and worst-case entries."""
     a, b = structured(name, np.random.default_rng(4))
-    want, info_np = ozhpc.gemm(a, b, engine="numpy", scheme=scheme, info=True)
-    got, info_gpu = ozhpc.gemm(a, b, engine="cutile", scheme=scheme, info=True)
+    want, info_np = ozhpc.gemm(a, b, engine="numpy", scheme=scheme, guarantee=guarantee, info=True)
+    got, info_gpu = ozhpc.gemm(a, b, engine="cutile", scheme=scheme, guarantee=guarantee, info=True)
     assert info_gpu.certified and info_gpu.widths == info_np.widths
     same_bits(got, want)
     rng = np.random.default_rng(0)
     picks = [(int(i), int(j)) for i, j in zip(rng.integers(0, got.shape[0], 12), rng.integers(0, got.shape[1], 12))]
     for i, j in picks + worst_entries(got, a, b):
-        assert guarantee_holds(got, a, b, info_gpu.scheme, i, j), (name, scheme, i, j)
+        assert guarantee_holds(got, a, b, info_gpu.scheme, i, j, guarantee), (name, scheme, guarantee, i, j)
 
 
 def test_fingerprint_on_the_gpu_equals_the_host(gpu):

@@ -536,8 +536,7 @@ def test_plan_limits():
                               f"(50 bits; at most {kmax})")
     def sizes(gap):
         return DataSizes(sq=(1, 1), nnz=(1, 1), norm_min=(1, 1), k=1, mean_gap=gap)
-    for gap in (0.0, 2.0, 5.0, 9.0, 16.0, 20.5, 30.0):
-        rule = FP64_BITS + math.ceil(0.5 * gap - 1.5 + 0.5 * max(0.0, gap - 16))
-        assert auto_bits(sizes(gap)) == rule and auto_bits(sizes(gap), "tight") == max(
-            rule, FP64_BITS + math.ceil(gap) + 1), gap
-    assert auto_bits(sizes(200.0)) == crt.MAX_BITS and auto_bits(None) == FP64_BITS - 1
+    for gap in (0.0, 2.0, 3.97, 5.0, 9.0, 16.0, 20.5, 30.0):
+        rule = FP64_BITS + math.ceil(gap - 3)
+        assert auto_bits(sizes(gap)) == rule and auto_bits(sizes(gap), "tight") == FP64_BITS + math.ceil(gap) + 1
+    assert auto_bits(sizes(200.0)) == crt.MAX_BITS and auto_bits(None) == FP64_BITS - 3

@@ -405,7 +405,7 @@ def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, f
 def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max, factor):
     """:func:`_certify_entries` (scheme II) as one CuPy kernel with the same roundings
     (:mod:`ozhpc.ozaki.certificate_kernels`); no per-entry mask (the pipeline needs none)."""
-    from .certificate_kernels import entry_ratios
+    from .certificate_kernels import entry_verdicts
 
     w = grid_bits(plan)
     vecs = [(s.delta, s.norm.astype(xp.float64) * 2.0**-NORM_BITS, s.nnz.astype(xp.float64)) for s in stats]
@@ -413,9 +413,9 @@ def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduc
                      PW=2.0**-w, P2W=2.0 ** (-2 * w), FLOOR=FLOOR, SUW=SUPPORT_UNIT * 2.0**-w,
                      TAU=dropped_pairs_bound(plan), RHOU=(FINAL_ROUNDING_ULPS[plan.scheme] + 1) * U, FOURU=4 * U,
                      MAGUNIT=MAGNITUDE_UNIT, FACTOR=float(factor), FAIL_MIN=FAIL_MIN)
-    ratio = entry_ratios(xp, c, e, f, vecs[0], vecs[1], magnitude_sums, support_sums, constants)
-    worst = float(reduce_max(xp.asarray([ratio.max() if ratio.size else 0.0]))[0])
-    count = int(reduce_sum(xp.asarray([int(xp.count_nonzero(ratio > 1.0))], dtype=xp.int64))[0])
+    count, worst = entry_verdicts(xp, c, e, f, vecs[0], vecs[1], magnitude_sums, support_sums, constants)
+    worst = float(reduce_max(xp.asarray([worst]))[0])
+    count = int(reduce_sum(xp.asarray([count], dtype=xp.int64))[0])
     return Certificate(None, count, worst)
 
 

@@ -49,38 +49,52 @@ if (FACTOR != 1.0) scaled = __dmul_rn(__ddiv_rn(scaled, FACTOR), UP);
 const bool passed = scaled <= lower;
 double r = (lower > 0.0) ? __ddiv_rn(scaled, lower) : CUDART_INF;
 r = (scaled > 0.0) ? r : 0.0;
-ratio = !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));
-"""
+ratio = !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));"""
 
 _KERNELS: dict = {}
 
 
-def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict):
+def _kernels(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict):
+    """The per-entry ratio as a device function, reduced two ways: the largest ratio, and (only
+    needed when it is above 1) the count of entries above 1."""
     import cupy as cp
 
     key = (has_l, has_u, l_type, u_type, tuple(sorted(constants.items())))
     if key not in _KERNELS:
         defines = "".join(f"#define {name} {value!r}\n" for name, value in constants.items())
-        defines += f"#define HAS_L {int(has_l)}\n#define HAS_U {int(has_u)}\n#define CUDART_INF __longlong_as_double(0x7ff0000000000000LL)\n"
-        _KERNELS[key] = cp.ElementwiseKernel(
-            f"float64 cv, int64 ei, int64 fj, float64 da, float64 na, float64 nza, float64 db, float64 nb, "
-            f"float64 nzb, {l_type} lsum, {u_type} usum", "float64 ratio", _SOURCE,
-            "ozhpc_certify_entries", preamble=defines)
+        defines += (f"#define HAS_L {int(has_l)}\n#define HAS_U {int(has_u)}\n"
+                    "#define CUDART_INF __longlong_as_double(0x7ff0000000000000LL)\n")
+        ctype = {"float64": "double", "int32": "int", "int64": "long long"}
+        function = (f"__device__ double ozhpc_ratio(double cv, long long ei, long long fj, double da, double na, "
+                    f"double nza, double db, double nb, double nzb, {ctype[l_type]} lsum, {ctype[u_type]} usum) {{\n"
+                    f"double ratio;\n{_SOURCE}\nreturn ratio;\n}}\n")
+        params = (f"float64 cv, int64 ei, int64 fj, float64 da, float64 na, float64 nza, float64 db, float64 nb, "
+                  f"float64 nzb, {l_type} lsum, {u_type} usum")
+        call = "ozhpc_ratio(cv, ei, fj, da, na, nza, db, nb, nzb, lsum, usum)"
+        _KERNELS[key] = (
+            cp.ReductionKernel(params, "float64 worst", call, "max(a, b)", "worst = a", "0.0", "ozhpc_worst_ratio",
+                               preamble=defines + function),
+            cp.ReductionKernel(params, "int64 count", f"({call} > 1.0) ? 1 : 0", "a + b", "count = a", "0",
+                               "ozhpc_failed_entries", preamble=defines + function))
     return _KERNELS[key]
 
 
-def entry_ratios(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict):
-    """Per entry ``E / (c u L)`` (:func:`ozhpc.ozaki.certificate.entry_ratio`: above 1 exactly where
-    the entry fails, 0 for inf/NaN entries; ``row`` / ``col``: the per-row ``(delta, norm, nnz)`` of
-    op(A) and per-column of op(B) as float64 vectors)."""
+def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict):
+    """``(failed, worst)`` over this block of C: how many entries have a ratio ``E / (c u L)``
+    (:func:`ozhpc.ozaki.certificate.entry_ratio`) above 1 (they fail), and the largest ratio (0 for
+    inf/NaN entries): one pass over C when every entry passes, two otherwise (``row`` / ``col``:
+    the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B) as float64 vectors)."""
+    if c.size == 0:
+        return 0, 0.0
     zero = cp.zeros((), dtype=cp.float64)
     lsum = zero if lower_sums is None else lower_sums
     usum = zero if support_sums is None else support_sums
-    kern = _kernel(lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants)
-    col_vec = [v.reshape(1, -1) for v in col]
-    row_vec = [v.reshape(-1, 1) for v in row]
-    return kern(c, cp.asarray(e).astype(cp.int64).reshape(-1, 1), cp.asarray(f).astype(cp.int64).reshape(1, -1),
-                row_vec[0], row_vec[1], row_vec[2], col_vec[0], col_vec[1], col_vec[2], lsum, usum)
+    worst_kernel, count_kernel = _kernels(lower_sums is not None, support_sums is not None, _ctype(lsum),
+                                          _ctype(usum), constants)
+    args = (c, cp.asarray(e).astype(cp.int64).reshape(-1, 1), cp.asarray(f).astype(cp.int64).reshape(1, -1),
+            *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
+    worst = float(worst_kernel(*args))
+    return (int(count_kernel(*args)) if worst > 1.0 else 0), worst
 
 
 def _ctype(x) -> str:
@@ -135,18 +149,78 @@ def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
     return _KERNELS[key](x, cp.asarray(exps).astype(cp.int64).reshape(-1, 1), axis=1)
 
 
+_ROW_SUMS = r"""
+__device__ __forceinline__ void ozhpc_terms(double v, long long er, long long* acc) {
+    if (v != 0.0) {   /* finite entries only (the caller's finite part) */
+        const double a = fabs(v);
+        acc[0] += (long long)ceil(ldexp(a, (int)(NORM_BITS - er))) + 1;
+        acc[1] += 1;
+        const double y = ldexp(a, (int)(-er));
+        acc[2] += (long long)ceil(ldexp(__dmul_rn(y, y), NORM_BITS)) + 1;
+        long long g = er - (long long)(ilogb(a) + 1);
+        acc[3] += g < 0 ? 0 : (g > GAP_MAX ? GAP_MAX : g);
+    }
+}
+
+/* rows along the threads (rows adjacent in memory: op(B)^T of a row-major B), a column chunk per
+   blockIdx.y; each thread adds its four sums into out (4, rows) with exact integer atomics */
+extern "C" __global__ void ozhpc_row_sums_by_row(const double* x, const long long* e, long long rows, long long cols,
+                                                 long long rs, long long cs, long long chunk, long long* out) {
+    const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    long long acc[4] = {0, 0, 0, 0};
+    const long long er = e[r];
+    const long long c1 = min(cols, ((long long)blockIdx.y + 1) * chunk);
+    for (long long c = (long long)blockIdx.y * chunk; c < c1; ++c) ozhpc_terms(x[r * rs + c * cs], er, acc);
+    for (int t = 0; t < 4; ++t)
+        if (acc[t]) atomicAdd((unsigned long long*)&out[t * rows + r], (unsigned long long)acc[t]);
+}
+
+/* columns along the threads (rows contiguous: a row-major op(A)), one row and column chunk per block */
+extern "C" __global__ void ozhpc_row_sums_by_col(const double* x, const long long* e, long long rows, long long cols,
+                                                 long long rs, long long cs, long long chunk, long long* out) {
+    __shared__ long long part[4][256];
+    const long long r = blockIdx.x;
+    long long acc[4] = {0, 0, 0, 0};
+    const long long er = e[r];
+    const long long c1 = min(cols, ((long long)blockIdx.y + 1) * chunk);
+    for (long long c = (long long)blockIdx.y * chunk + threadIdx.x; c < c1; c += blockDim.x)
+        ozhpc_terms(x[r * rs + c * cs], er, acc);
+    for (int t = 0; t < 4; ++t) part[t][threadIdx.x] = acc[t];
+    __syncthreads();
+    for (int width = blockDim.x / 2; width > 0; width /= 2) {
+        if (threadIdx.x < width)
+            for (int t = 0; t < 4; ++t) part[t][threadIdx.x] += part[t][threadIdx.x + width];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        for (int t = 0; t < 4; ++t)
+            if (part[t][0]) atomicAdd((unsigned long long*)&out[t * rows + r], (unsigned long long)part[t][0]);
+}
+"""
+ROW_SUMS_THREADS = 256
+
+
 def magnitude_sums(cp, x, exps, norm_bits: int, gap_max: int):
     """``(norm, nnz, sq, gaps)`` per row (int64, exact): :func:`ozhpc.ozaki.certificate.magnitude_stats`
-    before its reduction over ranks (``y = |x| 2**-e`` exact, its square rounded to nearest; a gap
-    is ``e - (ilogb(x) + 1)``, frexp's exponent, clipped to [0, gap_max])."""
-    e = cp.asarray(exps).astype(cp.int64).reshape(-1, 1)
-    key = ("norm", norm_bits, gap_max)
+    before its reduction over ranks, in one pass over ``x`` (``y = |x| 2**-e`` exact, its square
+    rounded to nearest; a gap is ``e - (ilogb(x) + 1)``, frexp's exponent, clipped to [0, gap_max]).
+    Integer sums, so the order of the atomics does not matter."""
+    key = ("row_sums", norm_bits, gap_max)
     if key not in _KERNELS:
-        _KERNELS[key] = [cp.ReductionKernel(
-            "float64 qv, int64 qe", "int64 y", expr, "a + b", "y = a", "0", name) for expr, name in (
-                (f"(long long)ceil(ldexp(fabs(qv), (int)({norm_bits} - qe))) + (qv != 0.0 ? 1 : 0)", "ozhpc_norm"),
-                ("qv != 0.0 ? 1 : 0", "ozhpc_nnz"),
-                (f"(long long)ceil(ldexp(__dmul_rn(ldexp(fabs(qv), (int)(-qe)), ldexp(fabs(qv), (int)(-qe))), "
-                 f"{norm_bits})) + (qv != 0.0 ? 1 : 0)", "ozhpc_sq"),
-                (f"qv != 0.0 ? min(max(qe - (long long)(ilogb(qv) + 1), 0LL), {gap_max}LL) : 0LL", "ozhpc_gaps"))]
-    return tuple(kernel(x, e, axis=1) for kernel in _KERNELS[key])
+        module = cp.RawModule(code=f"#define NORM_BITS {norm_bits}\n#define GAP_MAX {gap_max}LL\n" + _ROW_SUMS)
+        _KERNELS[key] = (module.get_function("ozhpc_row_sums_by_row"), module.get_function("ozhpc_row_sums_by_col"))
+    by_row, by_col = _KERNELS[key]
+    x = cp.asarray(x, dtype=cp.float64)
+    rows, cols = x.shape
+    e = cp.ascontiguousarray(cp.asarray(exps).astype(cp.int64).ravel())
+    out = cp.zeros((4, rows), dtype=cp.int64)
+    rs, cs = (st // x.itemsize for st in x.strides)
+    if cs == 1 and rs != 1:
+        chunk = 4096
+        by_col((rows, -(-cols // chunk)), (ROW_SUMS_THREADS,), (x, e, rows, cols, rs, cs, chunk, out))
+    else:
+        chunk = 256
+        by_row((-(-rows // ROW_SUMS_THREADS), -(-cols // chunk)), (ROW_SUMS_THREADS,),
+               (x, e, rows, cols, rs, cs, chunk, out))
+    return out[0], out[1], out[2], out[3]

@@ -255,8 +255,9 @@ class DataSizes:
     """The operands' row sizes that scheme II's plans read, global and exact (MAX over every row of
     the SUM-reduced integers of :func:`ozhpc.ozaki.certificate.magnitude_stats`), per operand
     (op(A), op(B)^T): the largest ``||x_i 2**-e_i||_2**2`` and the smallest nonzero
-    ``||x_i 2**-e_i||_1`` (units ``2**-norm_bits``, rounded up), the largest row count; and over
-    both, the largest mean gap of a row (bits from its scale to its entries, "auto"'s statistic)."""
+    ``||x_i 2**-e_i||_1`` (units ``2**-norm_bits``, rounded up), the largest row count; and the
+    larger of the two operands' mean gaps (bits from a row's scale to its entries, averaged over
+    every nonzero entry: "auto"'s statistic; a ratio of two exact global sums)."""
 
     sq: tuple[int, int]
     nnz: tuple[int, int]
@@ -274,13 +275,13 @@ class DataSizes:
 
 
 
-IN_FACT_SLOPE, IN_FACT_OFFSET, IN_FACT_KNEE = 0.5, -1.5, 16
-"""Scheme II's "auto" under "dgemm" takes ``53 + ceil(0.5 g - 1.5 + 0.5 max(0, g - 16))`` bits for
-the largest mean gap ``g`` of a row (:class:`DataSizes`): the first plan whose sampled error is
-no larger than native DGEMM's (NumPy's) on the standard matrices with phi 0 .. 4 and k 256 ..
-32768, with a bit in hand where the data allow (bench/results/auto_rule_cpu_2026-12-02.md).
-Native DGEMM's own error grows with the entries' spread too, hence half a bit per bit of gap;
-beyond 16 bits of mean gap (phi >= 2: heavy tails, a few entries carry each sum) a full bit."""
+IN_FACT_OFFSET = -3
+"""Scheme II's "auto" under "dgemm" takes ``53 + ceil(mean_gap - 3)`` bits (:class:`DataSizes`): the
+first plan whose sampled error is no larger than native DGEMM's (NumPy's) on the standard matrices
+with phi 0 .. 4 and k 256 .. 32768 (bench/results/auto_rule_cpu_2026-12-02.md; the fewest such
+bits vary by one to three from one matrix to the next, and :meth:`ModularPlan.widest_for` adds
+what the same moduli hold). A typical entry ``mean_gap`` bits below its row's scale is carried to
+FP64 accuracy less the 3 bits by which native DGEMM's own error exceeds ``u`` on such data."""
 
 TIGHT_MARGIN = 1
 """Scheme II's "auto" under "tight" starts at ``53 + ceil(mean_gap) + TIGHT_MARGIN`` bits (at least
@@ -293,7 +294,7 @@ def auto_bits(sizes: DataSizes | None, guarantee: str = "dgemm") -> int:
     """Scheme II's first plan for "auto" (before :meth:`ModularPlan.widest_for` adds what the same
     moduli hold for free)."""
     gap = 0.0 if sizes is None else sizes.mean_gap
-    bits = FP64_BITS + math.ceil(IN_FACT_SLOPE * (gap + max(0.0, gap - IN_FACT_KNEE)) + IN_FACT_OFFSET)
+    bits = FP64_BITS + math.ceil(gap + IN_FACT_OFFSET)
     if guarantee == "tight":
         bits = max(bits, FP64_BITS + math.ceil(gap) + TIGHT_MARGIN)
     return max(_crt.MIN_BITS, min(_crt.MAX_BITS, bits))

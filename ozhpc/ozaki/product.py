@@ -190,9 +190,6 @@ class Stopwatch:
         self._t = now
 
 
-GAP_FRACTION_BITS = 20
-"""The largest mean gap of a row travels as a fixed-point integer (a MAX over ranks is exact)."""
-
 SAMPLE_COLUMNS = 256
 SAMPLE_STRIDE_MAX = 64
 """Under "dgemm" the first pass's magnitude plane holds every ``stride``-th global k index,
@@ -316,28 +313,32 @@ class Product:
         self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
         self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
         ozaki2 = self._plan_settings.scheme == "ozaki2"
-        self._mags = None
+        self._mags, gaps = None, np.zeros(4, dtype=np.int64)
         if ozaki2 or self.certifying:
-            self._mags = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps, self._on_host(reduce.a_sum)),
-                          certificate.magnitude_stats(xp, self._fin_b, self.col_exps, self._on_host(reduce.b_sum)))
-        local = np.zeros(10, dtype=np.int64)
+            pieces = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps),
+                      certificate.magnitude_stats(xp, self._fin_b, self.col_exps))
+            for side, piece in enumerate(pieces):   # every entry lives on one rank: SUM over all
+                gaps[2 * side:2 * side + 2] = [int(piece[3].sum()), int(piece[1].sum())]
+            gaps = reduce.everywhere_sum(gaps)
+            self._mags = tuple(tuple(self._on_host(row_sum)(v) for v in piece)
+                               for piece, row_sum in zip(pieces, (reduce.a_sum, reduce.b_sum)))
+        local = np.zeros(8, dtype=np.int64)
         if self.certifying and not ozaki2:   # scheme I's "auto" statistic (scheme II reads the sizes)
             local[0] = max(self._spread(a_rows, self.row_exps, reduce.a_sum),
                            self._spread(b_rows, self.col_exps, reduce.b_sum))
         local[1] = self._bad_a or self._bad_b
         if self._mags is not None:
-            for side, (norm, nnz, sq, gaps) in enumerate(self._mags):
-                norm, nnz, sq, gaps = (eng.to_host(v) for v in (norm, nnz, sq, gaps))
-                rows = nnz > 0
+            for side, (norm, nnz, sq, _) in enumerate(self._mags):
+                norm, nnz, sq = (eng.to_host(v) for v in (norm, nnz, sq))
                 local[2 + side] = sq.max(initial=0)
                 local[4 + side] = nnz.max(initial=0)
-                local[6 + side] = -norm[rows].min(initial=2**62)   # MAX of minus: the smallest
-                local[8 + side] = ((gaps[rows] << GAP_FRACTION_BITS) // nnz[rows]).max(initial=0)
+                local[6 + side] = -norm[nnz > 0].min(initial=2**62)   # MAX of minus: the smallest
         spread, nonfinite, *sizes = (int(v) for v in reduce.everywhere_max(local))
         self.spread, self.nonfinite = spread, bool(nonfinite)
         self.sizes = (DataSizes(sq=tuple(sizes[0:2]), nnz=tuple(sizes[2:4]), norm_min=tuple(-v for v in sizes[4:6]),
                                 k=self.k, norm_bits=certificate.NORM_BITS,
-                                mean_gap=max(sizes[6:8]) / 2**GAP_FRACTION_BITS) if self._mags is not None else None)
+                                mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[:2], gaps[2:])))
+                      if self._mags is not None else None)
         self.plan = resolve_plan(self._plan_settings, spread, self.k, sizes=self.sizes)
         self.plan.check_k(self.k)
 
