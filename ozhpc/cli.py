@@ -278,12 +278,11 @@ def config_from_args(args) -> RunConfig:
 
 def cmd_gen(args) -> int:
     """Each rank generates and writes only its own row chunks (the file is the same for any rank count)."""
-    from mpi4py import MPI
-
     from .fingerprint import fingerprint_distributed
     from .io import distio
     from .matrices import standard_matrix_distributed
     from .parallel import ProcessGrid, collective_errors
+    from .parallel.mpi import MPI
     from .resources import check_disk, check_matrix_fits
 
     m, n = args.shape
@@ -325,9 +324,8 @@ def cmd_gemm(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from mpi4py import MPI
-
     from .jobfile import load_job
+    from .parallel.mpi import MPI
     from .runner import execute
 
     comm = getattr(args, "comm", None)  # as cmd_gemm: None means COMM_WORLD
@@ -377,9 +375,8 @@ def certificate_line(report: dict) -> str:
 
 
 def cmd_check(args) -> int:
-    from mpi4py import MPI
-
     from .check import run_check
+    from .parallel.mpi import MPI
 
     stats = run_check(args, MPI.COMM_WORLD if args.comm is None else args.comm)
     if launcher_rank() != 0:
@@ -420,15 +417,11 @@ def info_lines() -> list[str]:
     configure_cache()  # before available_engines() imports cuda.tile
     lines = [f"ozhpc {__version__}", f"python {platform.python_version()}", f"numpy {np.__version__}",
              f"h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}, parallel: {h5io.PARALLEL_HDF5})"]
-    try:
-        import mpi4py
-        from mpi4py import MPI
+    from .parallel import mpi
 
-        lines.append(f"mpi4py {mpi4py.__version__}: {MPI.Get_library_version().splitlines()[0].strip()}")
-        lines.extend(mpi_layout_lines(MPI.COMM_WORLD))
-        lines.extend(gpu_layout_lines(MPI.COMM_WORLD))
-    except ImportError as exc:
-        lines.append(f"mpi4py: not available ({exc})")
+    lines.append(mpi.describe())
+    lines.extend(mpi_layout_lines(mpi.MPI.COMM_WORLD))
+    lines.extend(gpu_layout_lines(mpi.MPI.COMM_WORLD))
     for name, status in available_engines().items():
         lines.append(f"engine {name}: {status}")
     lines.append(describe())
@@ -544,20 +537,6 @@ def _parse(parser: argparse.ArgumentParser, argv):
             sys.stdout, sys.stderr = saved
 
 
-MPI_COMMANDS = ("gen", "gemm", "run", "check", "warmup", "demo")
-"""Commands that run through the distributed driver (one process is a 1x1 grid) and need mpi4py."""
-
-
-def require_mpi() -> None:
-    """Fail with one clear line when mpi4py cannot load an MPI library."""
-    try:
-        from mpi4py import MPI  # noqa: F401
-    except (ImportError, RuntimeError) as exc:
-        raise InputError(f"MPI is not usable here ({exc}); install an MPI library with "
-                         "pip install 'ozhpc[mpich]', or build mpi4py against your site's MPI "
-                         "(README, 'Install')") from None
-
-
 def main(argv=None, comm=None) -> int:
     """Run one command; ``comm`` (default COMM_WORLD) is what MPI commands run on."""
     parser = build_parser()
@@ -566,8 +545,9 @@ def main(argv=None, comm=None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="ozhpc: %(message)s")
     try:
-        if args.command in MPI_COMMANDS:
-            require_mpi()
+        from .parallel.mpi import check_launch
+
+        check_launch()  # without an MPI library one process runs alone; several ranks cannot
         with warnings.catch_warnings():
             warnings.simplefilter("always", AccuracyWarning)
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
@@ -654,7 +634,7 @@ def _abort_job() -> None:
     sys.stderr.flush()
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is None and any(name in os.environ for name in LAUNCHER_RANK_VARS):
-        from mpi4py import MPI as mpi  # the other ranks may be in MPI already: join to abort them
+        from .parallel.mpi import MPI as mpi  # the other ranks may be in MPI already: join to abort them
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
         time.sleep(ABORT_GRACE_S)
         mpi.COMM_WORLD.Abort(1)

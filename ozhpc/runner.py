@@ -108,7 +108,7 @@ def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict
 
     Returns (fingerprint, SHA-256 or None for a C over SHA256_MAX_BYTES, {"fingerprint": s, "write": s}).
     """
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     from .io import distio
     from .parallel.distmatrix import DistMatrix
@@ -144,7 +144,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         On every rank alike, with ``cfg.accuracy`` "strict" when "auto" could not certify C;
         nothing was written (no output dataset, no report). With "warn" an AccuracyWarning.
     """
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     from .parallel import ProcessGrid, Summa, collective_errors
 
@@ -194,7 +194,7 @@ def _setup(cfg: RunConfig, grid):
 def _multiply(cfg: RunConfig, plan, startup: float):
     """Read op(A), op(B)^T (and C), multiply, enforce ``cfg.accuracy``, write C; returns (info,
     (fingerprint, sha256), this rank's seconds per phase)."""
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     from .io import distio
 
@@ -212,7 +212,7 @@ def _multiply(cfg: RunConfig, plan, startup: float):
 def _gather_figures(grid, mine: dict, info, engine):
     """The slowest rank's seconds per phase, every rank's bytes moved and the kernel counts
     summed over the ranks (collective)."""
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
     grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
