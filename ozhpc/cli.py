@@ -86,7 +86,7 @@ CACHE_HELP = ("GPU kernel cache shared by the ranks of a node (default $OZHPC_CA
 
 
 def add_tool_commands(sub) -> None:
-    """fingerprint and warmup: helpers around a run (kept apart from build_parser's length)."""
+    """fingerprint, warmup and report: helpers around a run (kept apart from build_parser's length)."""
     fp = sub.add_parser("fingerprint", help="the grid-independent fingerprint of a dataset (as in the run report)",
                         description="Print the fingerprint of a 2-D HDF5 dataset: the same 64 hex digits a run "
                                     "report's \"fingerprint\" and the ozhpc_fingerprint attribute hold, whatever "
@@ -98,6 +98,12 @@ def add_tool_commands(sub) -> None:
                                    "schemes), so that jobs start without compiling. Run once per node or shared "
                                    "cache directory; without a usable GPU engine it says so and exits 0.")
     w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+
+    r = sub.add_parser("report", help="read a run report in words, or compare two",
+                       description="Read one JSON run report (gemm --report, run) in words, or compare two: "
+                                   "whether C is the same (fingerprints), what differs in the setup, the seconds "
+                                   "per phase side by side. The fields: docs/batch.md, 'The JSON report'.")
+    r.add_argument("reports", nargs="+", metavar="REPORT.json", help="one report, or two to compare")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -321,7 +327,7 @@ def cmd_gemm(args) -> int:
 
     use_cache_dir(args)
     report = execute(config_from_args(args), comm=getattr(args, "comm", None))
-    print_summary(report)
+    print_summary(report, args.report)
     return 0
 
 
@@ -335,45 +341,22 @@ def cmd_run(args) -> int:
     cfg = load_job(args.job, comm=MPI.COMM_WORLD if comm is None else comm,
                    force=args.force, report=args.report, progress=args.progress, accuracy=args.accuracy)
     report = execute(cfg, comm=comm)
-    print_summary(report)
+    print_summary(report, cfg.report)
     return 0
 
 
-def print_summary(report: dict) -> None:
-    if launcher_rank() != 0:  # under MPI only rank 0 prints
-        return
-    if report.get("dry_run"):
-        print(f"dry run: C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}, "
-              f"grid {report['grid'][0]}x{report['grid'][1]}, block {report['block'][0]}x{report['block'][1]}, "
-              f"panel {report['kb']}, engine {report['engine']}")
-        print(f"  {report['memory']['summary']}; nothing was read or written")
-        return
-    s = report["seconds"]
-    print(f"C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}")
-    overlap = report.get("overlap")
-    print(f"  transport {report.get('transport', '?')}, panel width {report.get('kb')}, "
-          f"overlap {'n/a' if overlap is None else f'{100 * overlap:.0f}%'}")
-    print(f"  engine {report['engine']}, {report['plan_summary']}, {report['ranks']} rank(s)")
-    print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
-    if report.get("kernels"):
-        kn = report["kernels"]
-        print(f"  GPU kernels: {kn['from_store']} loaded from the kernel store, {kn['compiled']} compiled"
-              + (" (run `ozhpc warmup` once per node or cache directory)" if kn["compiled"] else ""))
-    print(f"  {report['gflops']:.2f} GFLOP/s (FP64-equivalent), sha256 {report['sha256']}")
-    if report.get("fingerprint"):
-        print(f"  fingerprint {report['fingerprint']}")
-    print(f"  {certificate_line(report)}")
+def print_summary(report: dict, report_path: str | None = None) -> None:
+    from .report_view import summary_lines
+
+    if launcher_rank() == 0:  # under MPI only rank 0 prints
+        print("\n".join(summary_lines(report, report_path)))
 
 
-def certificate_line(report: dict) -> str:
-    """The summary's line on the certificate of "auto" (the report's ``certified`` fields)."""
-    if report["certified"] is None:
-        return f"certified: not checked (fixed {'--bits' if report['scheme'] == 'ozaki2' else '--slices'})"
-    if report["certified"]:
-        return f"certified: yes (worst bound ratio {report['worst_ratio']:.2g})"
-    return f"certified: NO, {report['uncertified']} entries (worst bound ratio {report['worst_ratio']:.3g})"
+def cmd_report(args) -> int:
+    from .report_view import report_lines
 
-
+    print("\n".join(report_lines(args.reports)))
+    return 0
 
 
 def cmd_check(args) -> int:
@@ -519,7 +502,7 @@ def cmd_demo(args) -> int:
 
 
 COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,
-            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo}
+            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo, "report": cmd_report}
 
 
 # -- MPI behaviour --------------------------------------------------------------------------------

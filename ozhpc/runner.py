@@ -125,7 +125,7 @@ def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict
     return fingerprint, digest, {"fingerprint": t1 - t0, "write": MPI.Wtime() - t1}
 
 
-PHASES = ("startup", "read", "scales", "split", "multiply", "comm_wait", "combine", "fingerprint", "write",
+PHASES = ("startup", "read", "scales", "split", "multiply", "comm_wait", "certificate", "combine", "fingerprint", "write",
           "total", "compute", "comm", "comm_exposed")
 
 
@@ -240,7 +240,7 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
     from .parallel.summa import overlap_fraction
 
     m, n, k, (p, q) = info.m, info.n, info.k, layout["grid"]
-    compute = seconds["scales"] + seconds["split"] + seconds["multiply"] + seconds["combine"]
+    compute = sum(seconds[p] for p in ("scales", "split", "multiply", "certificate", "combine"))
     rate = gflops(m, n, k, compute)
     depth = info.planes + (1 if info.nonfinite_inputs else 0)
     report = base_report()
