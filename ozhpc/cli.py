@@ -164,15 +164,15 @@ def add_gemm_command(sub) -> None:
                         "ozaki1 and 1.1x cuBLAS DGEMM at n = 16384). Each scheme is bitwise reproducible; "
                         "the two give different bits")
     m.add_argument("--slices", type=_ozaki_option("slices"), default="auto",
-                   help="scheme ozaki1: int8 slices per operand, or 'auto' (default): the fewest that keep "
-                        "the error at or below native FP64 GEMM for this data")
+                   help="scheme ozaki1: int8 slices per operand, or 'auto' (default): widened at run time until "
+                        "every entry of C is certified (see --accuracy); a fixed number is not certified")
     m.add_argument("--groups", type=_ozaki_option("groups"), default="auto",
                    help="scheme ozaki1: keep slice pairs with p+q < GROUPS: 'auto' = slices (default), 'all', "
                         "or fewer for a faster, less accurate product")
     m.add_argument("--bits", type=_ozaki_option("bits"), default="auto",
-                   help="scheme ozaki2: integer bits per operand entry (8..100), or 'auto' (default): enough "
-                        "for the error of native FP64 GEMM on this data; about 4 bits more cost one more "
-                        "modulus (int8 GEMM)")
+                   help="scheme ozaki2: integer bits per operand entry (8..100), or 'auto' (default): "
+                        "widened at run time until every entry of C is certified (see --accuracy); about 4 "
+                        "bits more cost one more modulus (int8 GEMM)")
     m.add_argument("--accuracy", choices=ACCURACY, default="warn", help=ACCURACY_HELP)
     add_run_options(m)
 

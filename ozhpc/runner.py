@@ -15,7 +15,7 @@ from .errors import InputError
 from .fingerprint import fingerprint_distributed
 from .io import h5io
 from .ozaki.product import enforce_accuracy
-from .progress import make_progress
+from .progress import make_progress, step
 from .report import base_report, check_report, gflops, write_report
 
 
@@ -163,6 +163,8 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
                 return dry_run_report(cfg, plan, _largest(grid.comm, estimate))
             info, outputs, mine = _multiply(cfg, plan, startup=MPI.Wtime() - t_start)
         mine["total"] = MPI.Wtime() - t_start
+        if hasattr(on_panel, "close"):  # the bar's last state stays on the terminal
+            on_panel.close()
         gathered = _gather_figures(grid, mine, info, engine)
         layout = {"ranks": grid.size, "grid": list(grid.dims), "block": [plan.mb, plan.nb], "kb": plan.kb}
         is_root = grid.rank == 0
@@ -198,13 +200,16 @@ def _multiply(cfg: RunConfig, plan, startup: float):
 
     from .io import distio
 
+    step(plan.on_panel, "reading A and B")
     t0 = MPI.Wtime()
     a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
                                      transa=cfg.transa, transb=cfg.transb)
     read_s = MPI.Wtime() - t0
+    step(plan.on_panel, "scales and split")
     c = plan(a, bt, c0, alpha=cfg.alpha, beta=cfg.beta, on_device=plan.engine.on_device)
     del a, bt, c0
     enforce_accuracy(plan.info, cfg.accuracy)  # "strict": every rank raises here, before anything is written
+    step(plan.on_panel, "writing C")
     fingerprint, digest, out_seconds = write_output(cfg, c, plan.info, plan.engine)
     return plan.info, (fingerprint, digest), dict(plan.info.seconds, startup=startup, read=read_s, **out_seconds)
 
