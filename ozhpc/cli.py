@@ -90,7 +90,8 @@ def add_tool_commands(sub) -> None:
     fp = sub.add_parser("fingerprint", help="the grid-independent fingerprint of a dataset (as in the run report)",
                         description="Print the fingerprint of a 2-D HDF5 dataset: the same 64 hex digits a run "
                                     "report's \"fingerprint\" and the ozhpc_fingerprint attribute hold, whatever "
-                                    "grid, block size or rank count wrote it. Reads the dataset in row chunks.")
+                                    "grid, block size or rank count wrote it. Reads the dataset in row chunks (under "
+                                    "mpiexec each rank a share of the rows; rank 0 prints).")
     fp.add_argument("dataset", type=_dataset("dataset"), metavar="FILE.h5:/C")
 
     w = sub.add_parser("warmup", help="compile the GPU kernels ahead of time into the kernel cache",
