@@ -550,7 +550,8 @@ def main(argv=None, comm=None) -> int:
     try:
         from .parallel.mpi import check_launch
 
-        check_launch()  # without an MPI library one process runs alone; several ranks cannot
+        if args.command != "info":  # info says why instead
+            check_launch()  # without an MPI library one process runs alone; several ranks cannot
         with warnings.catch_warnings():
             warnings.simplefilter("always", AccuracyWarning)
             warnings.showwarning = _one_line_warnings(warnings.showwarning)

@@ -71,6 +71,14 @@ def test_several_ranks_without_mpi_are_refused_in_one_line(inputs, tmp_path, lau
         assert r.stdout == "" and not out.exists()
 
 
+def test_info_under_a_launch_without_mpi_says_why_commands_refuse_it():
+    r = run_cli(["info"], env=dict(NO_MPI, PMI_SIZE="2", PMI_RANK="0"))
+    assert r.returncode == 0, r.stderr
+    assert "; this is such a launch (PMI_SIZE=2): other commands refuse it\n" in r.stdout
+    r = run_cli(["info"], env=dict(NO_MPI, PMI_SIZE="2", PMI_RANK="1"))
+    assert r.returncode == 0 and r.stdout == ""   # rank 1 says nothing
+
+
 def test_launch_sign():
     from ozhpc.parallel.mpi import launch_sign
 

@@ -61,5 +61,7 @@ def describe() -> str:
         import mpi4py
 
         return f"mpi4py {mpi4py.__version__}: {MPI.Get_library_version().splitlines()[0].strip()}"
+    sign = launch_sign()
     return (f"MPI: none ({MISSING}); every command runs as one process; a launch of several "
-            "ranks needs an MPI library (pip install 'ozhpc[mpich]', or the site's MPI)")
+            "ranks needs an MPI library (pip install 'ozhpc[mpich]', or the site's MPI)"
+            + (f"; this is such a launch ({sign}): other commands refuse it" if sign else ""))
