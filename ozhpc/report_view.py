@@ -102,16 +102,27 @@ def summary_lines(report: dict, report_path: str | None = None) -> list[str]:
     return lines[:1] + ["  " + line for line in lines[1:]]
 
 
+def product_line(cfg: dict) -> str:
+    """``C = 2 A^T B - C0; A = ..., B = ...`` from the report's ``config``."""
+    alpha, beta = float(cfg["alpha"]), float(cfg.get("beta") or 0.0)
+    text = "C = " + ("" if alpha == 1 else "-" if alpha == -1 else f"{alpha:g} ")
+    text += ("A^T" if cfg["transa"] else "A") + " " + ("B^T" if cfg["transb"] else "B")
+    if beta:
+        text += (" + " if beta > 0 else " - ") + ("" if abs(beta) == 1 else f"{abs(beta):g} ") + "C0"
+    return text + f"; A = {cfg['a']}, B = {cfg['b']}" + (f", C0 = {cfg['c']}" if beta else "")
+
+
 def describe(report: dict) -> list[str]:
-    """One report in words: provenance, what was computed, then the summary."""
-    cfg = report["config"]
-    op = lambda name, t: f"{name}^T" if t else name  # noqa: E731
+    """One report in words: provenance, what was computed, then the summary; for a plan that
+    was not certified, its a-priori error bound (a certified C has the certificate's instead)."""
     lines = [f"ozhpc {report['ozhpc_version']} on {report['host']}, {report['date']} "
-             f"(python {report['python']}, numpy {report['numpy']})",
-             f"C = {cfg['alpha']:g} {op('A', cfg['transa'])} {op('B', cfg['transb'])}"
-             + (f" + {cfg['beta']:g} C0" if cfg.get("beta") else "")
-             + f"; A = {cfg['a']}, B = {cfg['b']}" + (f", C0 = {cfg['c']}" if cfg.get("beta") else "")]
-    return lines + summary_lines(report)
+             f"(python {report['python']}, numpy {report['numpy']})", product_line(report["config"])]
+    lines += summary_lines(report)
+    bound = report.get("error_bound")
+    if bound and not report.get("certified"):
+        lines.append(f"  error bound of the plan, before the data, relative to (|A||B|)_ij: truncation "
+                     f"{float(bound['truncation']):.2e} + rounding {float(bound['rounding']):.2e}")
+    return lines
 
 
 COMPARED = ("m", "n", "k", "scheme", "plan_summary", "engine", "ranks", "grid", "block", "kb", "transport", "certified")

@@ -32,12 +32,13 @@ def keys(report: dict) -> set[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Two runs of one product (blocks 256 and 8) and one of another; their report paths."""
+    """Runs of one product (blocks 256 and 8, and 7 fixed slices) and one of another: (report, stdout)."""
     d = tmp_path_factory.mktemp("reports")
     for name, shape, seed in (("A", "40x30", 1), ("B", "30x20", 2), ("B2", "30x20", 3)):
         assert run_cli(["gen", "--shape", shape, "--seed", seed, f"{d}/in.h5:/{name}"]).returncode == 0
     out = {}
-    for tag, b, extra in (("one", "B", []), ("blocks", "B", ["--block", "8"]), ("other", "B2", [])):
+    for tag, b, extra in (("one", "B", []), ("blocks", "B", ["--block", "8"]), ("other", "B2", []),
+                          ("fixed", "B", ["--slices", "7"])):
         r = run_cli(["gemm", f"{d}/in.h5:/A", f"{d}/in.h5:/{b}", "-o", f"{d}/out.h5:/{tag}",
                      "--report", d / f"{tag}.json", "--engine", "numpy", "--progress", "off", *extra], cwd=d)
         assert r.returncode == 0, r.stderr
@@ -73,9 +74,29 @@ def test_report_reads_one_report_in_words(runs):
     d, out = runs
     r = run_cli(["report", out["one"][0]])
     assert r.returncode == 0 and r.stderr == ""
-    assert r.stdout.splitlines()[1] == f"C = 1 A B; A = {d}/in.h5:/A, B = {d}/in.h5:/B"
+    assert r.stdout.splitlines()[1] == f"C = A B; A = {d}/in.h5:/A, B = {d}/in.h5:/B"
     # the summary as gemm printed it, less the line that says where the report is
     assert r.stdout.splitlines()[2:] == out["one"][1].splitlines()[:-1]
+
+
+def test_the_plans_a_priori_bound_only_where_nothing_was_certified(runs):
+    _, out = runs
+    fixed = run_cli(["report", out["fixed"][0]]).stdout
+    report = json.loads(out["fixed"][0].read_text())
+    assert "certified: not checked (fixed --slices)" in fixed
+    assert fixed.splitlines()[-1] == ("  error bound of the plan, before the data, relative to (|A||B|)_ij: truncation "
+                                      f"{report['error_bound']['truncation']:.2e} + rounding "
+                                      f"{report['error_bound']['rounding']:.2e}")
+    assert "error bound" not in run_cli(["report", out["one"][0]]).stdout   # certified: the certificate's bound
+
+
+def test_product_line_spells_alpha_beta_and_transposes():
+    from ozhpc.report_view import product_line
+
+    cfg = {"alpha": 2.0, "beta": -1.0, "transa": True, "transb": False, "a": "i.h5:/A", "b": "i.h5:/B", "c": "i.h5:/C0"}
+    assert product_line(cfg) == "C = 2 A^T B - C0; A = i.h5:/A, B = i.h5:/B, C0 = i.h5:/C0"
+    cfg.update(alpha=-1.0, beta=0.5, transa=False, transb=True)
+    assert product_line(cfg) == "C = -A B^T + 0.5 C0; A = i.h5:/A, B = i.h5:/B, C0 = i.h5:/C0"
 
 
 def test_report_compares_two(runs):
