@@ -498,7 +498,6 @@ def cmd_demo(args) -> int:
         code = main(step)
         if code:
             return code
-    print(f"report: {report_path}")
     return 0
 
 

@@ -107,3 +107,22 @@ def test_serial_comm_collectives_are_the_identity():
     assert comm.recv(source=0, tag=7) == "token"
     with pytest.raises(ValueError):
         MPI.COMM_WORLD.Create_cart([2, 1])
+
+
+def test_only_parallel_mpi_imports_mpi4py():
+    """Every module takes MPI from ozhpc.parallel.mpi, so that no MPI library means one process,
+    not an ImportError or a "cannot load MPI library" traceback in some command."""
+    import ast
+    import pathlib
+
+    import ozhpc
+
+    root = pathlib.Path(ozhpc.__file__).parent
+    direct = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(name.split(".")[0] == "mpi4py" for name in names):
+                direct.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert {place.split(":")[0] for place in direct} == {"parallel/mpi.py"}, direct
