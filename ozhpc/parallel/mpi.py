@@ -20,7 +20,7 @@ def _load():
     except (ImportError, RuntimeError) as exc:  # RuntimeError: mpi4py found no MPI library
         from . import serial_comm
 
-        return serial_comm, " ".join(str(exc).split("\n")[:1]) or type(exc).__name__
+        return serial_comm, (str(exc).splitlines() or [type(exc).__name__])[0]
     return real, None
 
 
