@@ -9,6 +9,10 @@ formula for the float64 dot of that row and column (``alpha * dot + beta * c0``)
 results go to every rank in one allgather, so the statistics are the same for any rank count
 and no process ever holds A, B or C whole.
 
+``ozhpc check`` is a gate: it fails (exit status 4, EXIT_CHECK) when a sampled entry lies
+outside :func:`dgemm_bound` (a NaN or inf where the exact product is finite is infinitely far
+outside), or when ``--fingerprint`` finds C differing from its ``ozhpc_fingerprint`` attribute.
+
 A result whose attributes say it was computed with another alpha, beta, transa or transb than
 the options given is refused (exit 2) rather than reported accurate or inaccurate by mistake.
 """
@@ -24,6 +28,28 @@ from .io import h5io
 from .reference import exact_dot, sample_indices
 
 PROVENANCE = ("alpha", "beta", "transa", "transb")
+EXIT_CHECK = 4
+"""``ozhpc check`` found C wrong: outside the bound, or its fingerprint differs (exit codes: README)."""
+U = 2.0 ** -53
+
+
+def dgemm_bound(k: int) -> float:
+    """gamma_{k+2} = (k+2)u / (1 - (k+2)u): the worst-case error of any FP64 GEMM entry (k products
+    and sums, then alpha and beta), relative to |alpha||op(A)||op(B)| + |beta||C0|. ozhpc's C, in
+    any mode that claims FP64 accuracy, is far inside it; an entry outside it is wrong."""
+    return (k + 2) * U / (1 - (k + 2) * U)
+
+
+def failures(stats: dict) -> list[str]:
+    """Why ``ozhpc check`` fails (exit EXIT_CHECK), one phrase each; empty when C passes."""
+    found = []
+    if stats["outside_bound"]:
+        found.append(f"{stats['outside_bound']} of {stats['samples']} sampled entries are outside the bound "
+                     f"(worst error {stats['max_rel_error']:.3g}; inf: C is inf/NaN where the exact product "
+                     "is finite, or not IEEE's value where the inputs are not)")
+    if stats.get("fingerprint_matches") is False:
+        found.append("C's fingerprint differs from its ozhpc_fingerprint attribute: C changed after it was written")
+    return found
 
 
 def check_shapes(args) -> tuple[int, int, int]:
@@ -105,8 +131,9 @@ def local_errors(args, idx, mine) -> list[tuple[int, float, float]]:
     return out
 
 
-def statistics(errors: list[tuple[int, float, float]], alpha: float, beta: float) -> dict:
-    """Max/median of both errors (entries in sample order, so any rank count gives the same)."""
+def statistics(errors: list[tuple[int, float, float]], alpha: float, beta: float, k: int) -> dict:
+    """Max/median of both errors (entries in sample order, so any rank count gives the same), and
+    how many of ozhpc's lie outside :func:`dgemm_bound`."""
     errors = sorted(errors)
     ours = np.array([e[1] for e in errors])
     native = np.array([e[2] for e in errors])
@@ -119,6 +146,7 @@ def statistics(errors: list[tuple[int, float, float]], alpha: float, beta: float
         "native_max_rel_error": worst_native,
         "native_median_rel_error": float(np.median(native)) if len(errors) else 0.0,
         "ratio_to_native": worst / worst_native if worst_native else (0.0 if not worst else float("inf")),
+        "bound": dgemm_bound(k), "outside_bound": int(np.count_nonzero(~(ours <= dgemm_bound(k)))),
     }
 
 
@@ -127,13 +155,13 @@ def run_check(args, comm) -> dict:
     from .parallel import collective_errors
 
     with collective_errors(comm, catch=InputError):
-        m, n, _ = check_shapes(args)
+        m, n, k = check_shapes(args)
         check_provenance(args)
     idx = sample_indices(m, n, args.samples, args.seed)
     rank, size = comm.Get_rank(), comm.Get_size()
     with collective_errors(comm, catch=(InputError, OSError, KeyError)):
         mine = local_errors(args, idx, range(rank, len(idx), size))
-    stats = statistics([e for part in comm.allgather(mine) for e in part], args.alpha, args.beta)
+    stats = statistics([e for part in comm.allgather(mine) for e in part], args.alpha, args.beta, k)
     if getattr(args, "fingerprint", False):
         stats.update(fingerprint_status(args.result, comm))
     return stats

@@ -86,11 +86,12 @@ CACHE_HELP = ("GPU kernel cache shared by the ranks of a node (default $OZHPC_CA
 
 
 def add_tool_commands(sub) -> None:
-    """fingerprint and warmup: helpers around a run (kept apart from build_parser's length)."""
+    """fingerprint, warmup and report: helpers around a run (kept apart from build_parser's length)."""
     fp = sub.add_parser("fingerprint", help="the grid-independent fingerprint of a dataset (as in the run report)",
                         description="Print the fingerprint of a 2-D HDF5 dataset: the same 64 hex digits a run "
                                     "report's \"fingerprint\" and the ozhpc_fingerprint attribute hold, whatever "
-                                    "grid, block size or rank count wrote it. Reads the dataset in row chunks.")
+                                    "grid, block size or rank count wrote it. Reads the dataset in row chunks (under "
+                                    "mpiexec each rank a share of the rows; rank 0 prints).")
     fp.add_argument("dataset", type=_dataset("dataset"), metavar="FILE.h5:/C")
 
     w = sub.add_parser("warmup", help="compile the GPU kernels ahead of time into the kernel cache",
@@ -98,6 +99,12 @@ def add_tool_commands(sub) -> None:
                                    "schemes), so that jobs start without compiling. Run once per node or shared "
                                    "cache directory; without a usable GPU engine it says so and exits 0.")
     w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+
+    r = sub.add_parser("report", help="read a run report in words, or compare two",
+                       description="Read one JSON run report (gemm --report, run) in words, or compare two: "
+                                   "whether C is the same (fingerprints), what differs in the setup, the seconds "
+                                   "per phase side by side. The fields: docs/batch.md, 'The JSON report'.")
+    r.add_argument("reports", nargs="+", metavar="REPORT.json", help="one report, or two to compare")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -222,7 +229,9 @@ def add_check_command(sub) -> None:
                                    "(exact rational arithmetic) and print max/median |C - exact| / (|alpha||A||B| + "
                                    "|beta||C0|), next to the same figures for the native FP64 dot of each row and "
                                    "column. Under mpiexec each rank reads and checks its share of the entries; no "
-                                   "process reads A, B or C whole.")
+                                   "process reads A, B or C whole. Exit status 4 when an entry is outside (k+2)u, "
+                                   "the worst-case error of any FP64 GEMM (NaN where the exact product has none "
+                                   "included), or --fingerprint finds C changed; 0 when C passes.")
     c.add_argument("result", type=_dataset("result C"), metavar="OUT.h5:/C")
     c.add_argument("--a", type=_dataset("input A"), required=True, metavar="A.h5:/A")
     c.add_argument("--b", type=_dataset("input B"), required=True, metavar="B.h5:/B")
@@ -281,12 +290,11 @@ def config_from_args(args) -> RunConfig:
 
 def cmd_gen(args) -> int:
     """Each rank generates and writes only its own row chunks (the file is the same for any rank count)."""
-    from mpi4py import MPI
-
     from .fingerprint import fingerprint_distributed
     from .io import distio
     from .matrices import standard_matrix_distributed
     from .parallel import ProcessGrid, collective_errors
+    from .parallel.mpi import MPI
     from .resources import check_disk, check_matrix_fits
 
     m, n = args.shape
@@ -323,14 +331,13 @@ def cmd_gemm(args) -> int:
 
     use_cache_dir(args)
     report = execute(config_from_args(args), comm=getattr(args, "comm", None))
-    print_summary(report)
+    print_summary(report, args.report)
     return 0
 
 
 def cmd_run(args) -> int:
-    from mpi4py import MPI
-
     from .jobfile import load_job
+    from .parallel.mpi import MPI
     from .runner import execute
 
     comm = getattr(args, "comm", None)  # as cmd_gemm: None means COMM_WORLD
@@ -338,78 +345,70 @@ def cmd_run(args) -> int:
     cfg = load_job(args.job, comm=MPI.COMM_WORLD if comm is None else comm,
                    force=args.force, report=args.report, progress=args.progress, accuracy=args.accuracy)
     report = execute(cfg, comm=comm)
-    print_summary(report)
+    print_summary(report, cfg.report)
     return 0
 
 
-def print_summary(report: dict) -> None:
-    if launcher_rank() != 0:  # under MPI only rank 0 prints
-        return
-    if report.get("dry_run"):
-        print(f"dry run: C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}, "
-              f"grid {report['grid'][0]}x{report['grid'][1]}, block {report['block'][0]}x{report['block'][1]}, "
-              f"panel {report['kb']}, engine {report['engine']}")
-        print(f"  {report['memory']['summary']}; nothing was read or written")
-        return
-    s = report["seconds"]
-    print(f"C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}")
-    overlap = report.get("overlap")
-    print(f"  transport {report.get('transport', '?')}, panel width {report.get('kb')}, "
-          f"overlap {'n/a' if overlap is None else f'{100 * overlap:.0f}%'}")
-    print(f"  engine {report['engine']}, {report['plan_summary']}, {report['ranks']} rank(s)")
-    print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
-    if report.get("kernels"):
-        kn = report["kernels"]
-        print(f"  GPU kernels: {kn['from_store']} loaded from the kernel store, {kn['compiled']} compiled"
-              + (" (run `ozhpc warmup` once per node or cache directory)" if kn["compiled"] else ""))
-    print(f"  {report['gflops']:.2f} GFLOP/s (FP64-equivalent), sha256 {report['sha256']}")
-    if report.get("fingerprint"):
-        print(f"  fingerprint {report['fingerprint']}")
-    print(f"  {certificate_line(report)}")
+def print_summary(report: dict, report_path: str | None = None) -> None:
+    from .report_view import summary_lines
+
+    if launcher_rank() == 0:  # under MPI only rank 0 prints
+        print("\n".join(summary_lines(report, report_path)))
 
 
-def certificate_line(report: dict) -> str:
-    """The summary's line on the certificate of "auto" (the report's ``certified`` fields)."""
-    if report["certified"] is None:
-        return f"certified: not checked (fixed {'--bits' if report['scheme'] == 'ozaki2' else '--slices'})"
-    if report["certified"]:
-        return f"certified: yes, guarantee {report['guarantee']} (worst bound ratio {report['worst_ratio']:.2g})"
-    return (f"certified: NO, guarantee {report['guarantee']}: {report['uncertified']} entries "
-            f"(worst bound ratio {report['worst_ratio']:.3g})")
+def cmd_report(args) -> int:
+    from .report_view import report_lines
 
-
+    print("\n".join(report_lines(args.reports)))
+    return 0
 
 
 def cmd_check(args) -> int:
-    from mpi4py import MPI
-
-    from .check import run_check
+    from .check import EXIT_CHECK, failures, run_check
+    from .parallel.mpi import MPI
 
     stats = run_check(args, MPI.COMM_WORLD if args.comm is None else args.comm)
-    if launcher_rank() != 0:
-        return 0
+    failed = failures(stats)   # the same on every rank: every rank exits alike
+    if launcher_rank() == 0:
+        print_check(args, stats, failed)
+    return EXIT_CHECK if failed else 0
+
+
+def print_check(args, stats: dict, failed: list[str]) -> None:
     if args.json:
         from .report import to_json
 
         print(to_json(stats, indent=2))
-        return 0
-    scale = "|alpha||A||B| + |beta||C0|" if (args.alpha, args.beta) != (1.0, 0.0) else "|A||B|"
-    print(f"{stats['samples']} entries checked exactly; error = |C - exact| / ({scale})")
-    print(f"  ozhpc : max {stats['max_rel_error']:.3e}  median {stats['median_rel_error']:.3e}")
-    print(f"  native: max {stats['native_max_rel_error']:.3e}  median {stats['native_median_rel_error']:.3e}")
-    print(f"  ozhpc max / native max = {stats['ratio_to_native']:.3g}")
-    if "fingerprint" in stats:
-        match = {None: "no ozhpc_fingerprint attribute to compare", True: "matches its attribute",
-                 False: "DIFFERS from its attribute"}[stats["fingerprint_matches"]]
-        print(f"  fingerprint {stats['fingerprint']}: {match}")
-    return 0
+    else:
+        scale = "|alpha||A||B| + |beta||C0|" if (args.alpha, args.beta) != (1.0, 0.0) else "|A||B|"
+        print(f"{stats['samples']} entries checked exactly; error = |C - exact| / ({scale})")
+        print(f"  ozhpc : max {stats['max_rel_error']:.3e}  median {stats['median_rel_error']:.3e}")
+        print(f"  native: max {stats['native_max_rel_error']:.3e}  median {stats['native_median_rel_error']:.3e}"
+              "  (the FP64 dot of the same row and column)")
+        print(f"  ozhpc max / native max = {stats['ratio_to_native']:.3g}")
+        inside = stats["samples"] - stats["outside_bound"]
+        print(f"  bound {stats['bound']:.3e} ((k+2)u, any FP64 GEMM's worst case): {inside} of "
+              f"{stats['samples']} entries within")
+        if "fingerprint" in stats:
+            match = {None: "no ozhpc_fingerprint attribute to compare", True: "matches its attribute",
+                     False: "DIFFERS from its attribute"}[stats["fingerprint_matches"]]
+            print(f"  fingerprint {stats['fingerprint']}: {match}")
+    for why in failed:
+        print(f"ozhpc check: FAILED: {why}", file=sys.stderr)
 
 
 def cmd_fingerprint(args) -> int:
+    """Each rank reads a share of the rows; rank 0 prints."""
     from .fingerprint import fingerprint_dataset
+    from .parallel import collective_errors
+    from .parallel.mpi import MPI
 
-    h5io.dataset_info(args.dataset, "dataset")
-    print(f"{fingerprint_dataset(args.dataset.file, args.dataset.path)}  {args.dataset}")
+    comm = MPI.COMM_WORLD if args.comm is None else args.comm
+    with collective_errors(comm, catch=InputError):
+        h5io.dataset_info(args.dataset, "dataset")
+    value = fingerprint_dataset(args.dataset.file, args.dataset.path, comm=comm)
+    if launcher_rank() == 0:
+        print(f"{value}  {args.dataset}")
     return 0
 
 
@@ -424,15 +423,11 @@ def info_lines() -> list[str]:
     configure_cache()  # before available_engines() imports cuda.tile
     lines = [f"ozhpc {__version__}", f"python {platform.python_version()}", f"numpy {np.__version__}",
              f"h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}, parallel: {h5io.PARALLEL_HDF5})"]
-    try:
-        import mpi4py
-        from mpi4py import MPI
+    from .parallel import mpi
 
-        lines.append(f"mpi4py {mpi4py.__version__}: {MPI.Get_library_version().splitlines()[0].strip()}")
-        lines.extend(mpi_layout_lines(MPI.COMM_WORLD))
-        lines.extend(gpu_layout_lines(MPI.COMM_WORLD))
-    except ImportError as exc:
-        lines.append(f"mpi4py: not available ({exc})")
+    lines.append(mpi.describe())
+    lines.extend(mpi_layout_lines(mpi.MPI.COMM_WORLD))
+    lines.extend(gpu_layout_lines(mpi.MPI.COMM_WORLD))
     for name, status in available_engines().items():
         lines.append(f"engine {name}: {status}")
     lines.append(describe())
@@ -506,12 +501,11 @@ def cmd_demo(args) -> int:
         code = main(step)
         if code:
             return code
-    print(f"report: {report_path}")
     return 0
 
 
 COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,
-            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo}
+            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo, "report": cmd_report}
 
 
 # -- MPI behaviour --------------------------------------------------------------------------------
@@ -548,20 +542,6 @@ def _parse(parser: argparse.ArgumentParser, argv):
             sys.stdout, sys.stderr = saved
 
 
-MPI_COMMANDS = ("gen", "gemm", "run", "check", "warmup", "demo")
-"""Commands that run through the distributed driver (one process is a 1x1 grid) and need mpi4py."""
-
-
-def require_mpi() -> None:
-    """Fail with one clear line when mpi4py cannot load an MPI library."""
-    try:
-        from mpi4py import MPI  # noqa: F401
-    except (ImportError, RuntimeError) as exc:
-        raise InputError(f"MPI is not usable here ({exc}); install an MPI library with "
-                         "pip install 'ozhpc[mpich]', or build mpi4py against your site's MPI "
-                         "(README, 'Install')") from None
-
-
 def main(argv=None, comm=None) -> int:
     """Run one command; ``comm`` (default COMM_WORLD) is what MPI commands run on."""
     parser = build_parser()
@@ -570,8 +550,10 @@ def main(argv=None, comm=None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="ozhpc: %(message)s")
     try:
-        if args.command in MPI_COMMANDS:
-            require_mpi()
+        from .parallel.mpi import check_launch
+
+        if args.command != "info":  # info says why instead
+            check_launch()  # without an MPI library one process runs alone; several ranks cannot
         with warnings.catch_warnings():
             warnings.simplefilter("always", AccuracyWarning)
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
@@ -658,7 +640,7 @@ def _abort_job() -> None:
     sys.stderr.flush()
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is None and any(name in os.environ for name in LAUNCHER_RANK_VARS):
-        from mpi4py import MPI as mpi  # the other ranks may be in MPI already: join to abort them
+        from .parallel.mpi import MPI as mpi  # the other ranks may be in MPI already: join to abort them
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
         time.sleep(ABORT_GRACE_S)
         mpi.COMM_WORLD.Abort(1)

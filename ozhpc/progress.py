@@ -1,10 +1,16 @@
-"""Rank-0 progress for long runs, fed by the SUMMA driver's ``on_panel(done, total)`` hook.
+"""Rank-0 progress for long runs, fed by the SUMMA driver's ``on_panel(done, total)`` hook and
+the runner's steps around it (:func:`step`: reading A and B, scales and split, writing C), so
+that a run shows what it does from its first second.
 
-* ``"bar"``: a tqdm bar on stderr (what ``"auto"`` picks when stderr is a terminal);
-* ``"log"``: plain lines, throttled to one per 10 % of the panels or per 30 s, whichever
-  comes first, plus the last one (what ``"auto"`` picks in batch jobs, where a bar's
+* ``"bar"``: a tqdm bar on stderr (what ``"auto"`` picks when stderr is a terminal), labelled
+  with the step under way, its elapsed time ticking every second;
+* ``"log"``: plain lines, one per step, and for the panels throttled to one per 10 % of the
+  panels or per 30 s, whichever comes first, plus the last one; a step or panel that runs
+  longer than 30 s says so every 30 s (what ``"auto"`` picks in batch jobs, where a bar's
   carriage returns would fill the Slurm output file)::
 
+      ozhpc: reading A and B, 0.4 s elapsed
+      ozhpc: scales and split, 1.1 s elapsed
       ozhpc: panel 12/64 (19%), 3.2 s elapsed, ~14 s left
 
 * ``"off"``: nothing.
@@ -12,13 +18,15 @@
 The ETA counts from the start of the panel loop, never the reads and start-up before it:
 a call ``on_panel(0, total)`` marks that start; without one, the first panel's call does
 (so the first line has no ETA yet). Only rank 0 reports; :func:`make_progress` gives
-every other rank ``None`` (no hook at all), so they never pay for it. The hook itself is local: no communication, and a call
-that prints nothing costs one clock read and a comparison.
+every other rank ``None`` (no hook at all), so they never pay for it. The hook itself is local:
+no communication, and a call that prints nothing costs one clock read and a comparison.
 """
 from __future__ import annotations
 
 import sys
+import threading
 import time
+import weakref
 from typing import Callable, Optional, TextIO
 
 MODES = ("auto", "bar", "log", "off")
@@ -51,7 +59,69 @@ def _seconds(t: float) -> str:
     return f"{int(t // 3600)} h {int(t % 3600 // 60):02d} min"
 
 
-class LogProgress:
+class _Progress:
+    """What both displays share: the current step, the panel rate since the loop started (for
+    the ETA), and a ticker thread started by the first :meth:`step`, which calls :meth:`_tick`
+    every ``tick`` seconds until :meth:`close` (it holds only a weak reference, so a hook
+    dropped after an error stops it too)."""
+
+    tick = 1.0
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock = clock
+        self.start = clock()
+        self.current = ""   # the step under way, or "" in the panel loop
+        self.done = self.total = 0
+        self._first = None  # (time, done) at the loop start (a call with done = 0) or the first
+        self._lock = threading.Lock()   # panel: the ETA uses the panel rate since then, not the set-up
+        self._ticker: threading.Thread | None = None
+        self.closed = False
+
+    def _left(self, done: int, total: int, now: float) -> float | None:
+        """Seconds left at the panel rate since the loop started; None before any rate is known."""
+        t1, d1 = self._first
+        return (now - t1) / (done - d1) * (total - done) if done > d1 else None
+
+    def _panels(self, done: int, total: int) -> float:
+        """Record a panel call; returns the time."""
+        now = self.clock()
+        if self._first is None or done == 0:   # done == 0: a (new) pass of the panel loop starts
+            self._first = (now, done)
+        self.done, self.total = done, total
+        self.current = "" if done < total else FINISHING
+        return now
+
+    def step(self, name: str) -> None:
+        """A step outside the panel loop begins (reading, split, writing): shown at once."""
+        with self._lock:
+            self.current = name
+            self._show_step(name)
+        if self._ticker is None and self.tick:
+            ref = weakref.ref(self)
+            self._ticker = threading.Thread(target=_tick_while_open, args=(ref, self.tick), daemon=True,
+                                            name="ozhpc-progress")
+            self._ticker.start()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+FINISHING = "finishing C (certificate, combine)"
+"""The step after the last panel of a pass, until the next pass or the write."""
+
+
+def _tick_while_open(ref, interval: float) -> None:
+    while True:
+        time.sleep(interval)
+        hook = ref()
+        if hook is None or hook.closed:
+            return
+        with hook._lock:
+            hook._tick()
+        del hook
+
+
+class LogProgress(_Progress):
     """Throttled plain-text progress lines (see the module docstring).
 
     Parameters
@@ -60,7 +130,8 @@ class LogProgress:
     label : str
         What is counted ("panel").
     fraction, interval : float
-        Print when another ``fraction`` of the total is done or ``interval`` seconds passed.
+        Print when another ``fraction`` of the total is done or ``interval`` seconds passed
+        (also with no panel done: a step or a long panel says it is still running).
     clock : callable
         Seconds as a float (tests pass a fake one).
     """
@@ -68,16 +139,14 @@ class LogProgress:
     def __init__(self, stream: TextIO | None = None, label: str = "panel",
                  fraction: float = LOG_FRACTION, interval: float = LOG_SECONDS,
                  clock: Callable[[], float] = time.monotonic):
+        super().__init__(clock)
         self.stream = stream if stream is not None else sys.stderr
         self.label = label
         self.fraction = fraction
         self.interval = interval
-        self.clock = clock
-        self.start = clock()
         self._last_time = self.start
         self._last_done = 0
-        self._first = None  # (time, done) at the loop start (a call with done = 0) or the first
-        self.lines = 0      # panel: the ETA uses the panel rate since then, not the set-up before
+        self.lines = 0
 
     def format(self, done: int, total: int, elapsed: float, left: float | None = None) -> str:
         pct = 100.0 * done / total if total else 100.0
@@ -86,52 +155,90 @@ class LogProgress:
             text += f", ~{_seconds(left)} left"
         return text
 
-    def _left(self, done: int, total: int, now: float) -> float | None:
-        """Seconds left at the panel rate since the loop started; None before any rate is known."""
-        t1, d1 = self._first
-        return (now - t1) / (done - d1) * (total - done) if done > d1 else None
-
-    def __call__(self, done: int, total: int) -> None:
-        now = self.clock()
-        if self._first is None:
-            self._first = (now, done)
-        if done == 0:  # the panel loop starts: nothing to print yet
-            return
-        step = max(1, int(total * self.fraction)) if total else 1
-        if not (self.lines == 0 or done >= total or done - self._last_done >= step
-                or now - self._last_time >= self.interval):
-            return
-        self._last_done, self._last_time = done, now
-        print(self.format(done, total, now - self.start, self._left(done, total, now)),
-              file=self.stream, flush=True)
+    def _print(self, text: str, now: float) -> None:
+        print(text, file=self.stream, flush=True)
+        self._last_time = now
         self.lines += 1
 
-    def close(self) -> None:
-        pass
+    def _show_step(self, name: str) -> None:
+        now = self.clock()
+        self._print(f"ozhpc: {name}, {_seconds(now - self.start)} elapsed", now)
+
+    def _tick(self) -> None:
+        """Every ``interval`` without a line: say what is still running."""
+        now = self.clock()
+        if now - self._last_time < self.interval:
+            return
+        if self.current:
+            self._show_step(self.current)
+        else:
+            self._print(self.format(self.done, self.total, now - self.start,
+                                    self._left(self.done, self.total, now)), now)
+
+    def __call__(self, done: int, total: int) -> None:
+        with self._lock:
+            now = self._panels(done, total)
+            if done == 0:  # the panel loop (or another pass of it) starts: nothing to print yet
+                self._last_done = 0
+                return
+            step = max(1, int(total * self.fraction)) if total else 1
+            if not (self._last_done == 0 or done >= total or done - self._last_done >= step
+                    or now - self._last_time >= self.interval):
+                return
+            self._last_done = done
+            self._print(self.format(done, total, now - self.start, self._left(done, total, now)), now)
 
 
-class BarProgress:
-    """A tqdm bar on ``stream`` (a terminal), created at the first call with the panels done
-    so far as its start, so that its rate and ETA exclude the set-up before the loop."""
+class BarProgress(_Progress):
+    """A tqdm bar on ``stream`` (a terminal): the step under way as its label, the panels done,
+    the elapsed time ticking every second, and the time left at the panel rate since the loop
+    started (the set-up before it does not count)."""
 
-    def __init__(self, stream: TextIO | None = None, label: str = "panel"):
+    FORMAT = "{desc}: {bar}{n_fmt}/{total_fmt} panels, {elapsed} elapsed{postfix}"
+
+    def __init__(self, stream: TextIO | None = None, label: str = "panel",
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__(clock)
         self.stream = stream if stream is not None else sys.stderr
         self.label = label
         self.bar = None
 
-    def __call__(self, done: int, total: int) -> None:
+    def _open(self, total=None):
         if self.bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=done, file=self.stream, unit=self.label, desc="ozhpc",
+            self.bar = tqdm(total=total, file=self.stream, unit=self.label, desc="ozhpc", bar_format=self.FORMAT,
                             dynamic_ncols=True, leave=True)
-        self.bar.update(done - self.bar.n)
-        if done >= total:
-            self.close()
+        return self.bar
+
+    def _show_step(self, name: str) -> None:
+        self._open().set_description_str(f"ozhpc {name}")
+
+    def _tick(self) -> None:
+        if self.bar is not None:
+            self.bar.refresh()
+
+    def __call__(self, done: int, total: int) -> None:
+        with self._lock:
+            now = self._panels(done, total)
+            bar = self._open(total)
+            bar.total = total
+            bar.set_description_str(f"ozhpc {self.current or 'multiply'}", refresh=False)
+            left = self._left(done, total, now) if done < total else None
+            bar.set_postfix_str("" if left is None else f"~{_seconds(left)} left", refresh=False)
+            bar.update(done - bar.n)
 
     def close(self) -> None:
+        super().close()
         if self.bar is not None:
             self.bar.close()
+
+
+def step(hook, name: str) -> None:
+    """Tell ``hook`` (an ``on_panel`` hook, or None) that a step begins, when it shows steps."""
+    show = getattr(hook, "step", None)
+    if show is not None:
+        show(name)
 
 
 def make_progress(mode: str = "auto", rank: int = 0, stream: TextIO | None = None,

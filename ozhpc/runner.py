@@ -15,7 +15,7 @@ from .errors import InputError
 from .fingerprint import fingerprint_distributed
 from .io import h5io
 from .ozaki.product import enforce_accuracy
-from .progress import make_progress
+from .progress import make_progress, step
 from .report import base_report, check_report, gflops, write_report
 
 
@@ -108,7 +108,7 @@ def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict
 
     Returns (fingerprint, SHA-256 or None for a C over SHA256_MAX_BYTES, {"fingerprint": s, "write": s}).
     """
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     from .io import distio
     from .parallel.distmatrix import DistMatrix
@@ -125,7 +125,7 @@ def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict
     return fingerprint, digest, {"fingerprint": t1 - t0, "write": MPI.Wtime() - t1}
 
 
-PHASES = ("startup", "read", "scales", "split", "multiply", "comm_wait", "combine", "fingerprint", "write",
+PHASES = ("startup", "read", "scales", "split", "multiply", "comm_wait", "certificate", "combine", "fingerprint", "write",
           "total", "compute", "comm", "comm_exposed")
 
 
@@ -144,7 +144,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         On every rank alike, with ``cfg.accuracy`` "strict" when "auto" could not certify C;
         nothing was written (no output dataset, no report). With "warn" an AccuracyWarning.
     """
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     from .parallel import ProcessGrid, Summa, collective_errors
 
@@ -163,6 +163,8 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
                 return dry_run_report(cfg, plan, _largest(grid.comm, estimate))
             info, outputs, mine = _multiply(cfg, plan, startup=MPI.Wtime() - t_start)
         mine["total"] = MPI.Wtime() - t_start
+        if hasattr(on_panel, "close"):  # the bar's last state stays on the terminal
+            on_panel.close()
         gathered = _gather_figures(grid, mine, info, engine)
         layout = {"ranks": grid.size, "grid": list(grid.dims), "block": [plan.mb, plan.nb], "kb": plan.kb}
         is_root = grid.rank == 0
@@ -194,17 +196,20 @@ def _setup(cfg: RunConfig, grid):
 def _multiply(cfg: RunConfig, plan, startup: float):
     """Read op(A), op(B)^T (and C), multiply, enforce ``cfg.accuracy``, write C; returns (info,
     (fingerprint, sha256), this rank's seconds per phase)."""
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     from .io import distio
 
+    step(plan.on_panel, "reading A and B")
     t0 = MPI.Wtime()
     a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
                                      transa=cfg.transa, transb=cfg.transb)
     read_s = MPI.Wtime() - t0
+    step(plan.on_panel, "scales and split")
     c = plan(a, bt, c0, alpha=cfg.alpha, beta=cfg.beta, on_device=plan.engine.on_device)
     del a, bt, c0
     enforce_accuracy(plan.info, cfg.accuracy)  # "strict": every rank raises here, before anything is written
+    step(plan.on_panel, "writing C")
     fingerprint, digest, out_seconds = write_output(cfg, c, plan.info, plan.engine)
     return plan.info, (fingerprint, digest), dict(plan.info.seconds, startup=startup, read=read_s, **out_seconds)
 
@@ -212,7 +217,7 @@ def _multiply(cfg: RunConfig, plan, startup: float):
 def _gather_figures(grid, mine: dict, info, engine):
     """The slowest rank's seconds per phase, every rank's bytes moved and the kernel counts
     summed over the ranks (collective)."""
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
     grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
@@ -240,7 +245,7 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
     from .parallel.summa import overlap_fraction
 
     m, n, k, (p, q) = info.m, info.n, info.k, layout["grid"]
-    compute = seconds["scales"] + seconds["split"] + seconds["multiply"] + seconds["combine"]
+    compute = sum(seconds[p] for p in ("scales", "split", "multiply", "certificate", "combine"))
     rate = gflops(m, n, k, compute)
     depth = info.planes + (1 if info.nonfinite_inputs else 0)
     report = base_report()

@@ -54,7 +54,7 @@ def _bits_for(moduli: int, k: int) -> int:
 
 def warm(engine_name: str = "cutile", shapes=SHAPES, log=print) -> list[tuple[str, float]]:
     """Run every case of :data:`CASES` once per shape; returns (case, seconds) pairs."""
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     from .config import RunConfig
     from .io.h5io import DatasetRef

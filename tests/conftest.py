@@ -65,6 +65,42 @@ def jobdir(tmp_path):
     return d
 
 
+def _gpu_missing() -> str | None:
+    """Why the cuTile engine cannot run here, in a few words (None when it can)."""
+    from ozhpc.engines import EngineUnavailable, get_engine
+
+    try:
+        get_engine("cutile")
+    except EngineUnavailable as exc:  # "engine 'cutile' is not available: CuPy is not installed (...). ..."
+        return str(exc).split(" available: ", 1)[-1].split(" (")[0].split(". ")[0]
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` skip with one short, shared reason when the cuTile engine cannot run
+    (``-ra`` then folds them into one line per file)."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    why = _gpu_missing() if gpu_items else None
+    if why is not None:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=f"no GPU engine here: {why}"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Skips as one line per reason, with the files (pyproject's ``-r`` leaves out pytest's own
+    list of skips, one line per test location)."""
+    groups: dict[str, list] = {}
+    for rep in terminalreporter.stats.get("skipped", []):
+        path, _, reason = rep.longrepr if isinstance(rep.longrepr, tuple) else ("?", 0, str(rep.longrepr))
+        entry = groups.setdefault(reason.removeprefix("Skipped: "), [0, {}])
+        entry[0] += 1
+        entry[1][os.path.basename(path)] = None
+    if groups:
+        terminalreporter.section("skipped, by reason", sep="-")
+    for reason, (count, files) in sorted(groups.items(), key=lambda g: -g[1][0]):
+        terminalreporter.write_line(f"SKIPPED [{count}] {reason} ({', '.join(files)})")
+
+
 @pytest.fixture(scope="module")
 def gpu():
     """(cuTile engine, cupy), or a clean skip without a GPU, CuPy or cuda.tile."""

@@ -102,3 +102,19 @@ def test_same_fingerprint_for_every_grid_block_and_rank_count(ranks):
 def test_gemm_reports_the_same_fingerprint_on_every_grid(ranks, tmp_path):
     result = worker(ranks, "gemm", tmp_path)
     assert result["failures"] == [] and result["cases"] >= 2
+
+
+@pytest.mark.mpi
+def test_fingerprint_command_under_mpiexec_prints_once(c, tmp_path):
+    """Three ranks each read a share of the rows; rank 0 prints the one line, as one process does."""
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec not found")
+    with h5py.File(tmp_path / "c.h5", "w") as f:
+        f["C"] = c
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "ozhpc", "fingerprint", f"{tmp_path}/c.h5:/C"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{fingerprint_matrix(c)}  {tmp_path}/c.h5:/C\n"
+    assert proc.stdout == run_cli(["fingerprint", f"{tmp_path}/c.h5:/C"]).stdout

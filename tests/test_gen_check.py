@@ -9,6 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
+from ozhpc.check import EXIT_CHECK
 from ozhpc.fingerprint import fingerprint_matrix
 from ozhpc.matrices import ROW_CHUNK, standard_matrix
 
@@ -63,13 +64,18 @@ def product(tmp_path_factory):
         bad = f["C"][...]
         bad[16, 18] *= 1 + 2.0 ** -40      # one entry off in its 40th bit
         f["bad"] = bad
+        nan = f["C"][...]
+        nan[3, 5] = np.nan                 # NaN where the exact product is finite
+        f["nan"] = nan
+        f.copy("C", "tampered")            # its attributes (and fingerprint) say it is C ...
+        f["tampered"][0, 0] = np.nextafter(f["C"][0, 0], np.inf)   # ... but one entry moved one ulp
     return d
 
 
 def check(d, ranks, dataset, *extra):
     r = ozhpc_mpi(ranks, ["check", f"{d}/out.h5:{dataset}", "--a", f"{d}/in.h5:/A", "--b", f"{d}/in.h5:/B",
                           "--transa", "--transb", "--json", "--samples", "400", *extra])
-    return r, (json.loads(r.stdout) if r.returncode == 0 else None)
+    return r, (json.loads(r.stdout) if r.returncode in (0, EXIT_CHECK) else None)
 
 
 AB = ["--alpha", "2", "--beta", "-1"]
@@ -88,10 +94,40 @@ def test_check_is_the_same_for_any_rank_count(product):
     assert s["max_rel_error"] <= s["native_max_rel_error"] and s["max_rel_error"] < 1e-15
 
 
-def test_check_detects_a_wrong_entry(product):
-    r, s = check(product, 0, "/bad", *AB, "--c", f"{product}/in.h5:/C0")
-    assert r.returncode == 0, r.stderr
-    assert s["max_rel_error"] > 1e3 * s["native_max_rel_error"] > 0
+def test_check_passes_a_good_result_with_exit_0(product):
+    r, s = check(product, 0, "/C", *AB, "--c", f"{product}/in.h5:/C0", "--fingerprint")
+    assert r.returncode == 0 and r.stderr == ""
+    assert s["outside_bound"] == 0 and s["bound"] == 25 * 2.0 ** -53 / (1 - 25 * 2.0 ** -53)  # k = 23
+
+
+@pytest.mark.parametrize("ranks", [0, 3])
+def test_check_fails_a_wrong_entry_with_exit_4(product, ranks):
+    if ranks and MPIEXEC is None:
+        pytest.skip("mpiexec not found")
+    r, s = check(product, ranks, "/bad", *AB, "--c", f"{product}/in.h5:/C0")
+    assert r.returncode == EXIT_CHECK == 4
+    assert s["max_rel_error"] > 1e3 * s["native_max_rel_error"] > 0 and s["outside_bound"] == 1
+    assert r.stderr == ("ozhpc check: FAILED: 1 of 323 sampled entries are outside the bound (worst error "
+                        f"{s['max_rel_error']:.3g}; inf: C is inf/NaN where the exact product is finite, or "
+                        "not IEEE's value where the inputs are not)\n")
+
+
+def test_check_fails_a_nan_where_the_product_has_none(product):
+    r = run_cli(["check", f"{product}/out.h5:/nan", "--a", f"{product}/in.h5:/A", "--b", f"{product}/in.h5:/B",
+                 "--transa", "--transb", *AB, "--c", f"{product}/in.h5:/C0", "--samples", "400"])
+    assert r.returncode == EXIT_CHECK
+    assert "ozhpc : max inf" in r.stdout and "322 of 323 entries within" in r.stdout
+    assert r.stderr.startswith("ozhpc check: FAILED: 1 of 323 sampled entries are outside the bound (worst error inf;")
+
+
+def test_check_fails_a_fingerprint_that_differs(product):
+    """One ulp off in one entry: inside the bound, but not the C that was written."""
+    r, s = check(product, 0, "/tampered", *AB, "--c", f"{product}/in.h5:/C0", "--fingerprint")
+    assert r.returncode == EXIT_CHECK and s["outside_bound"] == 0 and s["fingerprint_matches"] is False
+    assert r.stderr == ("ozhpc check: FAILED: C's fingerprint differs from its ozhpc_fingerprint attribute: "
+                        "C changed after it was written\n")
+    r, s = check(product, 0, "/tampered", *AB, "--c", f"{product}/in.h5:/C0")
+    assert r.returncode == 0 and r.stderr == ""   # without --fingerprint nothing is compared
 
 
 def test_check_refuses_options_the_result_was_not_made_with(product):
@@ -106,7 +142,7 @@ def test_check_without_attributes_sees_a_wrong_alpha_beta(product):
     """Nothing to compare against: the wrong alpha/beta shows as a large error, never as accurate."""
     ok, s_ok = check(product, 0, "/bare", *AB, "--c", f"{product}/in.h5:/C0")
     wrong, s_wrong = check(product, 0, "/bare")
-    assert ok.returncode == wrong.returncode == 0
+    assert ok.returncode == 0 and wrong.returncode == EXIT_CHECK
     assert s_ok["max_rel_error"] < 1e-15 and s_wrong["max_rel_error"] > 0.1
     _, s_fp = check(product, 0, "/bare", *AB, "--c", f"{product}/in.h5:/C0", "--fingerprint")
     assert s_fp["fingerprint_matches"] is None and s_fp["fingerprint"] == fingerprint_matrix(read(product / "out.h5", "bare")[0])

@@ -64,13 +64,17 @@ def test_eta_counts_from_the_loop_start_not_the_setup():
     assert lines[4] == "ozhpc: panel 5/10 (50%), 1 min 10 s elapsed, ~10.0 s left"
 
 
-def test_bar_rate_starts_at_its_first_panel():
-    out = Tty()
-    hook = make_progress("bar", rank=0, stream=out)
+def test_bar_eta_counts_from_the_loop_start_not_the_setup():
+    out, clock = Tty(), FakeClock()
+    hook = BarProgress(out, clock=clock)
+    clock.t += 60.0           # reads and start-up
     hook(1, 8)
-    assert hook.bar.initial == 1 and hook.bar.n == 1   # no rate from a bar created and updated at once
-    assert "?" in str(hook.bar)                       # remaining time unknown, not "00:00"
+    assert hook.bar.n == 1 and "left" not in str(hook.bar)   # no rate from the first panel alone
+    clock.t += 2.0
+    hook(2, 8)
+    assert str(hook.bar).endswith("2/8 panels, 00:00 elapsed, ~12.0 s left")   # 2 s per panel since panel 1
     hook(8, 8)
+    hook.close()
 
 
 def test_log_lines_at_least_every_30_seconds():
@@ -101,9 +105,51 @@ def test_bar_counts_panels_and_closes():
         hook(done, 8)
     assert hook.bar.n == 7 and not hook.bar.disable
     hook(8, 8)
-    assert hook.bar.n == 8 and hook.bar.disable  # closed at the end
+    assert hook.bar.n == 8 and str(hook.bar).startswith("ozhpc finishing C (certificate, combine): ")
+    hook.step("writing C")
+    hook.close()
+    assert hook.bar.disable  # closed by the runner at the end
     text = out.getvalue()
-    assert "8/8" in text and "panel" in text
+    assert "8/8 panels" in text and "ozhpc writing C" in text
+
+
+def test_steps_show_at_once_and_the_bar_ticks():
+    """Before the first panel the bar shows the step and its elapsed time moving, every second."""
+    import time
+
+    out = Tty()
+    hook = make_progress("bar", rank=0, stream=out)
+    hook.step("reading A and B")
+    assert str(hook.bar).startswith("ozhpc reading A and B: ") and "0/? panels, 00:00 elapsed" in str(hook.bar)
+    written = out.getvalue()
+    time.sleep(2.5)
+    assert out.getvalue() != written and "00:02 elapsed" in out.getvalue()   # refreshed with no call at all
+    hook.close()
+    time.sleep(1.5)
+    assert not hook._ticker.is_alive()
+
+
+def test_log_steps_and_a_line_every_30_seconds_while_a_step_runs():
+    out, clock = io.StringIO(), FakeClock()
+    hook = LogProgress(out, clock=clock)
+    hook.tick = None   # the test ticks by hand
+    hook.step("reading A and B")
+    clock.t += 1.5
+    hook.step("scales and split")
+    for _ in range(70):   # a long split: one line per 30 s, none between
+        clock.t += 1.0
+        hook._tick()
+    hook(0, 4)
+    clock.t += 40.0
+    hook._tick()          # the first panel runs for 40 s
+    hook(1, 4)
+    assert out.getvalue().splitlines() == [
+        "ozhpc: reading A and B, 0.0 s elapsed",
+        "ozhpc: scales and split, 1.5 s elapsed",
+        "ozhpc: scales and split, 31.5 s elapsed",
+        "ozhpc: scales and split, 1 min 01 s elapsed",
+        "ozhpc: panel 0/4 (0%), 1 min 51 s elapsed",   # still in the first panel
+        "ozhpc: panel 1/4 (25%), 1 min 51 s elapsed, ~2 min 00 s left"]
 
 
 def test_run_prints_log_lines_on_rank_zero(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 
 pytestmark = pytest.mark.mpi
-SMALL = {"4096x4096": "64x64", "256x192": "48x40", "192x128": "40x32"}
+SMALL = {"1024x1024": "64x64", "256x192": "48x40", "192x128": "40x32"}
 SKIP = ("sbatch ",)  # needs Slurm and a GPU
 
 

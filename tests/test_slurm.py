@@ -71,7 +71,7 @@ engine = "numpy"
     assert f"ozhpc: job {jobid}, 4 ranks on 1 node(s)" in log
     assert "ozhpc: panel 2/2 (100%)" in log, log  # k = 31 over a 2x2 grid: default panels of 16
     assert log.count("C = 23x17 (k = 31)") == 1, log
-    assert "4 rank(s)" in log
+    assert "4 ranks, grid 2x2" in log
 
     report_path = tmp_path / "reports" / f"ozhpc-{jobid}.json"
     report = json.loads(report_path.read_text())

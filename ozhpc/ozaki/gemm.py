@@ -37,7 +37,8 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     transa, transb : bool
         Use the transpose of A / B.
     slices : "auto" or int
-        Scheme I only: int8 digit slices per operand; "auto" is certified (``guarantee``).
+        Scheme I only: int8 digit slices per operand; "auto" starts from the exponent spread of
+        the data and widens the plan until every entry of C is certified (``guarantee``).
     groups : "auto", "all" or int
         Keep slice pairs with ``p + q < groups``: "auto" = slices (the triangle),
         "all" = every pair (``2*slices - 1``), fewer for a faster, less accurate product.

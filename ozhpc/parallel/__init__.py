@@ -1,6 +1,7 @@
 """Distributed products: process grid, block-cyclic layout, DistMatrix, SUMMA, transports.
 
-Layering: ``layout`` (pure maths) -> ``collective``, ``grid`` (MPI) -> ``distmatrix`` ->
+Layering: ``layout`` (pure maths), ``mpi`` (mpi4py's MPI, or ``serial_comm``'s one process)
+-> ``collective``, ``grid`` -> ``distmatrix`` ->
 ``transport``, ``gpu_transport`` -> ``transport_choice`` -> ``summa``. This package imports
 :mod:`ozhpc.ozaki` and :mod:`ozhpc.engines`, never the reverse. See ``docs/distributed.md``.
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import time
 
-from mpi4py import MPI
+from .mpi import MPI
 
 from .transport import INT_MAX, ChunkedMPITransport, Done, Pending, Transport
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from mpi4py import MPI
+from .mpi import MPI
 
 from ..errors import InputError
 

@@ -81,7 +81,7 @@ def local_rank(comm=None, environ: Mapping[str, str] | None = None) -> tuple[int
         return found
     if comm is None:
         return 0, "default"
-    from mpi4py import MPI
+    from .mpi import MPI
 
     node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
     try:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from mpi4py import MPI
+from .mpi import MPI
 
 from ..engines import get_engine
 from ..errors import InputError

@@ -42,7 +42,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import numpy as np
-from mpi4py import MPI
+from .mpi import MPI
 
 INT_MAX = 2**31 - 1
 

@@ -8,7 +8,7 @@ with the NumPy engine (or one rank) always ``"mpi-host"``.
 """
 from __future__ import annotations
 
-from mpi4py import MPI
+from .mpi import MPI
 
 from .gpu_transport import CudaMPITransport, NcclTransport
 from .transport import HostMPITransport, Transport

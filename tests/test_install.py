@@ -1,0 +1,93 @@
+"""The source distribution, installed as a user without MPI would: a fresh venv with NumPy,
+h5py and tqdm but no mpi4py and no MPI library, then ``ozhpc info``, ``gen``, ``gemm``,
+``check`` as one process with the NumPy engine.
+
+About a minute (pip from PyPI or its cache); skipped when no venv can be made or pip cannot
+reach a package index. The repository is copied first, so the build leaves nothing in it.
+"""
+import hashlib
+import shutil
+import subprocess
+import tarfile
+import venv
+
+import pytest
+
+from conftest import REPO, run_cli
+
+pytestmark = pytest.mark.venv
+
+SDIST_DIRS = ("docs", "examples", "jobs", "slurm", "bench", "tools", "tests")
+PIP_OFFLINE = ("--retries", "1", "--timeout", "20")
+
+
+def _run(cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300, **kw)
+
+
+@pytest.fixture(scope="module")
+def sdist_venv(tmp_path_factory):
+    """(venv's bin directory, the sdist), with the venv holding ozhpc from the sdist, --no-deps."""
+    root = tmp_path_factory.mktemp("install")
+    src = root / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
+        ".git", "__pycache__", "*.egg-info", "build", "dist", ".tile", ".whl", ".venv", "*.h5",
+        ".pytest_cache", ".hypothesis"))
+    try:
+        venv.create(root / "venv", with_pip=True)
+    except Exception as exc:  # noqa: BLE001 -- e.g. no ensurepip on this Python
+        pytest.skip(f"cannot create a venv here: {exc}")
+    bin_dir = root / "venv" / "bin"
+    pip = [bin_dir / "python", "-m", "pip", "--disable-pip-version-check", *PIP_OFFLINE]
+    r = _run([*pip, "install", "-q", "numpy", "h5py", "tqdm", "build", "tomli; python_version < '3.11'"])
+    if r.returncode:
+        pytest.skip(f"pip cannot install numpy, h5py, tqdm, build here (offline?): {r.stderr.strip()[-300:]}")
+    r = _run([bin_dir / "python", "-m", "build", "--sdist", "--outdir", root / "dist", src])
+    if r.returncode and "Could not find a version" in r.stderr + r.stdout:
+        pytest.skip(f"the build backend cannot be installed here (offline?): {r.stderr.strip()[-300:]}")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (sdist,) = (root / "dist").glob("ozhpc-*.tar.gz")
+    r = _run([*pip, "install", "-q", "--no-deps", sdist])
+    assert r.returncode == 0, r.stderr[-2000:]
+    return bin_dir, sdist
+
+
+def test_sdist_holds_the_license_docs_examples_jobs_and_slurm(sdist_venv):
+    _, sdist = sdist_venv
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+        top = sdist.name[:-len(".tar.gz")]
+        pkg_info = tar.extractfile(f"{top}/PKG-INFO").read().decode()
+    assert "LICENSE" in names
+    for folder in SDIST_DIRS:
+        tracked = _run(["git", "-C", REPO, "ls-files", folder]).stdout.split()
+        assert tracked and set(tracked) <= names, folder
+    assert "License-Expression: BSD-3-Clause" in pkg_info
+    assert not any(name.endswith((".h5", ".pyc")) for name in names)
+
+
+def test_commands_without_mpi_from_the_installed_sdist(sdist_venv, tmp_path):
+    bin_dir, _ = sdist_venv
+    ozhpc = bin_dir / "ozhpc"
+    r = _run([bin_dir / "python", "-c", "import mpi4py"])
+    assert r.returncode == 1 and "No module named 'mpi4py'" in r.stderr   # really without MPI
+    r = _run([ozhpc, "info"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "MPI: none (No module named 'mpi4py'); every command runs as one process" in r.stdout
+    for name, shape, seed in (("A", "64x48", 1), ("B", "48x32", 2)):
+        r = _run([ozhpc, "gen", "--shape", shape, "--seed", seed, f"in.h5:/{name}"], cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    digest = hashlib.sha256((tmp_path / "in.h5").read_bytes()).hexdigest()
+    r = _run([ozhpc, "gemm", "in.h5:/A", "in.h5:/B", "-o", "out.h5:/C", "--engine", "numpy",
+              "--report", "run.json"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and (tmp_path / "run.json").exists()
+    r = _run([ozhpc, "check", "out.h5:/C", "--a", "in.h5:/A", "--b", "in.h5:/B", "--fingerprint"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "matches its attribute" in r.stdout
+    # the same bits as this checkout's ozhpc (with MPI) computes from the same inputs
+    r = run_cli(["gemm", "in.h5:/A", "in.h5:/B", "-o", "mine.h5:/C", "--engine", "numpy"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    theirs = _run([ozhpc, "fingerprint", "out.h5:/C"], cwd=tmp_path).stdout.split()[0]
+    assert theirs == run_cli(["fingerprint", "mine.h5:/C"], cwd=tmp_path).stdout.split()[0]
+    assert hashlib.sha256((tmp_path / "in.h5").read_bytes()).hexdigest() == digest
