@@ -275,13 +275,23 @@ class DataSizes:
 
 
 
-IN_FACT_OFFSET = -3
-"""Scheme II's "auto" under "dgemm" takes ``53 + ceil(mean_gap - 3)`` bits (:class:`DataSizes`): the
-first plan whose sampled error is no larger than native DGEMM's (NumPy's) on the standard matrices
-with phi 0 .. 4 and k 256 .. 32768 (bench/results/auto_rule_cpu_2026-12-02.md; the fewest such
-bits vary by one to three from one matrix to the next, and :meth:`ModularPlan.widest_for` adds
-what the same moduli hold). A typical entry ``mean_gap`` bits below its row's scale is carried to
-FP64 accuracy less the 3 bits by which native DGEMM's own error exceeds ``u`` on such data."""
+IN_FACT_KNEES = ((3.4, 1.5), (8.0, 1.0))
+"""Scheme II's "auto" under "dgemm" takes ``53 + ceil(excess(mean_gap))`` bits (:func:`in_fact_excess`,
+:class:`DataSizes`): the first plan whose sampled error is no larger than native DGEMM's (NumPy's)
+on the standard matrices with phi 0 .. 4 and k 256 .. 32768 (bench/results/auto_rule_cpu_2026-12-02.md;
+the fewest such bits vary by one to three from one matrix to the next, hence the margin, and
+:meth:`ModularPlan.widest_for` adds what the same moduli hold). A typical entry sits ``mean_gap``
+bits below its row's scale; native DGEMM's own error grows with that spread too, more slowly:
+1.5 bits per bit of gap above 3.4, then 1 bit per bit above 8; never fewer than 53."""
+
+
+def in_fact_excess(gap: float) -> float:
+    """Bits over 53 that scheme II's "auto" takes for a mean gap ``gap`` (:data:`IN_FACT_KNEES`):
+    piecewise linear from 0 at the first knee, never below 0 (tightly clustered rows still need
+    FP64's 53 bits: phi = 0, k = 256 errs more than native DGEMM at 51)."""
+    (g0, slope0), (g1, slope1) = IN_FACT_KNEES
+    return max(0.0, slope0 * (min(gap, g1) - g0) + slope1 * max(0.0, gap - g1))
+
 
 TIGHT_MARGIN = 1
 """Scheme II's "auto" under "tight" starts at ``53 + ceil(mean_gap) + TIGHT_MARGIN`` bits (at least
@@ -294,7 +304,7 @@ def auto_bits(sizes: DataSizes | None, guarantee: str = "dgemm") -> int:
     """Scheme II's first plan for "auto" (before :meth:`ModularPlan.widest_for` adds what the same
     moduli hold for free)."""
     gap = 0.0 if sizes is None else sizes.mean_gap
-    bits = FP64_BITS + math.ceil(gap + IN_FACT_OFFSET)
+    bits = FP64_BITS + math.ceil(in_fact_excess(gap))
     if guarantee == "tight":
         bits = max(bits, FP64_BITS + math.ceil(gap) + TIGHT_MARGIN)
     return max(_crt.MIN_BITS, min(_crt.MAX_BITS, bits))
