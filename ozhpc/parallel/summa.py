@@ -45,7 +45,7 @@ from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
 from .transport import Transport
-from .transport_choice import TransportUnavailable, choose_transport, get_transport
+from .transport_choice import TransportUnavailable, choose_transport, get_transport, is_gpu_engine
 
 GPU_PANEL = 4096
 """Default k-panel width with a GPU engine: the pair kernel needs long k to run near its peak,
@@ -138,7 +138,7 @@ class Summa:
             from .localrank import bind_device
             bind_device(grid.comm)  # this rank's GPU, before the engine picks the current device
         self.engine = get_engine(engine)
-        agree_on_setup(grid, self.engine, transport)
+        devices = agree_on_setup(grid, self.engine, transport)
         kb = default_kb(k, nb, grid.dims, self.engine) if kb is None else int(kb)
         if min(mb, nb, kb) < 1:
             raise ValueError(f"block sizes must be positive, got {mb}x{nb} and kb={kb}")
@@ -151,7 +151,7 @@ class Summa:
         self.a_layout = BlockCyclic(m, k, mb, kb, p, q)
         self.bt_layout = BlockCyclic(n, k, nb, kb, q, p)
         self.c_layout = BlockCyclic(m, n, mb, nb, p, q)
-        self.transport = get_transport(transport, grid, self.engine, **(transport_options or {}))
+        self.transport = get_transport(transport, grid, self.engine, devices, **(transport_options or {}))
         self.on_panel = on_panel
         self.info: SummaInfo | None = None
 
@@ -269,18 +269,23 @@ def overlap_fraction(seconds: dict) -> float | None:
     return max(0.0, min(1.0, 1.0 - seconds.get("comm_exposed", 0.0) / comm))
 
 
-def agree_on_setup(grid: ProcessGrid, engine, transport) -> None:
+def agree_on_setup(grid: ProcessGrid, engine, transport) -> list:
     """Every rank must run the same engine and transport (layouts and broadcasts depend on them).
 
     "auto" decides per rank (a node without a working GPU falls back to numpy, one without
     NCCL to MPI): a rank that cannot set up its transport fails every rank alike, and so do
     ranks whose choices differ -- no rank is left waiting in a broadcast the others never post.
+    Returns every rank's GPU (:func:`~ozhpc.parallel.localrank.device_identity`; None entries
+    for the NumPy engine), one allgather: the choice must know which ranks share a GPU.
     """
     from .collective import collective_errors
+    from .localrank import device_identity
 
+    devices = grid.comm.allgather(device_identity() if is_gpu_engine(engine) else None)
     with collective_errors(grid.comm, catch=InputError):
         try:
-            name = transport.name if isinstance(transport, Transport) else choose_transport(transport, grid, engine)[0]
+            name = (transport.name if isinstance(transport, Transport)
+                    else choose_transport(transport, grid, engine, devices)[0])
         except (TransportUnavailable, ValueError) as exc:
             raise InputError(f"rank {grid.rank}: {exc}") from None
     everyone = grid.comm.allgather((engine.name, name))
@@ -290,6 +295,7 @@ def agree_on_setup(grid: ProcessGrid, engine, transport) -> None:
                          f"and transport {everyone[0][1]}, rank {odd} engine {everyone[odd][0]} and transport "
                          f"{everyone[odd][1]}; give --engine and --transport explicitly, or fix the nodes "
                          f"where the GPU engine or NCCL is unavailable (ozhpc info under mpiexec shows them)")
+    return devices
 
 
 def _allreduce(comm, array, op):
