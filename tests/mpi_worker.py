@@ -4,6 +4,7 @@
     mpiexec -n R python tests/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
     mpiexec -n R python tests/mpi_worker.py mismatch     # ranks with different engines must all refuse
     mpiexec -n R python tests/mpi_worker.py pinned PxQ   # SHA-256 of tests/pinned_cases.py on a PxQ grid
+    mpiexec -n R python tests/mpi_worker.py wire         # FP64 and int8-plane panels: the same bits
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
@@ -99,7 +100,7 @@ def repro(comm) -> dict:
             # "auto" adds the certificate's magnitude digits to its first pass, maybe more passes
             if info.certified is None and info.pass_planes != [info.planes + (1 if nf else 0)]:
                 failures.append(f"planes per pass {info.pass_planes}, plan {info.planes}: {case}")
-            depth = sum(info.pass_planes)
+            depth = sum(info.pass_bytes)
             model = depth * K * (M * (q - 1) + N * (p - 1))
             if digest != refs[key]:
                 failures.append(f"bits differ: {case}")
@@ -111,6 +112,50 @@ def repro(comm) -> dict:
                 failures.append(f"max_count did not split messages ({calls} calls, {msgs} messages): {case}")
             if "max_count" not in case and calls != msgs:
                 failures.append(f"messages split without need ({calls} calls, {msgs} messages): {case}")
+    return {"cases": done, "failures": failures}
+
+
+def wire(comm) -> dict:
+    """Both wire formats, both schemes, on every grid of this rank count: C bit for bit equal to
+    ozhpc.gemm, through certified "auto"'s extra passes (tests/test_certified.py's structured cases:
+    equilibrated operands, support digits, wider plans), and bytes sent = the model's, exactly."""
+    import warnings
+
+    from test_certified import structured_cases
+
+    rank = comm.Get_rank()
+    named = structured_cases()
+    named["inf/nan"] = operands(False, False, nonfinite=True)
+    failures, done = [], 0
+    for scheme in ("ozaki1", "ozaki2"):
+        for name in ("scaled", "sparse", "hard", "inf/nan"):
+            A, B = named[name]
+            (m, k), n = A.shape, B.shape[1]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ozhpc.AccuracyWarning)
+                want, ref = ozhpc.gemm(A, B, scheme=scheme, engine="numpy", info=True)
+            for grid_dims in GRIDS[comm.Get_size()]:
+                for wire_format in ("fp64", "planes"):
+                    with ProcessGrid(comm, grid_dims) as grid, \
+                            Summa(grid, m, n, k, block=(3, 5), kb=4, scheme=scheme, wire=wire_format) as plan:
+                        a, bt, _ = plan.distribute(A, B)
+                        whole = plan(a, bt).gather(0)
+                        info = plan.info
+                        sent = comm.reduce(info.bytes_sent, op=MPI.SUM, root=0)
+                    if rank:
+                        continue
+                    done += 1
+                    p, q = grid_dims
+                    case = f"{scheme} {name} {grid_dims} {wire_format}"
+                    if sha256_of_matrix(whole) != sha256_of_matrix(want):
+                        failures.append(f"bits differ: {case}")
+                    if (info.certified, info.widths) != (ref.certified, ref.widths):
+                        failures.append(f"certificate {info.widths} != {ref.widths}: {case}")
+                    per_entry = [8] * len(info.pass_planes) if wire_format == "fp64" else info.pass_planes
+                    if info.wire != wire_format or info.pass_bytes != per_entry:
+                        failures.append(f"wire {info.wire}, bytes per entry {info.pass_bytes}: {case}")
+                    if sent != sum(per_entry) * k * (m * (q - 1) + n * (p - 1)):
+                        failures.append(f"bytes_sent {sent}: {case}")
     return {"cases": done, "failures": failures}
 
 
@@ -219,7 +264,7 @@ def main() -> int:
     elif mode == "pinned":
         result = pinned(comm, sys.argv[2])
     else:
-        result = {"repro": repro, "mismatch": mismatch}[mode](comm)
+        result = {"repro": repro, "mismatch": mismatch, "wire": wire}[mode](comm)
     if comm.Get_rank() == 0:
         print(json.dumps(result))
     ok = comm.bcast(not result["failures"] if comm.Get_rank() == 0 else None, root=0)

@@ -196,10 +196,13 @@ class Product:
     reduce : Reductions
     k_index : (array, array), optional
         Global k index of each column of ``a_rows`` / ``b_rows`` (default: all of k in order).
+    wire : "planes" or "fp64"
+        How panels travel: as int8 planes (:meth:`pack_a`), or as FP64 (:meth:`pack_fp64`) split on
+        arrival (:meth:`split_panel`) -- then no whole-operand planes are made, only the panels'.
     """
 
     def __init__(self, settings: OzakiSettings, engine, a_rows, b_rows, *, k: int | None = None,
-                 reduce: Reductions = LOCAL, k_index=None):
+                 reduce: Reductions = LOCAL, k_index=None, wire: str = "planes"):
         self.settings, self.engine, self.xp = settings, engine, engine.xp
         self.k = a_rows.shape[1] if k is None else int(k)
         self.shape = (a_rows.shape[0], b_rows.shape[0])
@@ -210,6 +213,7 @@ class Product:
         self._plan_settings, self._equilibrated = settings, False
         self.widths: list = []
         self.cert = None
+        self.wire, self._rows = wire, None
         self._prepare(a_rows, b_rows)
 
     def _prepare(self, a_rows, b_rows) -> None:
@@ -273,6 +277,10 @@ class Product:
         self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
         self._split_planes()
         self._extras = []   # (what its products feed, op(A) plane, op(B)^T plane), each (1, rows, k)
+        if self.wire == "fp64":   # every plane is made per panel (split_panel), from the FP64 operands
+            self._rows = (a_rows, b_rows)
+            self._extras = [(kind, None, None) for kind in ("lower",) * self.certifying + ("codes",) * self.nonfinite]
+            return
         if self.certifying:
             self._extras.append(("lower", eng.magnitudes(self._fin_a, self.row_exps),
                                  eng.magnitudes(self._fin_b, self.col_exps)))
@@ -282,6 +290,8 @@ class Product:
             self._fin_a = self._fin_b = None   # kept only to split again at a wider plan
 
     def _split_planes(self) -> None:
+        if self.wire == "fp64":
+            return
         self._planes_a = self.plan.split(self.engine, self._fin_a, self.row_exps)
         self._planes_b = self.plan.split(self.engine, self._fin_b, self.col_exps)
 
@@ -322,6 +332,33 @@ class Product:
         """Drop the split operands (after the last panel of a pass was packed)."""
         self._planes_a = self._planes_b = None
         self._extras = []
+        if not self.certifying:
+            self._rows = None
+
+    # -- FP64 on the wire --------------------------------------------------------------------
+    def pack_fp64(self, side: int, offset: int, width: int, out):
+        """Columns ``offset:offset+width`` of this rank's op(A) (``side`` 1) or op(B)^T (2) as
+        FP64 (inf/NaN included) into ``out`` (at least rows * width entries); returns (rows, width)."""
+        rows = self._rows[side - 1]
+        buf = out[:rows.shape[0] * width].reshape(rows.shape[0], width)
+        buf[...] = rows[:, offset:offset + width]
+        return buf
+
+    def split_panel(self, side: int, panel, out):
+        """A FP64 panel of :meth:`pack_fp64` as the int8 planes :meth:`pack_a` / :meth:`pack_b` would
+        have sent, into ``out``: every plane is elementwise in the global scales, which every rank of
+        the panel's process row (column) holds, so the bits cannot depend on the wire."""
+        xp, eng = self.xp, self.engine
+        exps = self.row_exps if side == 1 else self.col_exps
+        buf = self.panel_view(panel.shape[0], panel.shape[1], out)
+        fin = special.finite_part(xp, panel, self.nonfinite)
+        s = self._products
+        if s:
+            buf[:s] = self.plan.split(eng, fin, exps)
+        for i, (kind, *_) in enumerate(self._extras):
+            buf[s + i] = (special.classify(xp, panel) if kind == "codes"
+                          else eng.magnitudes(fin, exps, upper=kind == "support")[0])
+        return buf
 
     def accumulate(self, panel_a, panel_b) -> None:
         """Add one k-panel's products (exact: any order of panels gives the same sums)."""
@@ -383,12 +420,13 @@ class Product:
         if cert.uncertified and math.isinf(cert.worst) and "support" not in self._sums:
             self._support_pass, self._settled = True, False
             self._sums["support"] = self.engine.zeros_groups(1, *self.shape, slices=1, k=self.k)
-            self._extras = [("support", self.engine.magnitudes(self._fin_a, self.row_exps, upper=True),
+            self._extras = [("support", None, None)] if self.wire == "fp64" else [("support", self.engine.magnitudes(self._fin_a, self.row_exps, upper=True),
                              self.engine.magnitudes(self._fin_b, self.col_exps, upper=True))]
             return True
         if cert.uncertified and self._next_pass(cert):
             return True
         self.cert, self._fin_a, self._fin_b, self._sums, self._group_sums = cert, None, None, {}, None
+        self._rows = None
         self._given, self._settled = None, True
         return False
 
