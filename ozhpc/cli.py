@@ -24,6 +24,7 @@ from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli
 from .io import h5io, h5out
 from .ozaki.settings import ACCURACY, SCHEMES, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
+from .parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 EXIT_USAGE = 2
@@ -182,6 +183,9 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
     m.add_argument("--transport", choices=TRANSPORT_NAMES, default="auto",
                    help="how SUMMA moves slice panels: nccl (GPU), cuda-mpi (CUDA-aware MPI), mpi-host "
                         "(host-staged); auto picks nccl > cuda-mpi > mpi-host for the GPU engine (default)")
+    m.add_argument("--wire", choices=WIRE_NAMES, default="auto",
+                   help="SUMMA panels as fp64 (split by the receiving rank: no whole-operand planes) or int8 "
+                        "planes; auto compares bytes moved with the split's cost (default); never changes the result")
     m.add_argument("--panel", type=_option(parse_panel, None), default=None, metavar="KB",
                    help="SUMMA k-panel width (default: min(1024 with numpy, 4096 with cutile; k/max(P,Q)), "
                         "whatever the block size); never changes the result")
@@ -272,7 +276,7 @@ def config_from_args(args) -> RunConfig:
                      transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
                      grid=args.grid, block=args.block, scheme=args.scheme, slices=args.slices,
                      groups=args.groups, bits=args.bits, accuracy=args.accuracy, engine=args.engine,
-                     transport=args.transport,
+                     transport=args.transport, wire=args.wire,
                      kb=args.panel, force=args.force, progress=args.progress, dry_run=args.dry_run)
 
 
@@ -345,13 +349,13 @@ def print_summary(report: dict) -> None:
     if report.get("dry_run"):
         print(f"dry run: C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}, "
               f"grid {report['grid'][0]}x{report['grid'][1]}, block {report['block'][0]}x{report['block'][1]}, "
-              f"panel {report['kb']}, engine {report['engine']}")
+              f"panel {report['kb']}, engine {report['engine']}, wire {report['wire']}")
         print(f"  {report['memory']['summary']}; nothing was read or written")
         return
     s = report["seconds"]
     print(f"C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}")
     overlap = report.get("overlap")
-    print(f"  transport {report.get('transport', '?')}, panel width {report.get('kb')}, "
+    print(f"  transport {report.get('transport', '?')}, wire {report.get('wire', '?')}, panel width {report.get('kb')}, "
           f"overlap {'n/a' if overlap is None else f'{100 * overlap:.0f}%'}")
     print(f"  engine {report['engine']}, {report['plan_summary']}, {report['ranks']} rank(s)")
     print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))
