@@ -25,6 +25,7 @@ from .io import h5io, h5out
 from .ozaki.settings import ACCURACY, SCHEMES, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
 from .parallel.wire import WIRE_NAMES
+from . import planner
 from .progress import MODES as PROGRESS_MODES
 
 EXIT_USAGE = 2
@@ -99,6 +100,11 @@ def add_tool_commands(sub) -> None:
                                    "schemes), so that jobs start without compiling. Run once per node or shared "
                                    "cache directory; without a usable GPU engine it says so and exits 0.")
     w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    planner.add_arguments(sub.add_parser(
+        "plan", help="predict time, bytes and memory of a product on P GPUs and pick grid, panel and wire",
+        description="The run planner (docs/planning.md): for the best grid, panel width and wire it finds, the "
+                    "predicted time, TFLOP/s per GPU, bytes per GPU over NVLink and the network, memory per GPU "
+                    "and the share of communication hidden, and why."))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,6 +319,10 @@ def use_cache_dir(args) -> None:
         os.environ[CACHE_ENV] = args.cache_dir
 
 
+def cmd_plan(args) -> int:
+    return planner.main(args)
+
+
 def cmd_warmup(args) -> int:
     from .warmup import run_warmup
 
@@ -511,7 +521,7 @@ def cmd_demo(args) -> int:
 
 
 COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,
-            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo}
+            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo, "plan": cmd_plan}
 
 
 # -- MPI behaviour --------------------------------------------------------------------------------
