@@ -4,7 +4,7 @@
     mpiexec -n R python tests/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
     mpiexec -n R python tests/mpi_worker.py mismatch     # ranks with different engines must all refuse
     mpiexec -n R python tests/mpi_worker.py pinned PxQ   # SHA-256 of tests/pinned_cases.py on a PxQ grid
-    mpiexec -n R python tests/mpi_worker.py wire         # FP64 and int8-plane panels: the same bits
+    mpiexec -n R python tests/mpi_worker.py wire [cutile]  # FP64 and int8-plane panels: the same bits
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
@@ -115,10 +115,12 @@ def repro(comm) -> dict:
     return {"cases": done, "failures": failures}
 
 
-def wire(comm) -> dict:
+def wire(comm, engine="numpy") -> dict:
     """Both wire formats, both schemes, on every grid of this rank count: C bit for bit equal to
     ozhpc.gemm, through certified "auto"'s extra passes (tests/test_certified.py's structured cases:
-    equilibrated operands, support digits, wider plans), and bytes sent = the model's, exactly."""
+    equilibrated operands, support digits, wider plans), and bytes sent = the model's, exactly.
+    ``engine`` "cutile": the GPU engine, transport "auto" (tests/test_shared_gpu.py: ranks sharing
+    one GPU), against the NumPy engine's one-process bits."""
     import warnings
 
     from test_certified import structured_cases
@@ -126,9 +128,10 @@ def wire(comm) -> dict:
     rank = comm.Get_rank()
     named = structured_cases()
     named["inf/nan"] = operands(False, False, nonfinite=True)
-    failures, done = [], 0
+    named["phi1 300x500x200"] = (standard_matrix(300, 500, 1.0, 21), standard_matrix(500, 200, 1.0, 22))
+    failures, done, transports = [], 0, set()
     for scheme in ("ozaki1", "ozaki2"):
-        for name in ("scaled", "sparse", "hard", "inf/nan"):
+        for name in ("scaled", "sparse", "hard", "inf/nan") + (("phi1 300x500x200",) if engine != "numpy" else ()):
             A, B = named[name]
             (m, k), n = A.shape, B.shape[1]
             with warnings.catch_warnings():
@@ -137,11 +140,13 @@ def wire(comm) -> dict:
             for grid_dims in GRIDS[comm.Get_size()]:
                 for wire_format in ("fp64", "planes"):
                     with ProcessGrid(comm, grid_dims) as grid, \
-                            Summa(grid, m, n, k, block=(3, 5), kb=4, scheme=scheme, wire=wire_format) as plan:
+                            Summa(grid, m, n, k, block=(3, 5) if m < 100 else (64, 32), kb=4 if k < 100 else 96,
+                                  scheme=scheme, wire=wire_format, engine=engine) as plan:
                         a, bt, _ = plan.distribute(A, B)
                         whole = plan(a, bt).gather(0)
                         info = plan.info
                         sent = comm.reduce(info.bytes_sent, op=MPI.SUM, root=0)
+                        transports.add(f"{info.transport}: {info.transport_reason}")
                     if rank:
                         continue
                     done += 1
@@ -156,7 +161,7 @@ def wire(comm) -> dict:
                         failures.append(f"wire {info.wire}, bytes per entry {info.pass_bytes}: {case}")
                     if sent != sum(per_entry) * k * (m * (q - 1) + n * (p - 1)):
                         failures.append(f"bytes_sent {sent}: {case}")
-    return {"cases": done, "failures": failures}
+    return {"cases": done, "failures": failures, "transports": sorted(transports)}
 
 
 def io(comm, directory) -> dict:
@@ -261,10 +266,12 @@ def main() -> int:
     mode = sys.argv[1]
     if mode == "io":
         result = io(comm, sys.argv[2])
+    elif mode == "wire":
+        result = wire(comm, *sys.argv[2:3])
     elif mode == "pinned":
         result = pinned(comm, sys.argv[2])
     else:
-        result = {"repro": repro, "mismatch": mismatch, "wire": wire}[mode](comm)
+        result = {"repro": repro, "mismatch": mismatch}[mode](comm)
     if comm.Get_rank() == 0:
         print(json.dumps(result))
     ok = comm.bcast(not result["failures"] if comm.Get_rank() == 0 else None, root=0)
