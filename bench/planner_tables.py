@@ -68,7 +68,9 @@ def measured_h200():
     pattern = re.compile(r"^\| (\d+) \| (\dx\d) \| \d \| \S+ \| \d+ x (\d+) \| ([\d.]+) \|.*\| (n/a|\d+%) \| "
                          r"([\d,]+) \(=\) \|", re.M)
     for name in ("multi_gpu_h200x2_2026-11-30.md", "multi_gpu_h200x2_2026-12-01.md"):
-        for n, grid, kb, wall, overlap, sent in pattern.findall(open(os.path.join(REPO, "bench", "results", name)).read()):
+        with open(os.path.join(REPO, "bench", "results", name)) as f:
+            runs = pattern.findall(f.read())
+        for n, grid, kb, wall, overlap, sent in runs:
             p, q = map(int, grid.split("x"))
             c = predict(int(n), int(n), int(n), (p, q), DEVICES["h200"], OzakiSettings("ozaki1", slices=7),
                         kb=int(kb), wire="planes", block=(1024, 1024))

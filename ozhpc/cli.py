@@ -365,7 +365,8 @@ def print_summary(report: dict) -> None:
     s = report["seconds"]
     print(f"C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}")
     overlap = report.get("overlap")
-    print(f"  transport {report.get('transport', '?')}, wire {report.get('wire', '?')}, panel width {report.get('kb')}, "
+    print(f"  transport {report.get('transport', '?')}, wire {report.get('wire', '?')}, "
+          f"panel width {report.get('kb')}, "
           f"overlap {'n/a' if overlap is None else f'{100 * overlap:.0f}%'}")
     print(f"  engine {report['engine']}, {report['plan_summary']}, {report['ranks']} rank(s)")
     print("  seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in s.items()))

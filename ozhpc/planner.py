@@ -212,7 +212,7 @@ def explain(chosen: Prediction, candidates: list[Prediction]) -> list[str]:
     """Why: the runner-up of each kind (another grid, panel width or wire) and what it would cost."""
     lines = []
     for what, other in (("grid", lambda c: c.grid != chosen.grid),
-                        ("panel width", lambda c: c.grid == chosen.grid and c.kb != chosen.kb and c.wire == chosen.wire),
+                        ("panel width", lambda c: (c.grid, c.wire) == (chosen.grid, chosen.wire) and c.kb != chosen.kb),
                         ("wire", lambda c: c.grid == chosen.grid and c.kb == chosen.kb and c.wire != chosen.wire)):
         rival = next((c for c in candidates if other(c)), None)
         if rival is None:

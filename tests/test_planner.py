@@ -69,8 +69,8 @@ def test_bytes_of_the_committed_two_h200_runs():
     rows = 0
     for name in ("multi_gpu_h200x2_2026-11-30.md", "multi_gpu_h200x2_2026-12-01.md"):
         text = open(os.path.join(REPO, "bench", "results", name)).read()
-        for n, grid, kb, sent in re.findall(r"^\| (\d+) \| (\dx\d) \| \d \| \S+ \| \d+ x (\d+) \|.*\| ([\d,]+) \(=\) \|",
-                                            text, re.M):
+        pattern = r"^\| (\d+) \| (\dx\d) \| \d \| \S+ \| \d+ x (\d+) \|.*\| ([\d,]+) \(=\) \|"
+        for n, grid, kb, sent in re.findall(pattern, text, re.M):
             p, q = map(int, grid.split("x"))
             model = predict(int(n), int(n), int(n), (p, q), DEVICES["h200"], OzakiSettings("ozaki1", slices=7),
                             kb=int(kb), wire="planes", block=(1024, 1024))

@@ -2,6 +2,8 @@
 FP64 wire builds no whole-operand planes (one rank here; 1-4 ranks under mpiexec in tests/test_mpi.py)."""
 from __future__ import annotations
 
+import json
+import os
 import warnings
 
 import numpy as np
@@ -83,3 +85,44 @@ def test_auto_wire_rule():
     assert planes == 2e-9 and fp64 == 2e-9
     with pytest.raises(ValueError, match="unknown wire format 'int4'"):
         choose_wire("int4", 8, ranks=2)
+
+
+def test_wire_option_in_job_files_cli_and_config(tmp_path):
+    from inputs import JOB_FILES
+
+    from conftest import run_cli
+    from ozhpc.config import RunConfig
+    from ozhpc.errors import InputError
+    from ozhpc.io.h5io import DatasetRef
+    from ozhpc.jobfile import parse_job
+
+    assert parse_job(JOB_FILES + '[summa]\nwire = "fp64"\n')["wire"] == "fp64"
+    with pytest.raises(InputError, match=r'summa.wire must be one of "auto", "fp64", "planes"'):
+        parse_job(JOB_FILES + '[summa]\nwire = "int4"\n', "job.toml")
+    ref = DatasetRef.parse(f"{tmp_path}/x.h5:/A")
+    assert RunConfig(a=ref, b=ref, out=ref, wire="planes").describe()["wire"] == "planes"
+    with pytest.raises(InputError, match="--wire must be one of auto, fp64, planes, got 'int4'"):
+        RunConfig(a=ref, b=ref, out=ref, wire="int4")
+    r = run_cli(["gemm", "x.h5:/A", "x.h5:/B", "-o", "y.h5:/C", "--wire", "int4"], cwd=tmp_path)
+    assert r.returncode == 2 and "argument --wire: invalid choice: 'int4'" in r.stderr
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("wire", ["fp64", "planes"])
+def test_report_and_dry_run_name_the_wire(tmp_path, wire):
+    import h5py
+
+    from conftest import run_cli
+    from ozhpc.matrices import standard_matrix
+
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["A"], f["B"] = standard_matrix(30, 20, 0.5, 1), standard_matrix(20, 10, 0.5, 2)
+    args = ["gemm", "in.h5:/A", "in.h5:/B", "-o", "out.h5:/C", "--engine", "numpy", "--wire", wire,
+            "--progress", "off"]
+    r = run_cli(args + ["--dry-run"], cwd=tmp_path)
+    assert r.returncode == 0 and f"wire {wire}" in r.stdout.splitlines()[0]
+    r = run_cli(args + ["--report", "run.json"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "run.json").read_text())
+    assert report["wire"] == wire and report["wire_reason"] == "requested"
+    assert report["config"]["wire"] == wire

@@ -280,6 +280,8 @@ class Product:
         if self.wire == "fp64":   # every plane is made per panel (split_panel), from the FP64 operands
             self._rows = (a_rows, b_rows)
             self._extras = [(kind, None, None) for kind in ("lower",) * self.certifying + ("codes",) * self.nonfinite]
+            if not self.certifying:
+                self._fin_a = self._fin_b = None
             return
         if self.certifying:
             self._extras.append(("lower", eng.magnitudes(self._fin_a, self.row_exps),
@@ -420,8 +422,9 @@ class Product:
         if cert.uncertified and math.isinf(cert.worst) and "support" not in self._sums:
             self._support_pass, self._settled = True, False
             self._sums["support"] = self.engine.zeros_groups(1, *self.shape, slices=1, k=self.k)
-            self._extras = [("support", None, None)] if self.wire == "fp64" else [("support", self.engine.magnitudes(self._fin_a, self.row_exps, upper=True),
-                             self.engine.magnitudes(self._fin_b, self.col_exps, upper=True))]
+            self._extras = [("support", None, None)] if self.wire == "fp64" else [
+                ("support", self.engine.magnitudes(self._fin_a, self.row_exps, upper=True),
+                 self.engine.magnitudes(self._fin_b, self.col_exps, upper=True))]
             return True
         if cert.uncertified and self._next_pass(cert):
             return True
