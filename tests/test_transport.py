@@ -153,16 +153,16 @@ def test_auto_avoids_nccl_when_ranks_share_a_gpu(monkeypatch):
         "nccl", "auto: GPU engine, cupy.cuda.nccl available, one GPU per rank")
     assert tr.choose_transport("auto", four, GPU_ENGINE, _gpus("0000:00:00.0", "0000:00:00.0", host="a")
                                + _gpus("0000:00:00.0", "0000:00:00.1", host="b")) == (
-        "mpi-host", "auto: GPU engine, no NCCL (NCCL needs one GPU per rank, but ranks 0, 1 share GPU 0 "
-        "(PCI 0000:00:00.0) on a) and MPI without CUDA support")
+        "mpi-host", "auto: GPU engine, ranks 0, 1 share GPU 0 (PCI 0000:00:00.0) on a: NCCL needs one GPU per "
+        "rank, so host-staged MPI")
     # the same bus id on two hosts is two GPUs
     assert tr.choose_transport("auto", TWO, GPU_ENGINE, _gpus("0000:00:00.0", host="a")
                                + _gpus("0000:00:00.0", host="b"))[0] == "nccl"
-    monkeypatch.setattr(tr, "mpi_cuda_support", lambda: True)
-    name, why = tr.choose_transport("auto", four, GPU_ENGINE, SHARED)
-    assert name == "cuda-mpi"
-    assert why == ("auto: GPU engine, CUDA-aware MPI (NCCL needs one GPU per rank, but ranks 0, 1 share GPU 0 "
-                   "(PCI 0000:00:00.0) on node7 (and 1 more shared GPUs))")
+    monkeypatch.setattr(tr, "mpi_cuda_support", lambda: True)   # even with CUDA-aware MPI
+    assert tr.choose_transport("auto", four, GPU_ENGINE, SHARED) == (
+        "mpi-host", "auto: GPU engine, ranks 0, 1 share GPU 0 (PCI 0000:00:00.0) on node7 (and 1 more shared GPUs): "
+        "NCCL needs one GPU per rank, so host-staged MPI")
+    assert tr.choose_transport("auto", four, GPU_ENGINE, [None] * 4)[0] == "nccl"   # no GPU facts: as before
 
 
 def test_explicit_nccl_on_a_shared_gpu_names_ranks_and_device(monkeypatch):
@@ -214,8 +214,8 @@ def test_ranks_sharing_a_gpu_under_mpiexec(tmp_path, ranks, grid):
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "run.json").read_text())
     assert report["transport"] == "mpi-host" and report["engine"] == "cutile"
-    assert report["transport_reason"].startswith(f"auto: GPU engine, no NCCL (NCCL needs one GPU per rank, "
-                                                 f"but ranks {share} share GPU 0 (PCI 0000:19:00.0)")
+    assert report["transport_reason"] == (f"auto: GPU engine, ranks {share} share GPU 0 (PCI 0000:19:00.0) on "
+                                          f"{socket.gethostname()}: NCCL needs one GPU per rank, so host-staged MPI")
     assert hashlib.sha256((tmp_path / "in.h5").read_bytes()).hexdigest() == sha
     with h5py.File(tmp_path / "in.h5", "r") as f, h5py.File(tmp_path / "out.h5", "r") as g:
         assert np.array_equal(g["C"][...], ozhpc.gemm(f["A"][...], f["B"][...], engine="numpy"))

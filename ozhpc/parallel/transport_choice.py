@@ -3,11 +3,11 @@
 ``"mpi-host"`` (:class:`~ozhpc.parallel.transport.HostMPITransport`), ``"cuda-mpi"`` and
 ``"nccl"`` (:mod:`ozhpc.parallel.gpu_transport`); ``"auto"``: with a GPU engine
 (``engine.on_device``) and a grid of more than one rank, NCCL when ``cupy.cuda.nccl`` is
-usable and every rank has a GPU of its own, else CUDA-aware MPI when
-``MPI.Query_cuda_support()`` says so, else host-staged MPI; with the NumPy engine (or one rank)
-always ``"mpi-host"``. Ranks sharing a GPU (more ranks than GPUs on a node, a common launch
-mistake) are known from every rank's :func:`~ozhpc.parallel.localrank.device_identity`:
-NCCL refuses them (``ncclInvalidUsage``), so "auto" avoids it and an explicit ``"nccl"`` is an
+usable, else CUDA-aware MPI when ``MPI.Query_cuda_support()`` says so, else host-staged MPI;
+with the NumPy engine (or one rank) always ``"mpi-host"``. Ranks sharing a GPU (more ranks than
+GPUs on a node, a common launch mistake) are known from every rank's
+:func:`~ozhpc.parallel.localrank.device_identity`: NCCL refuses them (``ncclInvalidUsage``), so
+"auto" takes host-staged MPI there (the path tried on one H200) and an explicit ``"nccl"`` is an
 error that names the ranks and the device.
 """
 from __future__ import annotations
@@ -89,9 +89,10 @@ def choose_transport(name, grid, engine=None, devices=None) -> tuple[str, str]:
         return "mpi-host", "auto: CPU engine"
     if grid is not None and grid.size == 1:
         return "mpi-host", "auto: one rank, nothing to move"
+    if shared:   # host staging is the path tried on one H200 (CUDA-aware MPI there: not yet)
+        return "mpi-host", (f"auto: GPU engine, {describe_sharing(shared)}: NCCL needs one GPU per rank, "
+                            "so host-staged MPI")
     why = nccl_available()
-    if why is None and shared:
-        why = f"NCCL needs one GPU per rank, but {describe_sharing(shared)}"
     if why is None:
         return "nccl", "auto: GPU engine, cupy.cuda.nccl available, one GPU per rank"
     if mpi_cuda_support():
