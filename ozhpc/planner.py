@@ -129,7 +129,6 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     mb, nb = block
     plan = resolve_plan(settings.typical(), 0, max(k, 1))
     depth = plan.planes + (1 if settings.auto else 0)
-    spans = lambda members: len({r // per_node for r in members}) > 1  # noqa: E731
     wire, why = choose_wire(wire, depth, ranks=ranks, engine=device.engine, one_node=ranks <= per_node,
                             split_rate=device.split_rate,
                             link_rate=device.network if ranks > per_node else device.nvlink)
@@ -157,8 +156,8 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     products = 2.0 * rows_a * rows_b * k * (plan.pair_gemms + (1 if settings.auto else 0)) / pair_ops
     split_each = (rows_a + rows_b) * k / split_rate if wire == "fp64" else 0.0
     split_front = 0.0 if wire == "fp64" else (rows_a * ka + rows_b * kbt) / split_rate
-    link_row = device.network if spans(range(0, q)) else device.nvlink
-    link_col = device.network if spans(range(0, ranks, q)) else device.nvlink
+    link_row = device.network if _spans_nodes(range(0, q), per_node) else device.nvlink
+    link_col = device.network if _spans_nodes(range(0, ranks, q), per_node) else device.nvlink
     comm = (entry * rows_a * (k - ka) / link_row if q > 1 else 0.0) + \
         (entry * rows_b * (k - kbt) / link_col if p > 1 else 0.0)
     panels = max(1, math.ceil(k / kb))
@@ -180,6 +179,11 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
                       tflops_per_gpu=2.0 * m * n * k / total / ranks / 1e12, bytes_sent=sent, bytes_received=received,
                       nvlink_bytes_max=max(nvlink), network_bytes_max=max(network), memory_bytes=int(memory),
                       fits=memory <= device.memory)
+
+
+def _spans_nodes(ranks, per_node: int) -> bool:
+    """Whether these ranks (filling nodes of ``per_node`` in order) sit on more than one node."""
+    return len({r // per_node for r in ranks}) > 1
 
 
 def grids(ranks: int) -> list[tuple[int, int]]:
