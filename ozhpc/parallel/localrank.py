@@ -164,7 +164,12 @@ def rank_layout(comm, environ: Mapping[str, str] | None = None,
 
 
 def format_layout(layout: list[dict]) -> list[str]:
-    """Lines like ``rank 3 on node7: local rank 1 (SLURM_LOCALID), GPU 1 of 4 (CUDA_VISIBLE_DEVICES entry 1)``."""
+    """Lines like ``rank 3 on node7: local rank 1 (SLURM_LOCALID), GPU 1 of 4 (CUDA_VISIBLE_DEVICES entry 1)``;
+    ranks of one host on the same device say so (more ranks than GPUs: NCCL refuses them)."""
+    users: dict[tuple, list[int]] = {}
+    for row in layout:
+        if row["device"] is not None:
+            users.setdefault((row["host"], row["physical"] or row["device"]), []).append(row["rank"])
     lines = []
     for row in layout:
         if row["device"] is None:
@@ -173,6 +178,9 @@ def format_layout(layout: list[dict]) -> list[str]:
             gpu = f"GPU {row['device']} of {row['visible']}"
             if row["physical"] is not None:
                 gpu += f" (CUDA_VISIBLE_DEVICES entry {row['physical']})"
+            others = [r for r in users[(row["host"], row["physical"] or row["device"])] if r != row["rank"]]
+            if others:
+                gpu += f", shared with rank{'s' * (len(others) > 1)} {', '.join(map(str, others))}"
         lines.append(f"rank {row['rank']} on {row['host']}: local rank {row['local_rank']} "
                      f"({row['source']}), {gpu}")
     return lines
