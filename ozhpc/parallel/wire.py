@@ -13,8 +13,8 @@ from __future__ import annotations
 WIRE_NAMES = ("auto", "fp64", "planes")
 
 SPLIT_RATE = {"numpy": 5e6, "cutile": 5.8e10}
-"""Entries per second one rank splits into planes: the NumPy engine on this repo's CPU (5-7 M
-entries/s for 9 slices or 17 residues, ``bench/results/wire_cpu_2026-12-02.md``), the cuTile
+"""Entries per second one rank splits into planes: the NumPy engine on this repo's CPU (5-20 M
+entries/s, residues the slower: ``bench/results/planner_cpu_2026-12-02.md``), the cuTile
 split / residue kernels on an H200 (1.3-1.4 TB/s of 8 + 16 bytes per entry,
 ``bench/results/gpu_gemm_h200_2026-12-01_residues.md``)."""
 
