@@ -121,7 +121,7 @@ def worker(args) -> None:
 
         def make_plan():
             return Summa(grid, n, n, n, block=(args.block, args.block), kb=args.panel, engine="cutile",
-                         transport=args.transport, **method(args))
+                         transport=args.transport, wire=args.wire, **method(args))
 
         # Warm-up: one untimed product with a plan of the same shapes, so that the timed one
         # does not include compiling or loading the kernel variants of this rank's local
@@ -167,7 +167,7 @@ def worker(args) -> None:
                 "tflops_per_gpu": 2.0 * n**3 / sec["wall"] / 1e12 / grid.size,
                 "overlap": None if comm_s <= 0 else max(0.0, min(1.0, 1 - sec["comm_exposed"] / comm_s)),
                 "bytes_sent_total": int(sum(sent)),
-                "bytes_model": info.planes * n * (n * (q - 1) + n * (p - 1)),
+                "bytes_model": sum(info.pass_bytes) * n * (n * (q - 1) + n * (p - 1)), "wire": info.wire,
                 "devices": devices, "pool_bytes_max": max(mem), "sha256": digest, "sha_seconds": sha_s,
             }), flush=True)
 
@@ -247,14 +247,15 @@ def markdown(rows, meta) -> str:
              "(FP64-equivalent); compute = GPU time of the panel products (CUDA events); comm = GPU time of the "
              "broadcasts (NCCL, events on the communication stream); exposed = panel-loop time - compute; "
              "overlap = 1 - exposed / comm.", "",
-             "| n | grid | GPUs | transport | panels x kb | wall s | TFLOP/s | TFLOP/s per GPU | split s | multiply s | "
+             "| n | grid | GPUs | transport/wire | panels x kb | wall s | TFLOP/s | TFLOP/s per GPU | split s | multiply s | "
              "compute s | comm s | exposed s | overlap | bytes sent (= model) | SHA-256 of C |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = r["seconds"]
         ov = "n/a" if r["overlap"] is None else f"{100 * r['overlap']:.0f}%"
         same = "=" if r["bytes_sent_total"] == r["bytes_model"] else f"model {r['bytes_model']:,}"
-        lines.append(f"| {r['n']} | {r['grid']} | {r['gpus']} | {r['transport']} | {r['panels']} x {r['kb']} | "
+        lines.append(f"| {r['n']} | {r['grid']} | {r['gpus']} | {r['transport']}/{r.get('wire', 'planes')} | "
+                     f"{r['panels']} x {r['kb']} | "
                      f"{s['wall']:.3f} | {r['tflops']:.2f} | {r['tflops_per_gpu']:.2f} | {s['split']:.3f} | "
                      f"{s['multiply']:.3f} | {s['compute']:.3f} | {s['comm']:.4f} | {s['comm_exposed']:.3f} | {ov} | "
                      f"{r['bytes_sent_total']:,} ({same}) | `{r['sha256']}` |")
@@ -308,7 +309,8 @@ def driver(args) -> None:
         cmd = mpiexec_cmd(p * q) + [sys.executable, os.path.abspath(__file__), "--worker", "--n", n, "--grid", grid,
                                     "--slices", str(args.slices), "--scheme", args.scheme, "--bits", str(args.bits),
                                     "--phi", str(args.phi), "--block", str(args.block),
-                                    "--transport", args.transport] + (["--panel", str(args.panel)] if args.panel else [])
+                                    "--transport", args.transport, "--wire", args.wire] + \
+            (["--panel", str(args.panel)] if args.panel else [])
         if args.budget and time.time() - t_start > args.budget:
             print(f"# skipped {spec}: over the time budget", flush=True)
             continue
@@ -356,6 +358,7 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=1024)
     ap.add_argument("--panel", type=int, default=None, help="k-panel width (default: auto)")
     ap.add_argument("--transport", default="auto")
+    ap.add_argument("--wire", default="auto", choices=["auto", "fp64", "planes"], help="SUMMA panels as FP64 or planes")
     ap.add_argument("--fallback", default="", help="driver: retry a failed run with this transport")
     ap.add_argument("--machine", default="", help="machine description for the table")
     ap.add_argument("--budget", type=float, default=0, help="driver: skip runs after this many seconds")

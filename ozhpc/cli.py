@@ -24,6 +24,8 @@ from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli
 from .io import h5io, h5out
 from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
+from .parallel.wire import WIRE_NAMES
+from . import planner
 from .progress import MODES as PROGRESS_MODES
 
 EXIT_USAGE = 2
@@ -99,6 +101,11 @@ def add_tool_commands(sub) -> None:
                                    "schemes), so that jobs start without compiling. Run once per node or shared "
                                    "cache directory; without a usable GPU engine it says so and exits 0.")
     w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    planner.add_arguments(sub.add_parser(
+        "plan", help="predict time, bytes and memory of a product on P GPUs and pick grid, panel and wire",
+        description="The run planner (docs/planning.md): for the best grid, panel width and wire it finds, the "
+                    "predicted time, TFLOP/s per GPU, bytes per GPU over NVLink and the network, memory per GPU "
+                    "and the share of communication hidden, and why."))
 
     r = sub.add_parser("report", help="read a run report in words, or compare two",
                        description="Read one JSON run report (gemm --report, run) in words, or compare two: "
@@ -191,6 +198,9 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
     m.add_argument("--transport", choices=TRANSPORT_NAMES, default="auto",
                    help="how SUMMA moves slice panels: nccl (GPU), cuda-mpi (CUDA-aware MPI), mpi-host "
                         "(host-staged); auto picks nccl > cuda-mpi > mpi-host for the GPU engine (default)")
+    m.add_argument("--wire", choices=WIRE_NAMES, default="auto",
+                   help="SUMMA panels as fp64 (split by the receiving rank: no whole-operand planes) or int8 "
+                        "planes; auto compares bytes moved with the split's cost (default); never changes the result")
     m.add_argument("--panel", type=_option(parse_panel, None), default=None, metavar="KB",
                    help="SUMMA k-panel width (default: min(1024 with numpy, 4096 with cutile; k/max(P,Q)), "
                         "whatever the block size); never changes the result")
@@ -283,8 +293,7 @@ def config_from_args(args) -> RunConfig:
                      transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
                      grid=args.grid, block=args.block, scheme=args.scheme, slices=args.slices,
                      groups=args.groups, bits=args.bits, accuracy=args.accuracy, guarantee=args.guarantee,
-                     engine=args.engine,
-                     transport=args.transport,
+                     engine=args.engine, transport=args.transport, wire=args.wire,
                      kb=args.panel, force=args.force, progress=args.progress, dry_run=args.dry_run)
 
 
@@ -318,6 +327,10 @@ def use_cache_dir(args) -> None:
 
     if getattr(args, "cache_dir", None):
         os.environ[CACHE_ENV] = args.cache_dir
+
+
+def cmd_plan(args) -> int:
+    return planner.main(args)
 
 
 def cmd_warmup(args) -> int:
@@ -505,7 +518,7 @@ def cmd_demo(args) -> int:
 
 
 COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,
-            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo, "report": cmd_report}
+            "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo, "report": cmd_report, "plan": cmd_plan}
 
 
 # -- MPI behaviour --------------------------------------------------------------------------------

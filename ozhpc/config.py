@@ -9,6 +9,7 @@ from .errors import InputError, OptionError, cli_spelling
 from .io.h5io import DatasetRef
 from .ozaki.settings import OzakiSettings
 from .parallel.transport_names import TRANSPORT_NAMES
+from .parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 
@@ -58,6 +59,7 @@ class RunConfig:
     guarantee: str = "dgemm"   # what "auto" certifies: "dgemm" (k u |A||B|) or "tight" (u |A||B|)
     engine: str = "auto"
     transport: str = "auto"  # "auto", "nccl", "cuda-mpi", "mpi-host" (ozhpc.parallel.transport)
+    wire: str = "auto"       # SUMMA panels as "fp64" (split on arrival) or int8 "planes" (ozhpc.parallel.wire)
     kb: int | None = None    # SUMMA k-panel width; None: min(1024 on CPUs / 4096 on GPUs, k / max(P, Q))
     force: bool = False
     dry_run: bool = False    # check everything and state the memory estimate; read and write nothing
@@ -80,6 +82,7 @@ class RunConfig:
             raise OptionError(f"{{beta={self.beta:g}}} needs an input C: add {{c=FILE.h5:/C}}")
         for name, value, choices in (("engine", self.engine, ENGINE_NAMES),
                                      ("transport", self.transport, TRANSPORT_NAMES),
+                                     ("wire", self.wire, WIRE_NAMES),
                                      ("progress", self.progress, PROGRESS_MODES)):
             if value not in choices:
                 raise OptionError(f"{{{name}}} must be one of {', '.join(choices)}, got {value!r}")
@@ -95,5 +98,5 @@ class RunConfig:
             "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
             "scheme": self.ozaki.scheme, "slices": self.slices, "groups": self.groups, "bits": self.bits,
             "accuracy": self.accuracy, "guarantee": self.guarantee, "engine": self.engine,
-            "transport": self.transport, "kb": self.kb if self.kb is not None else "auto",
+            "transport": self.transport, "wire": self.wire, "kb": self.kb if self.kb is not None else "auto",
         }

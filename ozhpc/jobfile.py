@@ -46,6 +46,7 @@ from .errors import InputError, OptionError
 from .io import h5io
 from .ozaki.settings import GUARANTEES, SCHEMES, OzakiSettings, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
+from .parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 if sys.version_info >= (3, 11):
@@ -212,6 +213,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "progress": Key("progress", _choice(*PROGRESS_MODES), doc="rank-0 progress display"),
         "transport": Key("transport", _choice(*TRANSPORT_NAMES),
                          doc="how SUMMA moves slice panels"),
+    },
+    "summa": {
+        "wire": Key("wire", _choice(*WIRE_NAMES), doc="SUMMA panels as \"fp64\" (split on arrival) or int8 "
+                                                      "\"planes\", or \"auto\"; never changes C"),
     },
 }
 

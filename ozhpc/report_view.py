@@ -57,7 +57,8 @@ def communication_line(report: dict) -> str | None:
     hidden = ("" if overlap is None else
               f"; broadcasts took {_s(s.get('comm', 0.0))} s, {100 * overlap:.0f}% of it hidden behind the products")
     why = f" ({report['transport_reason']})" if report.get("transport_reason") else ""
-    return (f"communication: {report['transport']}{why}, {report['panels']} k-panel(s) of width {report['kb']}"
+    wire = f", panels as {report['wire']}" if report.get("wire") else ""
+    return (f"communication: {report['transport']}{why}{wire}, {report['panels']} k-panel(s) of width {report['kb']}"
             f"{hidden}; sent {_mb(report['bytes_sent']['total'])} in all "
             f"(the SUMMA model: {_mb(report['bytes_model_total'])})")
 
@@ -83,7 +84,7 @@ def summary_lines(report: dict, report_path: str | None = None) -> list[str]:
     if report.get("dry_run"):
         return [f"dry run: C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}, "
                 f"grid {report['grid'][0]}x{report['grid'][1]}, block {report['block'][0]}x{report['block'][1]}, "
-                f"panel {report['kb']}, engine {report['engine']}",
+                f"panel {report['kb']}, engine {report['engine']}, wire {report.get('wire', '?')}",
                 f"  {report['memory']['summary']}; nothing was read or written"]
     lines = [f"C = {report['m']}x{report['n']} (k = {report['k']}) -> {report['config']['out']}",
              f"plan: {report['plan_summary']}; engine {report['engine']}, "

@@ -52,7 +52,7 @@ def check_resources(cfg: RunConfig, plan, ranks_here: int):
     me = plan.grid.coords
     estimate = estimate_memory(plan.a_layout.local_shape(*me), plan.bt_layout.local_shape(me[1], me[0]),
                                plan.kb, plan.k, plan.settings, on_device=plan.engine.on_device,
-                               with_c=cfg.beta != 0.0)
+                               with_c=cfg.beta != 0.0, wire=plan.wire)
     check_memory(estimate, ranks_here, _device_free(plan.engine))
     check_disk(cfg.out.file, plan.m, plan.n)
     return estimate
@@ -68,7 +68,7 @@ def dry_run_report(cfg: RunConfig, plan, estimate) -> dict:
     report = base_report()
     report.update({"dry_run": True, "config": cfg.describe(), "m": plan.m, "n": plan.n, "k": plan.k,
                    "ranks": plan.grid.size, "grid": list(plan.grid.dims), "block": [plan.mb, plan.nb],
-                   "kb": plan.kb, "engine": plan.engine.name,
+                   "kb": plan.kb, "engine": plan.engine.name, "wire": plan.wire,
                    "memory": {"host_bytes_per_rank": estimate.host, "device_bytes_per_rank": estimate.device,
                               "assumed": estimate.note, "summary": estimate.describe()}})
     return report
@@ -156,7 +156,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
-                   settings=cfg.ozaki, on_panel=on_panel) as plan:
+                   settings=cfg.ozaki, on_panel=on_panel, wire=cfg.wire) as plan:
             with collective_errors(grid.comm, catch=InputError):
                 estimate = check_resources(cfg, plan, ranks_here)
             if cfg.dry_run:
@@ -247,11 +247,11 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
     m, n, k, (p, q) = info.m, info.n, info.k, layout["grid"]
     compute = sum(seconds[p] for p in ("scales", "split", "multiply", "certificate", "combine"))
     rate = gflops(m, n, k, compute)
-    depth = info.planes + (1 if info.nonfinite_inputs else 0)
     report = base_report()
     report.update({
         "config": cfg.describe(), "m": m, "n": n, "k": k, **layout, "panels": info.panels,
         "engine": info.engine, "transport": info.transport, "transport_reason": info.transport_reason,
+        "wire": info.wire, "wire_reason": info.wire_reason,
         # compute = the panel products alone (GPU events); comm = transport time (NCCL: GPU time
         # of the broadcasts); comm_exposed = multiply - compute, the part not hidden by overlap.
         "overlap": overlap_fraction(seconds),
@@ -267,8 +267,9 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
         "bytes_sent": {"per_rank_max": int(moved[:, 0].max()), "total": int(moved[:, 0].sum()),
                        "per_rank": [int(x) for x in moved[:, 0]]},
         "bytes_received": {"per_rank_max": int(moved[:, 1].max()), "total": int(moved[:, 1].sum())},
-        # SUMMA model: every k-panel of op(A) reaches Q-1 other ranks per process row, of op(B) P-1.
-        "bytes_model_total": depth * k * (m * (q - 1) + n * (p - 1)),
+        # SUMMA model: every k-panel of op(A) reaches Q-1 other ranks per process row, of op(B) P-1,
+        # in every pass, at pass_bytes per entry (8 for FP64 on the wire).
+        "bytes_model_total": sum(info.pass_bytes) * k * (m * (q - 1) + n * (p - 1)),
         "gflops": rate, "tflops": rate / 1e3,
         "fingerprint": outputs[0], "sha256": outputs[1],
         # cuTile kernel variants over all ranks: loaded from the kernel store (no compile step at

@@ -4,6 +4,7 @@
     mpiexec -n R python tests/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
     mpiexec -n R python tests/mpi_worker.py mismatch     # ranks with different engines must all refuse
     mpiexec -n R python tests/mpi_worker.py pinned PxQ   # SHA-256 of tests/pinned_cases.py on a PxQ grid
+    mpiexec -n R python tests/mpi_worker.py wire [cutile]  # FP64 and int8-plane panels: the same bits
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
@@ -99,7 +100,7 @@ def repro(comm) -> dict:
             # "auto" adds the certificate's magnitude digits to its first pass, maybe more passes
             if info.certified is None and info.pass_planes != [info.planes + (1 if nf else 0)]:
                 failures.append(f"planes per pass {info.pass_planes}, plan {info.planes}: {case}")
-            depth = sum(info.pass_planes)
+            depth = sum(info.pass_bytes)
             model = depth * K * (M * (q - 1) + N * (p - 1))
             if digest != refs[key]:
                 failures.append(f"bits differ: {case}")
@@ -112,6 +113,55 @@ def repro(comm) -> dict:
             if "max_count" not in case and calls != msgs:
                 failures.append(f"messages split without need ({calls} calls, {msgs} messages): {case}")
     return {"cases": done, "failures": failures}
+
+
+def wire(comm, engine="numpy") -> dict:
+    """Both wire formats, both schemes, on every grid of this rank count: C bit for bit equal to
+    ozhpc.gemm, through certified "auto"'s extra passes (tests/test_certified.py's structured cases:
+    equilibrated operands, support digits, wider plans), and bytes sent = the model's, exactly.
+    ``engine`` "cutile": the GPU engine, transport "auto" (tests/test_shared_gpu.py: ranks sharing
+    one GPU), against the NumPy engine's one-process bits."""
+    import warnings
+
+    from test_certified import structured_cases
+
+    rank = comm.Get_rank()
+    named = structured_cases()
+    named["inf/nan"] = operands(False, False, nonfinite=True)
+    named["phi1 300x500x200"] = (standard_matrix(300, 500, 1.0, 21), standard_matrix(500, 200, 1.0, 22))
+    failures, done, transports = [], 0, set()
+    for scheme in ("ozaki1", "ozaki2"):
+        for name in ("scaled", "sparse", "hard", "inf/nan") + (("phi1 300x500x200",) if engine != "numpy" else ()):
+            A, B = named[name]
+            (m, k), n = A.shape, B.shape[1]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ozhpc.AccuracyWarning)
+                want, ref = ozhpc.gemm(A, B, scheme=scheme, engine="numpy", info=True)
+            for grid_dims in GRIDS[comm.Get_size()]:
+                for wire_format in ("fp64", "planes"):
+                    with ProcessGrid(comm, grid_dims) as grid, \
+                            Summa(grid, m, n, k, block=(3, 5) if m < 100 else (64, 32), kb=4 if k < 100 else 96,
+                                  scheme=scheme, wire=wire_format, engine=engine) as plan:
+                        a, bt, _ = plan.distribute(A, B)
+                        whole = plan(a, bt).gather(0)
+                        info = plan.info
+                        sent = comm.reduce(info.bytes_sent, op=MPI.SUM, root=0)
+                        transports.add(f"{info.transport}: {info.transport_reason}")
+                    if rank:
+                        continue
+                    done += 1
+                    p, q = grid_dims
+                    case = f"{scheme} {name} {grid_dims} {wire_format}"
+                    if sha256_of_matrix(whole) != sha256_of_matrix(want):
+                        failures.append(f"bits differ: {case}")
+                    if (info.certified, info.widths) != (ref.certified, ref.widths):
+                        failures.append(f"certificate {info.widths} != {ref.widths}: {case}")
+                    per_entry = [8] * len(info.pass_planes) if wire_format == "fp64" else info.pass_planes
+                    if info.wire != wire_format or info.pass_bytes != per_entry:
+                        failures.append(f"wire {info.wire}, bytes per entry {info.pass_bytes}: {case}")
+                    if sent != sum(per_entry) * k * (m * (q - 1) + n * (p - 1)):
+                        failures.append(f"bytes_sent {sent}: {case}")
+    return {"cases": done, "failures": failures, "transports": sorted(transports)}
 
 
 def io(comm, directory) -> dict:
@@ -216,6 +266,8 @@ def main() -> int:
     mode = sys.argv[1]
     if mode == "io":
         result = io(comm, sys.argv[2])
+    elif mode == "wire":
+        result = wire(comm, *sys.argv[2:3])
     elif mode == "pinned":
         result = pinned(comm, sys.argv[2])
     else:

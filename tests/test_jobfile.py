@@ -58,7 +58,7 @@ def error_of(path, **kw):
      "unknown key layout.blocks (did you mean layout.block?); allowed in [layout]: grid, block, panel"),
     ("[layuot]\ngrid = \"auto\"\n",
      "unknown table [layuot] (did you mean [layout]?); allowed tables: "
-     "[inputs], [output], [gemm], [layout], [ozaki], [run]"),
+     "[inputs], [output], [gemm], [layout], [ozaki], [run], [summa]"),
     ("[gemm]\nbeta = 0.5\n", 'gemm.beta = 0.5 needs an input C: add inputs.c = "FILE.h5:/C"'),
     ("[ozaki]\nscheme = \"ozaki3\"\n", 'ozaki.scheme must be one of "ozaki1", "ozaki2", got string "ozaki3"'),
     ("[ozaki]\nscheme = \"ozaki2\"\nbits = 7\n", "ozaki.bits must be between 8 and 100, got 7"),

@@ -79,6 +79,17 @@ def test_layout_for_info():
     assert format_layout([dict(layout[0], device=None, visible=0, physical=None)])[0].endswith("no GPU visible")
 
 
+
+def test_format_layout_names_ranks_sharing_a_gpu():
+    rows = [dict(rank=r, host=h, local_rank=lr, source="MPI_LOCALRANKID", visible=1, device=0, physical=None)
+            for r, (h, lr) in enumerate([("a", 0), ("a", 1), ("b", 0), ("a", 2)])]
+    lines = format_layout(rows)
+    assert lines[0].endswith("GPU 0 of 1, shared with ranks 1, 3") and lines[1].endswith("shared with ranks 0, 3")
+    assert lines[2].endswith("local rank 0 (MPI_LOCALRANKID), GPU 0 of 1")   # its own node's GPU
+    rows = [dict(row, visible=2, physical=str(row["rank"] % 2)) for row in rows[:2]]
+    assert not any("shared" in line for line in format_layout(rows))
+
+
 def test_bind_device_without_cupy_is_a_no_op(monkeypatch):
     import sys
 

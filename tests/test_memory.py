@@ -26,24 +26,25 @@ print("MAXRSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, code)
 """
 
 
-@pytest.mark.parametrize("n,scheme,extra", [
-    (1000, "ozaki1", []), (1600, "ozaki1", ["--slices", "8"]),
-    (1000, "ozaki2", ["--bits", "56"]), (1600, "ozaki2", []),
+@pytest.mark.parametrize("n,scheme,extra,wire", [
+    (1000, "ozaki1", [], "planes"), (1600, "ozaki1", ["--slices", "8"], "fp64"),
+    (1000, "ozaki2", ["--bits", "56"], "planes"), (1600, "ozaki2", [], "planes"), (1600, "ozaki2", [], "fp64"),
 ])
-def test_estimate_within_25_percent_of_the_measured_peak(tmp_path, n, scheme, extra):
+def test_estimate_within_25_percent_of_the_measured_peak(tmp_path, n, scheme, extra, wire):
     with h5py.File(tmp_path / "in.h5", "w") as f:
         f["A"], f["B"] = standard_matrix(n, n, 0.5, 1), standard_matrix(n, n, 0.5, 2)
     report = tmp_path / "run.json"
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", CHILD, "gemm", f"{tmp_path}/in.h5:/A", f"{tmp_path}/in.h5:/B",
                            "-o", f"{tmp_path}/out.h5:/C", "--engine", "numpy", "--scheme", scheme,
-                           "--progress", "off", "--report", str(report), *extra],
+                           "--progress", "off", "--report", str(report), "--wire", wire, *extra],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     measured = int(next(line for line in proc.stdout.splitlines() if line.startswith("MAXRSS")).split()[1])
     run = json.loads(report.read_text())
     settings = OzakiSettings(scheme, **{opt.lstrip("-"): int(val) for opt, val in zip(extra[::2], extra[1::2])})
-    model = estimate_memory((n, n), (n, n), run["kb"], n, settings)
+    assert run["wire"] == wire
+    model = estimate_memory((n, n), (n, n), run["kb"], n, settings, wire=wire)
     assert 0.75 * measured <= model.host <= 1.25 * measured, (model.host / 2**20, measured / 2**20)
 
 
@@ -58,8 +59,9 @@ def test_dry_run_states_the_estimate_and_writes_nothing(tmp_path):
                  "--engine", "numpy", "--scheme", "ozaki2", "--bits", "40", "--dry-run", "--report", "r.json"],
                 cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    want = estimate_memory((300, 200), (100, 200), 200, 200, OzakiSettings("ozaki2", bits=40))
+    want = estimate_memory((300, 200), (100, 200), 200, 200, OzakiSettings("ozaki2", bits=40), wire="fp64")
     assert "dry run: C = 300x100 (k = 200)" in r.stdout and want.describe() in r.stdout
+    assert "wire fp64" in r.stdout   # one rank: "auto" makes planes per panel only
     assert sorted(os.listdir(tmp_path)) == before  # no output, no report
     r = run_cli(["gemm", f"{tmp_path}/in.h5:/H", f"{tmp_path}/in.h5:/H", "-o", f"{tmp_path}/out.h5:/C",
                  "--engine", "numpy", "--dry-run"], cwd=tmp_path, timeout=60)

@@ -69,6 +69,16 @@ def test_bitwise_reproducible_across_grids_and_blocks(ranks):
     assert result["failures"] == [] and result["cases"] > 0
 
 
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_wire_formats_give_the_same_bits(ranks):
+    """FP64 panels split on arrival and int8-plane panels: C bit for bit equal to ozhpc.gemm, both
+    schemes, certified "auto" with extra passes, bytes sent exactly the model's."""
+    proc, _ = mpiexec(ranks, [WORKER, "wire"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["failures"] == [] and result["cases"] == 16 * {1: 1, 2: 2, 3: 2, 4: 3}[ranks]
+
+
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_hdf5_block_cyclic_io(data, ranks, tmp_path):
     """runner.execute: block-cyclic reads/writes, transposed datasets, report sha256 = file sha256."""

@@ -1,8 +1,16 @@
 """Transport selection and auto-detection, without a GPU (CuPy / NCCL / CUDA-aware MPI mocked)."""
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
 import types
 
+import h5py
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -126,3 +134,88 @@ def test_summa_kb_any_width_same_bits():
             c, info = dist_gemm(grid, a, b, block=(32, 32), kb=kb, slices=7, transport="auto", info=True)
             assert np.array_equal(c.gather(), want)
             assert info.transport == "mpi-host" and info.seconds["compute"] >= 0.0
+
+
+def _gpus(*bus_ids, host="node7"):
+    """Every rank's device identity, as agree_on_setup gathers it (the facts a GPU run would give)."""
+    return [None if b is None else {"host": host, "bus_id": b, "index": int(b[-1])} for b in bus_ids]
+
+
+SHARED = _gpus("0000:00:00.0", "0000:00:00.0", "0000:00:00.1", "0000:00:00.1")
+
+
+def test_auto_avoids_nccl_when_ranks_share_a_gpu(monkeypatch):
+    monkeypatch.setattr(tr, "nccl_available", lambda: None)
+    monkeypatch.setattr(tr, "mpi_cuda_support", lambda: False)
+    four = types.SimpleNamespace(size=4)
+    own = _gpus("0000:00:00.0", "0000:00:00.1", "0000:00:00.2", "0000:00:00.3")
+    assert tr.choose_transport("auto", four, GPU_ENGINE, own) == (
+        "nccl", "auto: GPU engine, cupy.cuda.nccl available, one GPU per rank")
+    assert tr.choose_transport("auto", four, GPU_ENGINE, _gpus("0000:00:00.0", "0000:00:00.0", host="a")
+                               + _gpus("0000:00:00.0", "0000:00:00.1", host="b")) == (
+        "mpi-host", "auto: GPU engine, ranks 0, 1 share GPU 0 (PCI 0000:00:00.0) on a: NCCL needs one GPU per "
+        "rank, so host-staged MPI")
+    # the same bus id on two hosts is two GPUs
+    assert tr.choose_transport("auto", TWO, GPU_ENGINE, _gpus("0000:00:00.0", host="a")
+                               + _gpus("0000:00:00.0", host="b"))[0] == "nccl"
+    monkeypatch.setattr(tr, "mpi_cuda_support", lambda: True)   # even with CUDA-aware MPI
+    assert tr.choose_transport("auto", four, GPU_ENGINE, SHARED) == (
+        "mpi-host", "auto: GPU engine, ranks 0, 1 share GPU 0 (PCI 0000:00:00.0) on node7 (and 1 more shared GPUs): "
+        "NCCL needs one GPU per rank, so host-staged MPI")
+    assert tr.choose_transport("auto", four, GPU_ENGINE, [None] * 4)[0] == "nccl"   # no GPU facts: as before
+
+
+def test_explicit_nccl_on_a_shared_gpu_names_ranks_and_device(monkeypatch):
+    monkeypatch.setattr(tr, "nccl_available", lambda: None)
+    with pytest.raises(tr.TransportUnavailable) as err:
+        tr.choose_transport("nccl", TWO, GPU_ENGINE, _gpus("0000:00:00.1", "0000:00:00.1"))
+    assert str(err.value) == ("transport 'nccl' needs one GPU per rank, but ranks 0, 1 share GPU 1 "
+                              "(PCI 0000:00:00.1) on node7; launch at most one rank per GPU, or use "
+                              "--transport mpi-host or auto")
+    assert tr.choose_transport("mpi-host", TWO, GPU_ENGINE, SHARED) == ("mpi-host", "requested")
+
+
+MPIEXEC = shutil.which("mpiexec")
+SHARED_RANK = os.path.join(os.path.dirname(__file__), "shared_gpu_rank.py")
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found (pip install mpich)")
+@pytest.mark.parametrize("ranks,grid", [(2, "1x2"), (4, "2x2")])
+def test_ranks_sharing_a_gpu_under_mpiexec(tmp_path, ranks, grid):
+    """``mpiexec -n R ozhpc gemm --engine cutile`` with every rank on one GPU (tests/shared_gpu_rank.py
+    injects the GPU facts): auto runs host-staged MPI and says why; --transport nccl ends every rank
+    with one line naming the ranks and the device, exit 2, before anything is read or written."""
+    import ozhpc
+    from ozhpc.matrices import standard_matrix
+
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["A"], f["B"] = standard_matrix(40, 30, 0.5, 1), standard_matrix(30, 20, 0.5, 2)
+    sha = hashlib.sha256((tmp_path / "in.h5").read_bytes()).hexdigest()
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=repo + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OZHPC_CACHE_DIR=str(tmp_path / "cache"))
+
+    def job(*extra):
+        cmd = [MPIEXEC, "-n", str(ranks), sys.executable, SHARED_RANK, "gemm", f"{tmp_path}/in.h5:/A",
+               f"{tmp_path}/in.h5:/B", "-o", f"{tmp_path}/out.h5:/C", "--engine", "cutile", "--grid", grid,
+               "--block", "8", "--progress", "off", *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+    proc = job("--transport", "nccl")
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    share = ", ".join(map(str, range(ranks)))
+    assert errors[0].endswith(f"transport 'nccl' needs one GPU per rank, but ranks {share} share GPU 0 "
+                              f"(PCI 0000:19:00.0) on {socket.gethostname()}; launch at most one "
+                              "rank per GPU, or use --transport mpi-host or auto"), errors[0]
+    assert {p.name for p in tmp_path.iterdir()} - {"cache"} == {"in.h5"}   # no output, no temporary
+    proc = job("--report", "run.json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "run.json").read_text())
+    assert report["transport"] == "mpi-host" and report["engine"] == "cutile"
+    assert report["transport_reason"] == (f"auto: GPU engine, ranks {share} share GPU 0 (PCI 0000:19:00.0) on "
+                                          f"{socket.gethostname()}: NCCL needs one GPU per rank, so host-staged MPI")
+    assert hashlib.sha256((tmp_path / "in.h5").read_bytes()).hexdigest() == sha
+    with h5py.File(tmp_path / "in.h5", "r") as f, h5py.File(tmp_path / "out.h5", "r") as g:
+        assert np.array_equal(g["C"][...], ozhpc.gemm(f["A"][...], f["B"][...], engine="numpy"))

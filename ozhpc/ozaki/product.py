@@ -218,6 +218,20 @@ class Extra:
         stride)``, compacted to the front, zeros after; both operands' panels alike)."""
         return width if self.stride == 1 else -(-width // self.stride)
 
+    def from_panel(self, eng, panel, fin, exps, k0: int, dst) -> None:
+        """This plane of one FP64 panel (``fin``: its finite part; ``k0``: its first global k
+        index) into ``dst`` (rows x width), as :meth:`pack` would have sent it (FP64 on the wire)."""
+        if self.target == "codes":
+            dst[...] = special.classify(eng.xp, panel)
+            return
+        upper = self.target == "support"
+        if self.stride == 1:
+            dst[...] = eng.magnitudes(fin, exps, upper=upper)[0]
+            return
+        cols = np.arange((-k0) % self.stride, fin.shape[1], self.stride)
+        dst[:, :cols.size] = eng.magnitudes(eng.xp.take(fin, eng.asarray(cols), axis=1), exps, upper=upper)[0]
+        dst[:, cols.size:self.panel_width(fin.shape[1])] = 0
+
     def pack(self, side: int, offset: int, width: int, dst) -> None:
         """Local columns ``offset:offset+width`` of this plane (``side`` 1: op(A), 2: op(B)^T) into
         the panel slot ``dst`` (rows x width)."""
@@ -251,10 +265,13 @@ class Product:
     reduce : Reductions
     k_index : (array, array), optional
         Global k index of each column of ``a_rows`` / ``b_rows`` (default: all of k in order).
+    wire : "planes" or "fp64"
+        How panels travel: as int8 planes (:meth:`pack_a`), or as FP64 (:meth:`pack_fp64`) split on
+        arrival (:meth:`split_panel`) -- then no whole-operand planes are made, only the panels'.
     """
 
     def __init__(self, settings: OzakiSettings, engine, a_rows, b_rows, *, k: int | None = None,
-                 reduce: Reductions = LOCAL, k_index=None):
+                 reduce: Reductions = LOCAL, k_index=None, wire: str = "planes"):
         self.settings, self.engine, self.xp = settings, engine, engine.xp
         self.k = a_rows.shape[1] if k is None else int(k)
         self.shape = (a_rows.shape[0], b_rows.shape[0])
@@ -268,6 +285,7 @@ class Product:
         self._plan_settings, self._equilibrated = settings, False
         self.widths: list = []
         self.cert = None
+        self.wire, self._rows = wire, None
         self._prepare(a_rows, b_rows)
 
     def _prepare(self, a_rows, b_rows) -> None:
@@ -358,6 +376,16 @@ class Product:
         self._lower_stride = 0
         if self.certifying:
             self._lower_stride = self.sample_stride() if self.guarantee == "dgemm" else 1
+        if self.wire == "fp64":   # every plane is made per panel (split_panel), from the FP64 operands
+            self._rows = (a_rows, b_rows)
+            if self.certifying:
+                self._extras.append(self._magnitude_extra(self._lower_stride))
+            if self.nonfinite:
+                self._extras.append(Extra("codes", None, None))
+            if not self.certifying:
+                self._fin_a = self._fin_b = None
+            return
+        if self.certifying:
             self._extras.append(self._magnitude_extra(self._lower_stride))
         if self.nonfinite:
             self._extras.append(Extra("codes", special.classify(xp, a_rows)[None], special.classify(xp, b_rows)[None]))
@@ -374,6 +402,8 @@ class Product:
         """Magnitude (``upper``: support) digits of both operands as an :class:`Extra`, of the k
         indices that are multiples of ``stride`` (compacted) when it is above 1."""
         eng, xp = self.engine, self.xp
+        if self.wire == "fp64":   # made per panel by split_panel
+            return Extra(target, None, None, stride)
         fin_a, fin_b, cols = self._fin_a, self._fin_b, (None, None)
         if stride > 1:
             ia, ib = self._k_index if self._k_index is not None else (np.arange(self.k), np.arange(self.k))
@@ -384,6 +414,8 @@ class Product:
                      eng.magnitudes(fin_b, self.col_exps, upper=upper), stride, *cols)
 
     def _split_planes(self) -> None:
+        if self.wire == "fp64":
+            return
         self._planes_a = self.plan.split(self.engine, self._fin_a, self.row_exps)
         self._planes_b = self.plan.split(self.engine, self._fin_b, self.col_exps)
 
@@ -424,6 +456,33 @@ class Product:
         """Drop the split operands (after the last panel of a pass was packed)."""
         self._planes_a = self._planes_b = None
         self._extras = []
+        if not self.certifying:
+            self._rows = None
+
+    # -- FP64 on the wire --------------------------------------------------------------------
+    def pack_fp64(self, side: int, offset: int, width: int, out):
+        """Columns ``offset:offset+width`` of this rank's op(A) (``side`` 1) or op(B)^T (2) as
+        FP64 (inf/NaN included) into ``out`` (at least rows * width entries); returns (rows, width)."""
+        rows = self._rows[side - 1]
+        buf = out[:rows.shape[0] * width].reshape(rows.shape[0], width)
+        buf[...] = rows[:, offset:offset + width]
+        return buf
+
+    def split_panel(self, side: int, panel, out, k0: int = 0):
+        """A FP64 panel of :meth:`pack_fp64` as the int8 planes :meth:`pack_a` / :meth:`pack_b` would
+        have sent, into ``out`` (``k0``: the panel's first global k index, for sampled planes): every
+        plane is elementwise in the global scales, which every rank of the panel's process row
+        (column) holds, so the bits cannot depend on the wire."""
+        xp, eng = self.xp, self.engine
+        exps = self.row_exps if side == 1 else self.col_exps
+        buf = self.panel_view(panel.shape[0], panel.shape[1], out)
+        fin = special.finite_part(xp, panel, self.nonfinite)
+        s = self._products
+        if s:
+            buf[:s] = self.plan.split(eng, fin, exps)
+        for i, extra in enumerate(self._extras):
+            extra.from_panel(eng, panel, fin, exps, k0, buf[s + i])
+        return buf
 
     def accumulate(self, panel_a, panel_b) -> None:
         """Add one k-panel's products (exact: any order of panels gives the same sums)."""
@@ -490,6 +549,7 @@ class Product:
         if cert.uncertified and self._next_pass(cert):
             return True
         self.cert, self._fin_a, self._fin_b, self._sums, self._group_sums = cert, None, None, {}, None
+        self._rows = None
         self._given, self._settled = None, True
         return False
 

@@ -164,7 +164,12 @@ def rank_layout(comm, environ: Mapping[str, str] | None = None,
 
 
 def format_layout(layout: list[dict]) -> list[str]:
-    """Lines like ``rank 3 on node7: local rank 1 (SLURM_LOCALID), GPU 1 of 4 (CUDA_VISIBLE_DEVICES entry 1)``."""
+    """Lines like ``rank 3 on node7: local rank 1 (SLURM_LOCALID), GPU 1 of 4 (CUDA_VISIBLE_DEVICES entry 1)``;
+    ranks of one host on the same device say so (more ranks than GPUs: NCCL refuses them)."""
+    users: dict[tuple, list[int]] = {}
+    for row in layout:
+        if row["device"] is not None:
+            users.setdefault((row["host"], row["physical"] or row["device"]), []).append(row["rank"])
     lines = []
     for row in layout:
         if row["device"] is None:
@@ -173,9 +178,48 @@ def format_layout(layout: list[dict]) -> list[str]:
             gpu = f"GPU {row['device']} of {row['visible']}"
             if row["physical"] is not None:
                 gpu += f" (CUDA_VISIBLE_DEVICES entry {row['physical']})"
+            others = [r for r in users[(row["host"], row["physical"] or row["device"])] if r != row["rank"]]
+            if others:
+                gpu += f", shared with rank{'s' * (len(others) > 1)} {', '.join(map(str, others))}"
         lines.append(f"rank {row['rank']} on {row['host']}: local rank {row['local_rank']} "
                      f"({row['source']}), {gpu}")
     return lines
+
+
+def device_identity() -> dict | None:
+    """This process's current GPU, ``{"host", "bus_id", "index"}`` (the PCI bus id names the
+    physical device whatever CUDA_VISIBLE_DEVICES renumbers); None without CuPy or a device."""
+    import socket
+
+    try:
+        import cupy
+
+        device = cupy.cuda.Device()
+        return {"host": socket.gethostname(), "bus_id": device.pci_bus_id, "index": int(device.id)}
+    except Exception:  # noqa: BLE001 -- no CuPy, no driver, no device: no GPU to share
+        return None
+
+
+def shared_devices(devices: list[dict | None]) -> list[tuple[dict, list[int]]]:
+    """``[(device, ranks)]`` for every GPU that more than one rank uses, from each rank's
+    :func:`device_identity` (in rank order; None = no GPU). NCCL refuses such ranks."""
+    users: dict[tuple, list[int]] = {}
+    first: dict[tuple, dict] = {}
+    for rank, device in enumerate(devices):
+        if device is None:
+            continue
+        key = (device["host"], device["bus_id"])
+        users.setdefault(key, []).append(rank)
+        first.setdefault(key, device)
+    return [(first[key], ranks) for key, ranks in users.items() if len(ranks) > 1]
+
+
+def describe_sharing(shared: list[tuple[dict, list[int]]]) -> str:
+    """``ranks 0, 1 share GPU 0 (PCI 0000:19:00.0) on node7`` (the first shared GPU, and how many more)."""
+    device, ranks = shared[0]
+    text = (f"ranks {', '.join(map(str, ranks))} share GPU {device['index']} (PCI {device['bus_id']}) "
+            f"on {device['host']}")
+    return text + (f" (and {len(shared) - 1} more shared GPUs)" if len(shared) > 1 else "")
 
 
 def bind_device(comm=None, environ: Mapping[str, str] | None = None) -> DeviceChoice | None:

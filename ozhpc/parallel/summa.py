@@ -23,7 +23,9 @@ Steps (the product itself is :class:`ozhpc.ozaki.product.Product`, as in ``ozhpc
    row, the owner row its B slice panel along the process column (non-blocking: panel
    t+1 is posted before panel t is multiplied), and every rank adds the slice-pair
    products into its group accumulators -- exactly, so neither the panel width nor the
-   grid can change a bit of the result.
+   grid can change a bit of the result. With ``wire="fp64"`` (:mod:`ozhpc.parallel.wire`)
+   the panels travel as FP64 and every rank splits them on arrival (step 3 then makes no
+   whole-operand planes).
 5. One fixed-order combine (scheme II: the CRT reconstruction) per rank, special values,
    alpha/beta.
 
@@ -45,7 +47,8 @@ from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
 from .transport import Transport
-from .transport_choice import TransportUnavailable, choose_transport, get_transport
+from .wire import choose_wire
+from .transport_choice import TransportUnavailable, choose_transport, get_transport, is_gpu_engine
 
 GPU_PANEL = 4096
 """Default k-panel width with a GPU engine: the pair kernel needs long k to run near its peak,
@@ -78,8 +81,12 @@ class SummaInfo(GemmInfo):
     transport: str = ""
     transport_reason: str = ""
     pass_planes: list = field(default_factory=list)
-    """int8 planes per entry broadcast in each pass of the panel loop ("auto" may run more than
-    one: the certificate's magnitude / support digits, wider plans)."""
+    """int8 planes per entry of the panels in each pass of the panel loop ("auto" may run more
+    than one: the certificate's magnitude / support digits, wider plans)."""
+    wire: str = "planes"
+    wire_reason: str = ""
+    pass_bytes: list = field(default_factory=list)
+    """Bytes per entry on the wire in each pass: ``pass_planes`` (planes) or 8 (FP64)."""
     comm_seconds: float = 0.0
     post_seconds: float = 0.0
     bytes_sent: int = 0
@@ -117,6 +124,9 @@ class Summa:
         (:func:`ozhpc.parallel.localrank.bind_device`: node-local rank % visible devices).
     transport : str or Transport
         ``"auto"``, ``"nccl"``, ``"cuda-mpi"`` or ``"mpi-host"`` (:mod:`ozhpc.parallel.transport_choice`).
+    wire : str
+        ``"auto"``, ``"fp64"`` or ``"planes"``: what panels travel as (:mod:`ozhpc.parallel.wire`);
+        never changes the bits of C.
     slices, groups, scheme, bits, guarantee : as in :func:`ozhpc.gemm`, or ``settings`` (an OzakiSettings)
     on_panel : callable(done, total), optional
         Called on this rank after each panel's products are accumulated (pass it on
@@ -131,14 +141,14 @@ class Summa:
     def __init__(self, grid: ProcessGrid, m: int, n: int, k: int, *, block=(256, 256), kb: int | None = None,
                  engine="numpy", transport="auto", slices="auto", groups="auto", on_panel=None,
                  transport_options: dict | None = None, scheme=None, bits="auto", guarantee="dgemm",
-                 settings: OzakiSettings | None = None):
+                 settings: OzakiSettings | None = None, wire="auto"):
         mb, nb = (block, block) if isinstance(block, int) else (int(block[0]), int(block[1]))
         self.settings = settings or OzakiSettings(scheme, slices, groups, bits, guarantee=guarantee)
         if isinstance(engine, str) and engine != "numpy":
             from .localrank import bind_device
             bind_device(grid.comm)  # this rank's GPU, before the engine picks the current device
         self.engine = get_engine(engine)
-        agree_on_setup(grid, self.engine, transport)
+        devices = agree_on_setup(grid, self.engine, transport)
         kb = default_kb(k, nb, grid.dims, self.engine) if kb is None else int(kb)
         if min(mb, nb, kb) < 1:
             raise ValueError(f"block sizes must be positive, got {mb}x{nb} and kb={kb}")
@@ -151,9 +161,21 @@ class Summa:
         self.a_layout = BlockCyclic(m, k, mb, kb, p, q)
         self.bt_layout = BlockCyclic(n, k, nb, kb, q, p)
         self.c_layout = BlockCyclic(m, n, mb, nb, p, q)
-        self.transport = get_transport(transport, grid, self.engine, **(transport_options or {}))
+        self.transport = get_transport(transport, grid, self.engine, devices, **(transport_options or {}))
+        self.wire, self.wire_reason = self._choose_wire(wire)
         self.on_panel = on_panel
         self.info: SummaInfo | None = None
+
+    def _choose_wire(self, wire: str) -> tuple[str, str]:
+        """The wire of :func:`~ozhpc.parallel.wire.choose_wire` from global facts: the first pass's
+        planes per entry of the plan assumed for "auto" settings, the engine, one node or several."""
+        import socket
+
+        from ..ozaki.plan import resolve_plan
+
+        depth = resolve_plan(self.settings.typical(), 0, max(self.k, 1)).planes + (1 if self.settings.auto else 0)
+        hosts = set(self.grid.comm.allgather(socket.gethostname()))
+        return choose_wire(wire, depth, ranks=self.grid.size, engine=self.engine.name, one_node=len(hosts) == 1)
 
     @property
     def panels(self) -> int:
@@ -182,7 +204,8 @@ class Summa:
         product = Product(self.settings, eng, eng.asarray(a.local).astype(xp.float64, copy=False),
                           eng.asarray(bt.local).astype(xp.float64, copy=False), k=self.k,
                           reduce=grid_reductions(g), k_index=(self.a_layout.cols.global_indices(g.mycol),
-                                                              self.bt_layout.cols.global_indices(g.myrow)))
+                                                              self.bt_layout.cols.global_indices(g.myrow)),
+                          wire=self.wire)
         timer = eng.timer()  # the panel products alone (CUDA events on a GPU: no sync in the loop)
         self._pass_planes = []
         wait_s = self._panel_loop(product, timer)
@@ -198,12 +221,16 @@ class Summa:
     def _panel_loop(self, product: Product, timer) -> float:
         """Broadcast and multiply the k-panels, panel t+1 in flight while t is multiplied;
         returns the time spent waiting for panels."""
-        nk, g = self.panels, self.grid
+        nk, xp, fp64 = self.panels, product.engine.xp, self.wire == "fp64"
         rows_a, rows_b = product.shape
         self._pass_planes.append(product.depth)
         width = min(self.kb, self.k)
-        bufs_a = [product.engine.xp.empty(product.depth * rows_a * width, dtype="int8") for _ in range(min(2, nk))]
-        bufs_b = [product.engine.xp.empty(product.depth * rows_b * width, dtype="int8") for _ in range(min(2, nk))]
+        entry, dtype = (1, "float64") if fp64 else (product.depth, "int8")
+        bufs_a = [xp.empty(entry * rows_a * width, dtype=dtype) for _ in range(min(2, nk))]
+        bufs_b = [xp.empty(entry * rows_b * width, dtype=dtype) for _ in range(min(2, nk))]
+        if fp64:   # the planes of the panel being multiplied (FP64 panels are split on arrival)
+            planes_a = xp.empty(product.depth * rows_a * width, dtype="int8")
+            planes_b = xp.empty(product.depth * rows_b * width, dtype="int8")
         wait_s = 0.0
         if self.on_panel is not None:
             self.on_panel(0, nk)  # the loop starts now (progress counts its ETA from here)
@@ -215,6 +242,9 @@ class Summa:
             if t + 1 < nk:
                 pending = self._post(product, t + 1, bufs_a[(t + 1) % 2], bufs_b[(t + 1) % 2])
             timer.start()
+            if fp64:
+                k0 = t * self.kb   # the panel's first global k index (sampled planes pick theirs from it)
+                pa, pb = product.split_panel(1, pa, planes_a, k0), product.split_panel(2, pb, planes_b, k0)
             product.accumulate(pa, pb)
             timer.stop()
             self.transport.progress()
@@ -232,10 +262,16 @@ class Summa:
         w = min(self.kb, self.k - lo)
         owner_a, owner_b = self.a_layout.cols.block_owner(t), self.bt_layout.cols.block_owner(t)
         rows_a, rows_b = product.shape
-        pa = (product.pack_a((t // q) * self.kb, w, buf_a) if g.mycol == owner_a
-              else product.panel_view(rows_a, w, buf_a))
-        pb = (product.pack_b((t // p) * self.kb, w, buf_b) if g.myrow == owner_b
-              else product.panel_view(rows_b, w, buf_b))
+        if self.wire == "fp64":
+            pa = (product.pack_fp64(1, (t // q) * self.kb, w, buf_a) if g.mycol == owner_a
+                  else buf_a[:rows_a * w].reshape(rows_a, w))
+            pb = (product.pack_fp64(2, (t // p) * self.kb, w, buf_b) if g.myrow == owner_b
+                  else buf_b[:rows_b * w].reshape(rows_b, w))
+        else:
+            pa = (product.pack_a((t // q) * self.kb, w, buf_a) if g.mycol == owner_a
+                  else product.panel_view(rows_a, w, buf_a))
+            pb = (product.pack_b((t // p) * self.kb, w, buf_b) if g.myrow == owner_b
+                  else product.panel_view(rows_b, w, buf_b))
         return self.transport.ibcast(pa, owner_a, "row"), self.transport.ibcast(pb, owner_b, "col")
 
     def _info(self, product: Product, wait_s: float, compute_s: float) -> SummaInfo:
@@ -248,7 +284,8 @@ class Summa:
         base.update(m=self.m, n=self.n)
         return SummaInfo(**base, grid=tuple(self.grid.dims), block=(self.mb, self.nb), kb=self.kb,
                          panels=self.panels, transport_reason=getattr(self.transport, "reason", ""),
-                         pass_planes=list(self._pass_planes), **stats)
+                         pass_planes=list(self._pass_planes), wire=self.wire, wire_reason=self.wire_reason,
+                         pass_bytes=[8 if self.wire == "fp64" else d for d in self._pass_planes], **stats)
 
     def close(self) -> None:
         self.transport.close()
@@ -269,18 +306,23 @@ def overlap_fraction(seconds: dict) -> float | None:
     return max(0.0, min(1.0, 1.0 - seconds.get("comm_exposed", 0.0) / comm))
 
 
-def agree_on_setup(grid: ProcessGrid, engine, transport) -> None:
+def agree_on_setup(grid: ProcessGrid, engine, transport) -> list:
     """Every rank must run the same engine and transport (layouts and broadcasts depend on them).
 
     "auto" decides per rank (a node without a working GPU falls back to numpy, one without
     NCCL to MPI): a rank that cannot set up its transport fails every rank alike, and so do
     ranks whose choices differ -- no rank is left waiting in a broadcast the others never post.
+    Returns every rank's GPU (:func:`~ozhpc.parallel.localrank.device_identity`; None entries
+    for the NumPy engine), one allgather: the choice must know which ranks share a GPU.
     """
     from .collective import collective_errors
+    from .localrank import device_identity
 
+    devices = grid.comm.allgather(device_identity() if is_gpu_engine(engine) else None)
     with collective_errors(grid.comm, catch=InputError):
         try:
-            name = transport.name if isinstance(transport, Transport) else choose_transport(transport, grid, engine)[0]
+            name = (transport.name if isinstance(transport, Transport)
+                    else choose_transport(transport, grid, engine, devices)[0])
         except (TransportUnavailable, ValueError) as exc:
             raise InputError(f"rank {grid.rank}: {exc}") from None
     everyone = grid.comm.allgather((engine.name, name))
@@ -290,6 +332,7 @@ def agree_on_setup(grid: ProcessGrid, engine, transport) -> None:
                          f"and transport {everyone[0][1]}, rank {odd} engine {everyone[odd][0]} and transport "
                          f"{everyone[odd][1]}; give --engine and --transport explicitly, or fix the nodes "
                          f"where the GPU engine or NCCL is unavailable (ozhpc info under mpiexec shows them)")
+    return devices
 
 
 def _allreduce(comm, array, op):
@@ -302,7 +345,8 @@ def _allreduce(comm, array, op):
 
 def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
               block=(64, 64), kb=None, slices="auto", groups="auto", engine="numpy", transport="auto",
-              on_panel=None, info=False, scheme=None, bits="auto", accuracy="warn", guarantee="dgemm"):
+              on_panel=None, info=False, scheme=None, bits="auto", accuracy="warn", guarantee="dgemm",
+              wire="auto"):
     """Distributed product of global arrays that EVERY rank holds (tests, small problems).
 
     Returns C as a :class:`DistMatrix` (``.gather()`` for the whole matrix), or
@@ -316,7 +360,7 @@ def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=Fa
     if k != kb2:
         raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb2}x{n}")
     with Summa(grid, m, n, k, block=block, kb=kb, engine=engine, transport=transport, on_panel=on_panel,
-               settings=OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee)) as plan:
+               settings=OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee), wire=wire) as plan:
         a, bt, c = plan.distribute(A, B, C if beta != 0.0 else None, transa=transa, transb=transb)
         out = plan(a, bt, c, alpha=alpha, beta=beta)
         enforce_accuracy(plan.info, accuracy)

@@ -4,13 +4,18 @@
 ``"nccl"`` (:mod:`ozhpc.parallel.gpu_transport`); ``"auto"``: with a GPU engine
 (``engine.on_device``) and a grid of more than one rank, NCCL when ``cupy.cuda.nccl`` is
 usable, else CUDA-aware MPI when ``MPI.Query_cuda_support()`` says so, else host-staged MPI;
-with the NumPy engine (or one rank) always ``"mpi-host"``.
+with the NumPy engine (or one rank) always ``"mpi-host"``. Ranks sharing a GPU (more ranks than
+GPUs on a node, a common launch mistake) are known from every rank's
+:func:`~ozhpc.parallel.localrank.device_identity`: NCCL refuses them (``ncclInvalidUsage``), so
+"auto" takes host-staged MPI there (the path tried on one H200) and an explicit ``"nccl"`` is an
+error that names the ranks and the device.
 """
 from __future__ import annotations
 
 from .mpi import MPI
 
 from .gpu_transport import CudaMPITransport, NcclTransport
+from .localrank import describe_sharing, shared_devices
 from .transport import HostMPITransport, Transport
 from .transport_names import TRANSPORT_NAMES
 
@@ -48,11 +53,13 @@ def is_gpu_engine(engine) -> bool:
     return bool(getattr(engine, "on_device", False))
 
 
-def choose_transport(name, grid, engine=None) -> tuple[str, str]:
+def choose_transport(name, grid, engine=None, devices=None) -> tuple[str, str]:
     """``(transport name, why)`` for ``name`` in TRANSPORT_NAMES; raises TransportUnavailable / ValueError.
 
-    Rank-independent as long as every rank has the same software (the usual case): every
-    rank must pick the same transport, since NCCL and MPI broadcasts do not mix.
+    ``devices``: every rank's GPU (:func:`~ozhpc.parallel.localrank.device_identity`, in rank
+    order), or None when unknown. Rank-independent as long as every rank has the same software
+    (the usual case): every rank must pick the same transport, since NCCL and MPI broadcasts do
+    not mix.
     """
     name = "auto" if name is None else name
     if name not in TRANSPORT_NAMES:
@@ -63,10 +70,14 @@ def choose_transport(name, grid, engine=None) -> tuple[str, str]:
     if name in ("nccl", "cuda-mpi") and not gpu:
         raise TransportUnavailable(f"transport {name!r} moves GPU panels: it needs the cutile engine "
                                    f"(got {getattr(engine, 'name', engine)!r}); use --transport mpi-host or auto")
+    shared = shared_devices(devices or [])
     if name == "nccl":
         why = nccl_available()
         if why:
             raise TransportUnavailable(f"transport 'nccl' is not available: {why}")
+        if shared:
+            raise TransportUnavailable(f"transport 'nccl' needs one GPU per rank, but {describe_sharing(shared)}; "
+                                       "launch at most one rank per GPU, or use --transport mpi-host or auto")
         return name, "requested"
     if name == "cuda-mpi":
         if not mpi_cuda_support():
@@ -78,19 +89,22 @@ def choose_transport(name, grid, engine=None) -> tuple[str, str]:
         return "mpi-host", "auto: CPU engine"
     if grid is not None and grid.size == 1:
         return "mpi-host", "auto: one rank, nothing to move"
+    if shared:   # host staging is the path tried on one H200 (CUDA-aware MPI there: not yet)
+        return "mpi-host", (f"auto: GPU engine, {describe_sharing(shared)}: NCCL needs one GPU per rank, "
+                            "so host-staged MPI")
     why = nccl_available()
     if why is None:
-        return "nccl", "auto: GPU engine, cupy.cuda.nccl available"
+        return "nccl", "auto: GPU engine, cupy.cuda.nccl available, one GPU per rank"
     if mpi_cuda_support():
         return "cuda-mpi", f"auto: GPU engine, CUDA-aware MPI ({why})"
     return "mpi-host", f"auto: GPU engine, no NCCL ({why}) and MPI without CUDA support"
 
 
-def get_transport(name, grid, engine=None, **options) -> Transport:
+def get_transport(name, grid, engine=None, devices=None, **options) -> Transport:
     """A transport by name (see the module docstring for ``"auto"``) or a ready instance."""
     if isinstance(name, Transport):
         return name
-    chosen, why = choose_transport(name, grid, engine)
+    chosen, why = choose_transport(name, grid, engine, devices)
     transport = TRANSPORTS[chosen](grid, engine, **options)
     transport.reason = why
     return transport
