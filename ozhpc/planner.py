@@ -271,7 +271,7 @@ def calibrate(n: int | None = None, directory: str | None = None) -> tuple[str, 
     import socket
 
     import numpy as np
-    from mpi4py import MPI
+    from .parallel.mpi import MPI
 
     from .engines import get_engine
     from .matrices import standard_matrix
