@@ -225,3 +225,21 @@ def test_data_range_holds_where_cauchy_schwarz_is_tight(sign):
         c, info = gemm(a, b, scheme="ozaki2", bits=bits, info=True)
         assert c.tobytes() == (a @ b).tobytes(), (bits, info.moduli)
     assert crt.data_product_bound(53, (k << 32, k << 32), (k, k), 32) >= k * (2**53 * 0.99) ** 2
+
+
+def test_rows_close_to_their_scale_do_not_set_the_range_for_everyone():
+    """A row (and a column) whose entries all sit near its scale would need one more modulus for the
+    whole product; "auto" scales it down by a power of two instead (exact, global), so it keeps the
+    moduli of the other rows and still certifies, the outlier's own entries included."""
+    from ozhpc.ozaki.scales import range_bumps
+
+    a, b = standard_matrix(8, 16384, 0.5, seed=1), standard_matrix(16384, 8, 0.5, seed=2)
+    a[3], b[:, 5] = np.clip(a[3], -1.9, 1.9), np.clip(b[:, 5], -1.9, 1.9)
+    c, info = gemm(a, b, info=True)
+    _, fixed = gemm(a, b, scheme="ozaki2", bits=info.bits, info=True)
+    assert info.certified is True and info.moduli == fixed.moduli - 1, (info.moduli, fixed.moduli)
+    assert all(guarantee_holds(c, a, b, "ozaki2", i, j, "dgemm") for i, j in ((3, 5), (3, 0), (0, 5)))
+    # the rule itself: twice the average per entry, and only rows long enough to matter
+    sq = np.array([100, 210, 3000, 20, 0])
+    nnz = np.array([100, 100, 100, 1, 0])
+    assert range_bumps(sq, nnz, 1000, 1000, 100).tolist() == [0, 1, 2, 0, 0]

@@ -49,14 +49,13 @@ if (FACTOR != 1.0) scaled = __dmul_rn(__ddiv_rn(scaled, FACTOR), UP);
 const bool passed = scaled <= lower;
 double r = (lower > 0.0) ? __ddiv_rn(scaled, lower) : CUDART_INF;
 r = (scaled > 0.0) ? r : 0.0;
-ratio = !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));"""
+ratio = !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));
+"""
 
 _KERNELS: dict = {}
 
 
-def _kernels(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict):
-    """The per-entry ratio as a device function, reduced two ways: the largest ratio, and (only
-    needed when it is above 1) the count of entries above 1."""
+def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict):
     import cupy as cp
 
     key = (has_l, has_u, l_type, u_type, tuple(sorted(constants.items())))
@@ -64,37 +63,29 @@ def _kernels(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict
         defines = "".join(f"#define {name} {value!r}\n" for name, value in constants.items())
         defines += (f"#define HAS_L {int(has_l)}\n#define HAS_U {int(has_u)}\n"
                     "#define CUDART_INF __longlong_as_double(0x7ff0000000000000LL)\n")
-        ctype = {"float64": "double", "int32": "int", "int64": "long long"}
-        function = (f"__device__ double ozhpc_ratio(double cv, long long ei, long long fj, double da, double na, "
-                    f"double nza, double db, double nb, double nzb, {ctype[l_type]} lsum, {ctype[u_type]} usum) {{\n"
-                    f"double ratio;\n{_SOURCE}\nreturn ratio;\n}}\n")
-        params = (f"float64 cv, int64 ei, int64 fj, float64 da, float64 na, float64 nza, float64 db, float64 nb, "
-                  f"float64 nzb, {l_type} lsum, {u_type} usum")
-        call = "ozhpc_ratio(cv, ei, fj, da, na, nza, db, nb, nzb, lsum, usum)"
-        _KERNELS[key] = (
-            cp.ReductionKernel(params, "float64 worst", call, "max(a, b)", "worst = a", "0.0", "ozhpc_worst_ratio",
-                               preamble=defines + function),
-            cp.ReductionKernel(params, "int64 count", f"({call} > 1.0) ? 1 : 0", "a + b", "count = a", "0",
-                               "ozhpc_failed_entries", preamble=defines + function))
+        _KERNELS[key] = cp.ElementwiseKernel(
+            f"float64 cv, int64 ei, int64 fj, float64 da, float64 na, float64 nza, float64 db, float64 nb, "
+            f"float64 nzb, {l_type} lsum, {u_type} usum", "float64 ratio", _SOURCE,
+            "ozhpc_certify_entries", preamble=defines)
     return _KERNELS[key]
 
 
 def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict):
     """``(failed, worst)`` over this block of C: how many entries have a ratio ``E / (c u L)``
     (:func:`ozhpc.ozaki.certificate.entry_ratio`) above 1 (they fail), and the largest ratio (0 for
-    inf/NaN entries): one pass over C when every entry passes, two otherwise (``row`` / ``col``:
-    the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B) as float64 vectors)."""
+    inf/NaN entries). One element-wise pass and a max; the count only when some entry fails
+    (``row`` / ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B) as
+    float64 vectors)."""
     if c.size == 0:
         return 0, 0.0
     zero = cp.zeros((), dtype=cp.float64)
     lsum = zero if lower_sums is None else lower_sums
     usum = zero if support_sums is None else support_sums
-    worst_kernel, count_kernel = _kernels(lower_sums is not None, support_sums is not None, _ctype(lsum),
-                                          _ctype(usum), constants)
-    args = (c, cp.asarray(e).astype(cp.int64).reshape(-1, 1), cp.asarray(f).astype(cp.int64).reshape(1, -1),
-            *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
-    worst = float(worst_kernel(*args))
-    return (int(count_kernel(*args)) if worst > 1.0 else 0), worst
+    kern = _kernel(lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants)
+    ratio = kern(c, cp.asarray(e).astype(cp.int64).reshape(-1, 1), cp.asarray(f).astype(cp.int64).reshape(1, -1),
+                 *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
+    worst = float(ratio.max())
+    return (int(cp.count_nonzero(ratio > 1.0)) if worst > 1.0 else 0), worst
 
 
 def _ctype(x) -> str:

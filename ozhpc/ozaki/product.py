@@ -29,7 +29,7 @@ from ..engines.base import BITS
 from ..errors import AccuracyError, AccuracyWarning, InputError
 from . import certificate, special
 from .plan import DataSizes, max_width, plan_width, resolve_plan
-from .scales import exponents, spread_bits
+from .scales import exponents, range_bumps, spread_bits
 from .settings import OzakiSettings
 
 
@@ -331,15 +331,18 @@ class Product:
         self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
         self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
         ozaki2 = self._plan_settings.scheme == "ozaki2"
-        self._mags, gaps = None, np.zeros(4, dtype=np.int64)
+        self._mags, gaps = None, np.zeros(6, dtype=np.int64)
         if ozaki2 or self.certifying:
             pieces = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps),
                       certificate.magnitude_stats(xp, self._fin_b, self.col_exps))
             for side, piece in enumerate(pieces):   # every entry lives on one rank: SUM over all
                 gaps[2 * side:2 * side + 2] = [int(piece[3].sum()), int(piece[1].sum())]
+                gaps[4 + side] = int(piece[2].sum())
             gaps = reduce.everywhere_sum(gaps)
             self._mags = tuple(tuple(self._on_host(row_sum)(v) for v in piece)
                                for piece, row_sum in zip(pieces, (reduce.a_sum, reduce.b_sum)))
+            if ozaki2 and self.certifying:
+                self._relieve_rows(gaps)
         local = np.zeros(8, dtype=np.int64)
         if self.certifying and not ozaki2:   # scheme I's "auto" statistic (scheme II reads the sizes)
             local[0] = max(self._spread(a_rows, self.row_exps, reduce.a_sum),
@@ -355,10 +358,30 @@ class Product:
         self.spread, self.nonfinite = spread, bool(nonfinite)
         self.sizes = (DataSizes(sq=tuple(sizes[0:2]), nnz=tuple(sizes[2:4]), norm_min=tuple(-v for v in sizes[4:6]),
                                 k=self.k, norm_bits=certificate.NORM_BITS,
-                                mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[:2], gaps[2:])))
+                                mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[0:2], gaps[2:4])))
                       if self._mags is not None else None)
         self.plan = resolve_plan(self._plan_settings, spread, self.k, sizes=self.sizes)
         self.plan.check_k(self.k)
+
+    def _relieve_rows(self, totals) -> None:
+        """Rows (of op(A), columns of op(B)) whose entries sit unusually close to their scale would
+        set scheme II's CRT range for everyone (a row of 16384 phi = 0.5 entries whose largest is
+        below 2 instead of about 3.5 needs one more modulus for all): "auto" scales them by
+        ``2**-b`` (:func:`ozhpc.ozaki.scales.range_bumps`, exact and global), and their statistics
+        by the same power of two, rounded up."""
+        eng, xp = self.engine, self.xp
+        mags, exps = list(self._mags), [self.row_exps, self.col_exps]
+        for side in (0, 1):
+            norm, nnz, sq, gaps = (eng.to_host(v) for v in mags[side])
+            bump = range_bumps(sq, nnz, int(totals[4 + side]), int(totals[2 * side + 1]), self.k)
+            if not bump.any():
+                continue
+            step, moved = 2**bump, bump > 0
+            norm = np.where(moved, (norm - nnz) // step + 1 + 2 * nnz, norm)
+            sq = np.where(moved, (sq - nnz) // (step * step) + 1 + 2 * nnz, sq)
+            mags[side] = tuple(eng.asarray(v) for v in (norm, nnz, sq, gaps))
+            exps[side] = exps[side] + eng.asarray(bump.astype(np.int32))
+        self._mags, (self.row_exps, self.col_exps) = tuple(mags), exps
 
     def _spread(self, rows, exps, sum_pieces) -> int:
         eng = self.engine

@@ -58,3 +58,28 @@ def spread_bits(xp, gaps, sum_rows=None, count_le=None) -> int:
     if not bool(nonzero.any()):
         return 0
     return int(xp.where(nonzero, lo[:, 0], -1).max()) + 1
+
+
+RANGE_BUMP_MAX = 8
+"""At most this many powers of two per row (:func:`range_bumps`)."""
+
+
+def range_bumps(sq, nnz, sq_total: int, nnz_total: int, k: int):
+    """Extra exponent ``b_i`` in [0, RANGE_BUMP_MAX] per row for scheme II's "auto": rows whose squared
+    2-norm over their scale (``sq``, units ``2**-32``, :func:`ozhpc.ozaki.certificate.magnitude_stats`)
+    is more than twice the operand's average per entry times their count, and large enough to set
+    the CRT range (above half of ``k`` average entries), are scaled by ``2**-b_i`` until they are
+    not. Host NumPy on exact global integers (the same float operations on every rank), so every
+    rank and engine takes the same exponents."""
+    import numpy as np
+
+    sq, nnz = np.asarray(sq, dtype=np.float64), np.asarray(nnz, dtype=np.float64)
+    mean = float(sq_total) / max(float(nnz_total), 1.0)
+    bump = np.zeros(sq.shape, dtype=np.int64)
+    if mean <= 0:
+        return bump
+    ratio = sq / (2.0 * mean * np.maximum(nnz, 1.0))
+    matters = sq > mean * k / 2
+    for t in range(RANGE_BUMP_MAX):
+        bump += (ratio > 4.0**t) & matters
+    return bump
