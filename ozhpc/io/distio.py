@@ -129,7 +129,7 @@ def read_operands(plan, a_ref, b_ref, c_ref=None, *, transa=False, transb=False)
 def hash_dataset(path: str, dset_path: str) -> str:
     """SHA-256 of a 2-D dataset as C-ordered little-endian float64, read in row chunks."""
     hasher = RowHasher()
-    with h5py.File(path, "r") as f:
+    with h5io.open_file(path, "r") as f:
         dset = f[dset_path]
         rows = max(1, HASH_CHUNK_BYTES // max(1, 8 * dset.shape[1]))
         for lo in range(0, dset.shape[0], rows):
