@@ -87,8 +87,8 @@ def write_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int, loc
 
 
 def _open_read(path: str, grid: ProcessGrid):
-    if PARALLEL_HDF5 and grid.size > 1:
-        return h5py.File(path, "r", driver="mpio", comm=grid.comm)
+    if PARALLEL_HDF5 and grid.size > 1:  # collective: one attempt (ranks retrying apart would hang)
+        return h5io.open_file(path, "r", wait_s=0, driver="mpio", comm=grid.comm)
     return h5io.open_file(path, "r")  # waits while another job writes into this file
 
 

@@ -44,9 +44,9 @@ from . import h5io
 from .filelock import locked
 
 TMP_PREFIX = h5io.TMP_PREFIX
-SLACK = 1 << 20
+SLACK = 256 << 10
 """Bytes reserved beyond C for the metadata one session writes (object headers, attributes,
-links, the free-space map): a few KiB in practice."""
+links, the free-space map): about 12 KiB for a result with ozhpc's attributes."""
 NO_FALLOCATE = (errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS)
 log = logging.getLogger("ozhpc")
 
@@ -63,14 +63,15 @@ def temp_file_path(target: str, tag: str) -> str:
 
 def check_size_limit(path: str, nbytes: int) -> None:
     """Refuse, before the compute, an output file that would grow past this process's file size
-    limit (``ulimit -f``, RLIMIT_FSIZE) by a result of ``nbytes`` (counted as :func:`reserve` does)."""
+    limit (``ulimit -f``, RLIMIT_FSIZE) while a result of ``nbytes`` is written: C and its metadata,
+    and the reservation for the commit's metadata on top (:func:`reserve`), ``2 * SLACK`` in all."""
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
     if soft == resource.RLIM_INFINITY:
         return
     target = os.path.realpath(path)
-    size = os.path.getsize(target) if os.path.isfile(target) else 0
-    if size + nbytes + SLACK > soft:
-        raise InputError(f"output file {path!r} may grow to {size + nbytes + SLACK} bytes with C, past this "
+    peak = (os.path.getsize(target) if os.path.isfile(target) else 0) + nbytes + 2 * SLACK
+    if peak > soft:
+        raise InputError(f"output file {path!r} may grow to {peak} bytes while C is written, past this "
                          f"process's file size limit of {soft} bytes (ulimit -f)")
 
 
