@@ -231,18 +231,28 @@ def test_file_size_limit_refused_before_the_compute(d):
 
 
 def test_space_taken_while_computing_gives_one_line_and_an_intact_file(d):
-    """Two jobs pass the check, the first result fills the room the limit leaves: the second
-    finds no room when it reserves, says so in one line, and the file keeps the first C."""
+    """Two jobs pass the check and compute; the first result fills the room the limit leaves:
+    the second finds no room when it reserves, says so in one line, and the file keeps the first C."""
+    from ozhpc.io import filelock
+
     n = 192  # C (288 KiB) is larger than SLACK: a second C cannot fit where the first did
     size = padded(d, n)
     inputs = data_of(d / "in.h5")
     limit = size + 8 * n * n + 2 * h5out.SLACK
-    jobs = [start(2, d, "in.h5:/C", limit), start(2, d, "in.h5:/D", limit)]
-    results = [job.communicate(timeout=300) + (job.returncode,) for job in jobs]
+    with filelock.locked(os.path.realpath(d / "in.h5")):  # both compute before either writes
+        jobs = [start(2, d, "in.h5:/C", limit, "--progress", "log"),
+                start(2, d, "in.h5:/D", limit, "--progress", "log")]
+        seen = ["", ""]
+        for i, job in enumerate(jobs):
+            while "panel" not in seen[i] and job.poll() is None:
+                seen[i] += job.stderr.readline()
+    results = [(out, seen[i] + err, job.returncode)
+               for i, job in enumerate(jobs) for out, err in [job.communicate(timeout=300)]]
     assert sorted(code for *_, code in results) == [0, 2], results
     err = next(err for _, err, code in results if code == 2)
     errors = [line for line in err.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "past this process's file size limit (ulimit -f)" in errors[0], err
+    assert len(errors) == 1, err
+    assert "no room for" in errors[0] and "past this process's file size limit (ulimit -f)" in errors[0], err
     assert "Traceback" not in err
     after = data_of(d / "in.h5")
     assert {k: after[k] for k in inputs} == inputs

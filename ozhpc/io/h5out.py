@@ -75,38 +75,40 @@ def check_size_limit(path: str, nbytes: int) -> None:
                          f"process's file size limit of {soft} bytes (ulimit -f)")
 
 
-def reserve(path: str, nbytes: int = 0, offset: int | None = None) -> None:
-    """Make sure ``nbytes`` (+ ``SLACK`` at the end of the file, ``offset`` None) or the range
-    ``offset:offset+nbytes`` of ``path`` has blocks on disk, or raise an InputError that says so;
-    the file's contents are unchanged either way (a failed reservation is undone)."""
+def reserve(path: str, nbytes: int = 0, offset: int | None = None, name: str | None = None) -> None:
+    """Make sure ``nbytes`` (+ ``SLACK``) past the end of ``path`` (``offset`` None), or its
+    range ``offset:offset+nbytes``, have blocks on disk, or raise an InputError naming the file
+    as ``name``; the file's contents are unchanged either way (a failed reservation is undone)."""
+    fallocate = getattr(os, "posix_fallocate", None)  # not on macOS
+    if fallocate is None:
+        return
     fd = os.open(path, os.O_RDWR)
     try:
         size = os.fstat(fd).st_size
         start, length = (size, nbytes + SLACK) if offset is None else (offset, nbytes)
         try:
             if length > 0:
-                os.posix_fallocate(fd, start, length)
+                fallocate(fd, start, length)
         except OSError as exc:
             if exc.errno in NO_FALLOCATE:
                 return  # this file system cannot reserve: the write itself finds out
             if os.fstat(fd).st_size > size:
                 os.ftruncate(fd, size)
             why = "past this process's file size limit (ulimit -f)" if exc.errno == errno.EFBIG else exc.strerror
-            raise InputError(f"no room for {max(0, start + length - size)} more bytes in {path!r} ({why}); "
-                             "the file was not changed") from None
-    except AttributeError:  # no posix_fallocate on this platform (macOS)
-        return
+            raise InputError(f"no room for {max(0, start + length - size)} more bytes in {name or path!r} "
+                             f"({why}); the file was not changed") from None
     finally:
         os.close(fd)
 
 
 @contextmanager
-def open_output(path: str, mode: str = "r+", room: int | None = None, **kwargs):
+def open_output(path: str, mode: str = "r+", room: int | None = None, name: str | None = None, **kwargs):
     """``h5py.File`` with the failure to open turned into one clear line. ``room``: bytes the
-    session may add (C's, or 0 for metadata alone), reserved first (:func:`reserve`); None for
-    sessions that only write into space already allocated."""
+    session may add (C's, or 0 for metadata alone), reserved first (:func:`reserve`; ``name``:
+    the file as the user named it); None for sessions that only write into space already
+    allocated."""
     if room is not None:
-        reserve(path, room)
+        reserve(path, room, name=name)
     try:
         f = h5io.open_file(path, mode, **kwargs)
     except OSError as exc:
@@ -209,7 +211,7 @@ class OutputTransaction:
         """Check again under the lock (another job may have written meanwhile), clear leftovers."""
         h5io.check_output_file(self.ref.file, self.target, "output")
         if os.path.exists(self.target):
-            with open_output(self.target, room=0) as f:
+            with open_output(self.target, room=0, name=self.ref.file) as f:
                 h5io.target_exists(f, self.ref, self.force)
                 remove_stale(self.target, f)
         else:
@@ -220,7 +222,7 @@ class OutputTransaction:
             create_file(self.file)
 
     def open(self, mode: str = "r+", room: int | None = None, **kwargs):
-        return open_output(self.file, mode, room, **kwargs)
+        return open_output(self.file, mode, room, name=self.ref.file, **kwargs)
 
     def create(self, shape, attrs: dict | None = None) -> None:
         with self.open(room=8 * int(np.prod(shape))) as f:
