@@ -107,6 +107,16 @@ def test_other_spelling_of_an_input_is_the_input(d, case):
     assert {n: digest(d / n) for n in before} == before and leftovers(d) == []
 
 
+@pytest.mark.parametrize("link", [h5py.SoftLink("/nothing"), h5py.ExternalLink("gone.h5", "/x")])
+def test_dangling_link_at_the_output_refused_before_the_compute(d, link):
+    with h5py.File(d / "in.h5", "a") as f:
+        f["D"] = link
+    before = digest(d / "in.h5")
+    proc, seconds = one(["gemm", "in.h5:/A", "in.h5:/B", "-o", "in.h5:/D", "--force", *NUMPY], d)
+    assert_refused(proc, seconds, "output in.h5:/D: /D is a soft or external link that points to nothing")
+    assert digest(d / "in.h5") == before and leftovers(d) == []
+
+
 def test_other_spelling_refused_under_mpiexec(d):
     before = digest(d / "in.h5")
     proc, seconds = gemm(3, d, "in.h5://./A", "--force")

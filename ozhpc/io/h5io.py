@@ -276,9 +276,12 @@ def target_exists(f: h5py.File, ref: DatasetRef, force: bool) -> bool:
     node = f
     for i, part in enumerate(parts):
         obj = node.get(part)
-        if obj is None:
-            return False
         prefix = "/" + "/".join(parts[:i + 1])
+        if obj is None:
+            if node.get(part, getlink=True) is not None:
+                raise InputError(f"output {ref}: {prefix} is a soft or external link that points to nothing; "
+                                 "choose another path, or remove the link")
+            return False
         if isinstance(obj, h5py.Group):
             node = obj
             continue
