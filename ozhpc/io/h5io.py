@@ -1,8 +1,11 @@
-"""HDF5 datasets named ``FILE.h5:/path``: validated reads, output checks, whole-matrix writes.
+"""HDF5 datasets named ``FILE.h5:/path``: names, the one way files are opened to read, checks of
+inputs and outputs before any work.
 
-Outputs never appear half-written at their final path (:mod:`ozhpc.io.h5out` says how). An
-existing dataset is replaced only with ``force``, a group never; other datasets in an existing
-output file are kept.
+Dataset names are kept as HDF5 resolves them (:func:`dataset_path`), and an output is compared
+with the inputs as files (device and inode) and as HDF5 objects, so no other spelling of an
+input can be written over. Outputs never appear half-written at their final path
+(:mod:`ozhpc.io.h5out` says how). An existing dataset is replaced only with ``force``, a group
+never; other datasets in an existing output file are kept.
 """
 from __future__ import annotations
 

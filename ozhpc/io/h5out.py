@@ -71,7 +71,7 @@ def check_size_limit(path: str, nbytes: int) -> None:
     target = os.path.realpath(path)
     peak = (os.path.getsize(target) if os.path.isfile(target) else 0) + nbytes + 2 * SLACK
     if peak > soft:
-        raise InputError(f"output file {path!r} may grow to {peak} bytes while C is written, past this "
+        raise InputError(f"output file {path!r} may grow to {peak} bytes while the result is written, past this "
                          f"process's file size limit of {soft} bytes (ulimit -f)")
 
 
