@@ -138,7 +138,7 @@ def create_file(path: str) -> None:
     """A new, empty HDF5 file that keeps its free-space map (space reuse on reruns)."""
     kwargs = {} if h5io.PARALLEL_HDF5 else dict(fs_strategy="fsm", fs_persist=True, fs_threshold=1)
     try:
-        h5py.File(path, "w-", **kwargs).close()
+        h5io.open_file(path, "w-", wait_s=0, **kwargs).close()
     except OSError as exc:
         raise InputError(f"cannot create the output file {path!r} ({exc})") from None
 
