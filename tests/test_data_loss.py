@@ -311,6 +311,16 @@ def test_no_file_size_limit_leaves_a_broken_file(d):
     assert seen == {"written", "refused:"}
 
 
+@pytest.mark.parametrize("room,outcome", [(8 * N * N, "refused:"), (8 * N * N + 2 * h5out.SLACK, "written")])
+def test_file_size_limit_on_a_new_file(d, room, outcome):
+    """A new output file is built beside its final name: no room leaves neither it nor the temporary."""
+    before = sorted(os.listdir(d))
+    proc = subprocess.run([sys.executable, "-c", SWEEP.format(n=N).replace('"in.h5"', '"new.h5"'),
+                           str(room), "/C"], cwd=d, env=env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith(outcome), proc.stdout + proc.stderr
+    assert sorted(os.listdir(d)) == sorted(before + (["new.h5"] if outcome == "written" else []))
+
+
 def test_damaged_output_file_refused_before_the_compute(d):
     """A file cut short (by a full disk under another program): one line before the compute."""
     with h5py.File(d / "out.h5", "w") as f:
