@@ -18,9 +18,9 @@ the options given is refused (exit 2) rather than reported accurate or inaccurat
 """
 from __future__ import annotations
 
+from contextlib import ExitStack
 from fractions import Fraction
 
-import h5py
 import numpy as np
 
 from .errors import InputError
@@ -72,16 +72,26 @@ def check_shapes(args) -> tuple[int, int, int]:
 
 def check_provenance(args) -> None:
     """Refuse options that contradict the attributes ozhpc stored with C (when it did)."""
-    with h5py.File(args.result.file, "r") as f:
+    with h5io.reading(args.result.file, "result C") as f:
         attrs = f[args.result.path].attrs
         stored = {key: attrs[h5io.ATTRS_PREFIX + key] for key in PROVENANCE if h5io.ATTRS_PREFIX + key in attrs}
     given = {"alpha": args.alpha, "beta": args.beta, "transa": args.transa, "transb": args.transb}
-    wrong = [key for key, value in stored.items() if type(given[key])(value) != given[key]]
+    wrong = [key for key, value in stored.items() if _attribute(args.result, key, value, type(given[key])) != given[key]]
     if wrong:
         made = ", ".join(f"{key}={stored[key]}" for key in wrong)
         said = ", ".join(f"{key}={given[key]}" for key in wrong)
         raise InputError(f"result C {args.result} was computed with {made} (its attributes), but the options "
                          f"say {said}: check it with the options it was made with")
+
+
+def _attribute(ref, key: str, value, kind):
+    """A stored provenance attribute as ``kind`` (float or bool), or an InputError naming it."""
+    value = np.asarray(value)
+    if value.shape == () and (value.dtype.kind in "fiu" if kind is float else value.dtype.kind in "biu"):
+        if kind is float or int(value) in (0, 1):
+            return kind(value)
+    raise InputError(f"result C {ref} has attribute {h5io.ATTRS_PREFIX}{key} = {value.tolist()!r}, which is not "
+                     f"{'a number' if kind is float else 'a boolean'}; ozhpc did not write it")
 
 
 def entry_errors(row, col, c: float, c0: float, alpha: float, beta: float) -> tuple[float, float]:
@@ -114,20 +124,16 @@ def _line(dset, index: int, along_rows: bool) -> np.ndarray:
 def local_errors(args, idx, mine) -> list[tuple[int, float, float]]:
     """``(t, ours, native)`` for the sampled entries ``idx[t]``, t in ``mine`` (this rank's share)."""
     out, rows, cols = [], {}, {}  # a row or column shared by several samples is read once
-    with h5py.File(args.a.file, "r") as fa, h5py.File(args.b.file, "r") as fb, \
-            h5py.File(args.result.file, "r") as fc:
-        a, b, c = fa[args.a.path], fb[args.b.path], fc[args.result.path]
-        c0f = h5py.File(args.c.file, "r") if args.beta != 0.0 else None
-        try:
-            for t in mine:
-                i, j = idx[t]
-                row = rows[i] if i in rows else rows.setdefault(i, _line(a, i, along_rows=not args.transa))
-                col = cols[j] if j in cols else cols.setdefault(j, _line(b, j, along_rows=args.transb))
-                c0 = float(c0f[args.c.path][i, j]) if c0f is not None else 0.0
-                out.append((t, *entry_errors(row, col, float(c[i, j]), c0, args.alpha, args.beta)))
-        finally:
-            if c0f is not None:
-                c0f.close()
+    with ExitStack() as stack:
+        a, b, c = (stack.enter_context(h5io.reading(ref.file, what))[ref.path]
+                   for ref, what in ((args.a, "input A"), (args.b, "input B"), (args.result, "result C")))
+        c0 = stack.enter_context(h5io.reading(args.c.file, "input C"))[args.c.path] if args.beta != 0.0 else None
+        for t in mine:
+            i, j = idx[t]
+            row = rows[i] if i in rows else rows.setdefault(i, _line(a, i, along_rows=not args.transa))
+            col = cols[j] if j in cols else cols.setdefault(j, _line(b, j, along_rows=args.transb))
+            cij0 = float(c0[i, j]) if c0 is not None else 0.0
+            out.append((t, *entry_errors(row, col, float(c[i, j]), cij0, args.alpha, args.beta)))
     return out
 
 
@@ -172,7 +178,7 @@ def fingerprint_status(ref, comm) -> dict:
     from .fingerprint import fingerprint_dataset
 
     value = fingerprint_dataset(ref.file, ref.path, comm=comm)
-    with h5py.File(ref.file, "r") as f:
+    with h5io.reading(ref.file, "result C") as f:
         stored = f[ref.path].attrs.get(h5io.ATTRS_PREFIX + "fingerprint")
     stored = stored.decode() if isinstance(stored, bytes) else stored
     return {"fingerprint": value, "fingerprint_matches": None if stored is None else str(stored) == value}

@@ -313,6 +313,7 @@ def cmd_gen(args) -> int:
             h5io.check_output(args.output, args.force)
             check_matrix_fits(-(-m // grid.size), n)
             check_disk(args.output.file, m, n)
+            h5out.check_size_limit(args.output.file, 8 * m * n)
         local = standard_matrix_distributed(grid, m, n, args.phi, args.seed)
         attrs = {"phi": args.phi, "seed": args.seed, "fingerprint": fingerprint_distributed(local)}
         distio.write_distributed(args.output, local, attrs=attrs, force=args.force)

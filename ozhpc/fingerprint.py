@@ -151,10 +151,10 @@ def fingerprint_distributed(c) -> str:
 def fingerprint_dataset(path: str, dset_path: str, chunk_bytes: int = FILE_CHUNK_BYTES, comm=None) -> str:
     """Fingerprint of a 2-D HDF5 dataset, read in row chunks (never whole). With ``comm``
     (collective) each rank reads one contiguous share of the rows and the sums are combined."""
-    import h5py
+    from .io.h5io import reading
 
     rank, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
-    with h5py.File(path, "r") as f:
+    with reading(path, "dataset") as f:
         dset = f[dset_path]
         m, n = dset.shape
         lo, hi = m * rank // size, m * (rank + 1) // size

@@ -382,6 +382,8 @@ def _load(source: str, check_files: bool, overrides: dict) -> RunConfig:
         raise InputError(f"{source}: {exc.spelled(job_spelling)}") from None
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
+    if cfg.report and h5io.same_file(cfg.report, source):
+        raise InputError(f"{source}: the report {cfg.report!r} is this job file; choose another report path")
     if check_files:
         check_inputs(kwargs, source)
     return cfg

@@ -47,6 +47,7 @@ def check_outputs(cfg: RunConfig) -> None:
 def check_resources(cfg: RunConfig, plan, ranks_here: int):
     """Memory per rank (the model of :mod:`ozhpc.resources` on this rank's layouts) and disk space
     for C, so a run that cannot fit fails before allocating; returns the memory estimate."""
+    from .io.h5out import check_size_limit
     from .resources import check_disk, check_memory, estimate_memory
 
     me = plan.grid.coords
@@ -55,6 +56,7 @@ def check_resources(cfg: RunConfig, plan, ranks_here: int):
                                with_c=cfg.beta != 0.0, wire=plan.wire)
     check_memory(estimate, ranks_here, _device_free(plan.engine))
     check_disk(cfg.out.file, plan.m, plan.n)
+    check_size_limit(cfg.out.file, 8 * plan.m * plan.n)
     return estimate
 
 

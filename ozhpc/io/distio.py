@@ -87,8 +87,8 @@ def write_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int, loc
 
 
 def _open_read(path: str, grid: ProcessGrid):
-    if PARALLEL_HDF5 and grid.size > 1:
-        return h5py.File(path, "r", driver="mpio", comm=grid.comm)
+    if PARALLEL_HDF5 and grid.size > 1:  # collective: one attempt (ranks retrying apart would hang)
+        return h5io.open_file(path, "r", wait_s=0, driver="mpio", comm=grid.comm)
     return h5io.open_file(path, "r")  # waits while another job writes into this file
 
 
@@ -129,7 +129,7 @@ def read_operands(plan, a_ref, b_ref, c_ref=None, *, transa=False, transb=False)
 def hash_dataset(path: str, dset_path: str) -> str:
     """SHA-256 of a 2-D dataset as C-ordered little-endian float64, read in row chunks."""
     hasher = RowHasher()
-    with h5py.File(path, "r") as f:
+    with h5io.open_file(path, "r") as f:
         dset = f[dset_path]
         rows = max(1, HASH_CHUNK_BYTES // max(1, 8 * dset.shape[1]))
         for lo in range(0, dset.shape[0], rows):

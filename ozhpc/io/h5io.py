@@ -1,17 +1,22 @@
-"""HDF5 datasets named ``FILE.h5:/path``: validated reads, output checks, whole-matrix writes.
+"""HDF5 datasets named ``FILE.h5:/path``: names, the one way files are opened to read, checks of
+inputs and outputs before any work.
 
-Outputs never appear half-written at their final path (:mod:`ozhpc.io.h5out` says how). An
-existing dataset is replaced only with ``force``, a group never; other datasets in an existing
-output file are kept.
+Dataset names are kept as HDF5 resolves them (:func:`dataset_path`), and an output is compared
+with the inputs as files (device and inode) and as HDF5 objects, so no other spelling of an
+input can be written over. Outputs never appear half-written at their final path
+(:mod:`ozhpc.io.h5out` says how). An existing dataset is replaced only with ``force``, a group
+never; other datasets in an existing output file are kept.
 """
 from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import h5py
 import numpy as np
+from h5py import h5z
 
 from ..errors import InputError
 
@@ -29,6 +34,11 @@ def _locked_by_another(exc: OSError) -> bool:
     return "unable to lock file" in text or "errno = 11" in text
 
 
+def _busy(what: str, path: str) -> InputError:
+    return InputError(f"{what} file {path!r} stayed locked by another program for {BUSY_WAIT_S:.0f} s; "
+                      "try again when it is done with it")
+
+
 def open_file(path: str, mode: str = "r", wait_s: float = BUSY_WAIT_S, **kwargs) -> h5py.File:
     """``h5py.File``, waiting (up to ``wait_s``) while another process holds HDF5's lock on it:
     two jobs that touch one file (one checking it, one writing its result) take turns instead
@@ -44,34 +54,73 @@ def open_file(path: str, mode: str = "r", wait_s: float = BUSY_WAIT_S, **kwargs)
         delay = min(0.25, 2 * delay)
 
 
+def dataset_path(text: str) -> str:
+    """``text`` as HDF5 resolves it: repeated ``/`` are one, ``.`` components name the group
+    they are in (``..`` is an ordinary name in HDF5). ``//A``, ``/./A`` and ``/A`` are one name,
+    so they compare equal wherever ozhpc compares or creates names. The InputError names what
+    is not a dataset name: no leading ``/``, the root group, a trailing ``/`` (a group's name)."""
+    if not text.startswith("/"):
+        raise InputError("must start with '/'")
+    if text.endswith("/"):
+        raise InputError("must not end with '/' (that names a group)")
+    parts = [part for part in text.split("/") if part not in ("", ".")]
+    if not parts:
+        raise InputError("is the root group, not a dataset")
+    return "/" + "/".join(parts)
+
+
 @dataclass(frozen=True)
 class DatasetRef:
-    """A dataset in an HDF5 file, written ``FILE.h5:/path/to/dataset``."""
+    """A dataset in an HDF5 file, written ``FILE.h5:/path/to/dataset``; ``path`` is kept as
+    :func:`dataset_path` normalises it."""
 
     file: str
     path: str
 
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "path", dataset_path(self.path))
+        except InputError as exc:
+            raise InputError(f"dataset {self.file}:{self.path}: the dataset name {exc}") from None
+
     @classmethod
     def parse(cls, text: str, what: str = "dataset") -> "DatasetRef":
         file, sep, path = str(text).rpartition(":")
-        if not sep or not file or not path.startswith("/") or path == "/":
+        if not sep or not file or not path.startswith("/"):
             raise InputError(f"{what} {text!r} must be written FILE.h5:/dataset")
-        return cls(file, path)
+        try:
+            return cls(file, dataset_path(path))
+        except InputError as exc:
+            raise InputError(f"{what} {text!r}: the dataset name {exc}") from None
 
     def __str__(self) -> str:
         return f"{self.file}:{self.path}"
 
 
-def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int], np.dtype]:
-    """Shape and dtype of a 2-D real floating dataset, or an InputError that says what is wrong."""
-    if not os.path.exists(ref.file):
-        raise InputError(f"{what} file {ref.file!r} does not exist")
+@contextmanager
+def reading(path: str, what: str = "input"):
+    """The one way ozhpc opens a file to read it: waits (up to ``BUSY_WAIT_S``) while another
+    program writes it, and says in one line (InputError) why a file cannot be opened."""
+    if not os.path.exists(path):
+        raise InputError(f"{what} file {path!r} does not exist")
     try:
-        f = open_file(ref.file, "r")
+        f = open_file(path, "r")
     except OSError as exc:
-        raise InputError(f"{what} file {ref.file!r} is not a readable HDF5 file ({exc})") from None
+        if _locked_by_another(exc):
+            raise _busy(what, path) from None
+        raise InputError(f"{what} file {path!r} is not a readable HDF5 file ({exc})") from None
     with f:
-        obj = f.get(ref.path)
+        yield f
+
+
+def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int], np.dtype]:
+    """Shape and dtype of a 2-D real floating dataset that can be read as stored, or an
+    InputError that says what is wrong."""
+    with reading(ref.file, what) as f:
+        try:
+            obj = f.get(ref.path)
+        except (KeyError, OSError, RuntimeError) as exc:  # a broken link on the way
+            raise InputError(f"{what} {ref} cannot be opened ({exc})") from None
         if obj is None:
             raise InputError(f"{what} dataset {ref.path!r} not found in {ref.file!r}")
         if not isinstance(obj, h5py.Dataset):
@@ -80,38 +129,118 @@ def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int],
             raise InputError(f"{what} {ref} must be 2-D, has shape {obj.shape}")
         if obj.dtype.kind != "f":
             raise InputError(f"{what} {ref} must hold real floating-point numbers, has dtype {obj.dtype}")
+        check_readable(obj, ref, what)
         return tuple(int(n) for n in obj.shape), obj.dtype
+
+
+def check_readable(dset: h5py.Dataset, ref: DatasetRef, what: str) -> None:
+    """Refuse what HDF5 would read wrongly or not at all: a filter that is not installed (an
+    error in the middle of a read), a virtual dataset with a missing source (read silently as
+    fill values)."""
+    plist = dset.id.get_create_plist()
+    for i in range(plist.get_nfilters()):
+        code, _, _, name = plist.get_filter(i)
+        if not h5z.filter_avail(code):
+            label = f"{code} ({name.decode(errors='replace')})" if name else str(code)
+            raise InputError(f"{what} {ref} needs HDF5 filter {label} to be read, which is not installed "
+                             "here (hdf5plugin provides the common ones)")
+    if not dset.is_virtual:
+        return
+    for source in dset.virtual_sources():
+        if "%" in source.file_name or "%" in source.dset_name:
+            continue  # printf-style names of an unlimited mapping: HDF5 resolves them per block
+        found = _vds_source(ref.file, source.file_name)
+        if found is None:
+            raise InputError(f"{what} {ref} is a virtual dataset whose source file {source.file_name!r} is "
+                             "missing (HDF5 would read its part as fill values)")
+        try:
+            with open_file(found, "r") as g:
+                present = isinstance(g.get(source.dset_name), h5py.Dataset)
+        except OSError:
+            present = False
+        if not present:
+            raise InputError(f"{what} {ref} is a virtual dataset whose source {found}:{source.dset_name} is "
+                             "missing (HDF5 would read its part as fill values)")
+
+
+def _vds_source(vds_file: str, name: str) -> str | None:
+    """The source file a virtual dataset in ``vds_file`` reads, found where HDF5 looks
+    (H5Pset_virtual_prefix: ``$HDF5_VDS_PREFIX``, the virtual dataset's directory, the name as
+    given); None when there is none."""
+    if name == ".":
+        return vds_file
+    if os.path.isabs(name):
+        return name if os.path.isfile(name) else None
+    prefix = os.environ.get("HDF5_VDS_PREFIX")
+    for base in ([prefix] if prefix else []) + [os.path.dirname(vds_file), "."]:
+        candidate = os.path.join(base, name)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
 
 
 def read_matrix(ref: DatasetRef, what: str = "input", rows=slice(None), cols=slice(None)) -> np.ndarray:
     """The (sub)matrix as C-ordered float64, after :func:`dataset_info` checks."""
     dataset_info(ref, what)
-    with open_file(ref.file, "r") as f:
+    with reading(ref.file, what) as f:
         return np.ascontiguousarray(f[ref.path][rows, cols], dtype=np.float64)
 
 
 def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
     """Refuse, before any work, an output that cannot or must not be written.
 
-    ``inputs``: the run's input refs; the output may share their file, never their dataset.
+    ``inputs``: the run's input refs; the output may share their file, never their dataset,
+    whatever names the two are given (another spelling of the path or the file, a symlink, a
+    hard link of the file or of the dataset, a soft or external link: HDF5 compares objects).
     """
     target = os.path.realpath(ref.file)
     if ref.path.lstrip("/").startswith(TMP_PREFIX):
         raise InputError(f"output {ref}: names starting with {TMP_PREFIX} are ozhpc's temporaries; choose another")
     check_output_file(ref.file, target, "output")
+    inputs = [other for other in inputs if other is not None]
     for other in inputs:
-        if other is not None and other.path == ref.path and same_file(other.file, target):
+        if other.path == ref.path and same_file(other.file, target):
             raise InputError(f"output {ref} is an input of this run ({other}); choose another dataset")
-    if os.path.exists(target):
-        try:
-            f = open_file(target, "r")
-        except OSError as exc:
-            if _locked_by_another(exc):
-                raise InputError(f"output file {ref.file!r} stayed locked by another program for "
-                                 f"{BUSY_WAIT_S:.0f} s; try again when it is done with it") from None
-            raise InputError(f"output file {ref.file!r} exists and is not an HDF5 file") from None
-        with f:
-            target_exists(f, ref, force)
+    if not os.path.exists(target):
+        return
+    try:
+        f = open_file(target, "r")
+    except OSError as exc:
+        if _locked_by_another(exc):
+            raise _busy("output", ref.file) from None
+        if h5py.is_hdf5(target):
+            raise InputError(f"output file {ref.file!r} is damaged: HDF5 cannot open it ({exc})") from None
+        raise InputError(f"output file {ref.file!r} exists and is not an HDF5 file") from None
+    with f:
+        check_intact(f, ref.file)
+        if target_exists(f, ref, force):
+            for other in inputs:
+                if same_object(f[ref.path], other):
+                    raise InputError(f"output {ref} is an input of this run ({other}, the same HDF5 object); "
+                                     "choose another dataset")
+
+
+def same_object(obj, ref: DatasetRef) -> bool:
+    """Whether the dataset ``ref`` names is ``obj`` (HDF5 compares file and object address)."""
+    try:
+        with reading(ref.file) as g:
+            other = g.get(ref.path)
+            return other is not None and other.id == obj.id
+    except (InputError, KeyError, OSError):
+        return False  # an input that cannot be read is refused as an input
+
+
+def check_intact(f: h5py.File, name: str) -> None:
+    """Refuse an output file the write would fail on after the compute: its root group cannot be
+    listed, or a temporary of a dead job (which the write removes) cannot be opened, as an
+    older ozhpc that ran out of disk space could leave it."""
+    key = "/"
+    try:
+        for key in [k for k in f if k.startswith(TMP_PREFIX)]:
+            f[key]
+    except (KeyError, OSError, RuntimeError) as exc:
+        raise InputError(f"output file {name!r} is damaged: HDF5 cannot open {key} ({exc}); copy the "
+                         "datasets you need into a new file and write there") from None
 
 
 def check_output_file(name: str, target: str, what: str) -> None:
@@ -146,13 +275,16 @@ def same_file(a: str, b: str) -> bool:
 
 def target_exists(f: h5py.File, ref: DatasetRef, force: bool) -> bool:
     """Whether ``ref.path`` is a dataset that ``force`` lets us replace; refuse groups and children."""
-    parts = ref.path.strip("/").split("/")
+    parts = ref.path.lstrip("/").split("/")
     node = f
     for i, part in enumerate(parts):
         obj = node.get(part)
-        if obj is None:
-            return False
         prefix = "/" + "/".join(parts[:i + 1])
+        if obj is None:
+            if node.get(part, getlink=True) is not None:
+                raise InputError(f"output {ref}: {prefix} is a soft or external link that points to nothing; "
+                                 "choose another path, or remove the link")
+            return False
         if isinstance(obj, h5py.Group):
             node = obj
             continue
