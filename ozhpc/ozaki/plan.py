@@ -293,11 +293,12 @@ def in_fact_excess(gap: float) -> float:
     return max(0.0, slope0 * (min(gap, g1) - g0) + slope1 * max(0.0, gap - g1))
 
 
-TIGHT_MARGIN = 1
+TIGHT_MARGIN = 3
 """Scheme II's "auto" under "tight" starts at ``53 + ceil(mean_gap) + TIGHT_MARGIN`` bits (at least
 the "dgemm" plan): the representation error of the typical entry, ``mean_gap`` bits below its
 scale, carried to FP64 accuracy; the margin makes the first pass certify the standard matrices
-with phi <= 1 (phi = 2, 4 take one wider pass)."""
+with phi <= 1 up to n = 32768 on the H200 (a larger C has more extreme entries: at n = 16384, phi =
+0.5 the fewest bits that certify are 60, at n = 64-256 about 58; phi = 2, 4 take one wider pass)."""
 
 
 def auto_bits(sizes: DataSizes | None, guarantee: str = "dgemm") -> int:

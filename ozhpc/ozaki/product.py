@@ -190,11 +190,12 @@ class Stopwatch:
         self._t = now
 
 
-SAMPLE_COLUMNS = 256
-SAMPLE_STRIDE_MAX = 64
+SAMPLE_COLUMNS = 1024
+SAMPLE_STRIDE_MAX = 16
 """Under "dgemm" the first pass's magnitude plane holds every ``stride``-th global k index,
-``stride = min(64, k // 256)``: a lower bound of ``(|A||B|)_ij`` at 1/stride of one int8 GEMM's
-cost, about 1/stride of the full one on dense data, where the guarantee has a factor k of slack.
+``stride = min(16, k // 1024)``: a lower bound of ``(|A||B|)_ij`` at 1/stride of one int8 GEMM's
+cost, about 1/stride of the full one on dense data, where the guarantee has a factor k of slack
+(with 256 samples, phi = 1 at n = 16384 still needed the full plane for a few entries).
 Structured data the samples miss gets the full plane in a second, one-plane pass."""
 
 
@@ -417,7 +418,7 @@ class Product:
 
     def sample_stride(self) -> int:
         """Every how many global k indices the first pass's magnitude plane samples ("dgemm"):
-        about 256 of them, at most every 64th (exact integer sums over the same global indices on
+        about 1024 of them, at most every 16th (exact integer sums over the same global indices on
         every grid, so the verdicts stay grid-independent)."""
         return max(1, min(SAMPLE_STRIDE_MAX, self.k // SAMPLE_COLUMNS))
 
