@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from . import __version__
-from .config import RunConfig, parse_pair, parse_panel
+from .config import MAX_PHI, MAX_SAMPLES, MAX_SEED, RunConfig, parse_float, parse_int, parse_pair, parse_panel
 from .engines import ENGINE_NAMES
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
 from .io import h5io, h5out
@@ -27,6 +27,8 @@ from .parallel.transport_names import TRANSPORT_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 EXIT_USAGE = 2
+MAX_DEMO_N = 1 << 16
+"""The demo runs on one process: n = 65536 already needs about 100 GiB."""
 EXIT_ACCURACY = 3
 """``--accuracy strict`` and "auto" could not certify C: nothing was written (exit codes: README)."""
 
@@ -51,14 +53,23 @@ def _dataset(what):
     return parse
 
 
-def _option(parser_fn, option):
+def _option(parser_fn, option, *bounds):
     def parse(text):
         try:
-            return parser_fn(text) if option is None else parser_fn(text, option)
+            return parser_fn(text) if option is None else parser_fn(text, option, *bounds)
         except InputError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     parse.__name__ = option or parser_fn.__name__
     return parse
+
+
+def _number(option, lo=-float("inf"), hi=float("inf")):
+    """A finite number in [lo, hi] (argparse's float takes 'nan' and 'inf')."""
+    return _option(parse_float, option, lo, hi)
+
+
+def _integer(option, lo, hi):
+    return _option(parse_int, option, lo, hi)
 
 
 def _ozaki_option(name):
@@ -76,8 +87,8 @@ def add_product_options(p: argparse.ArgumentParser) -> None:
     """Options that describe op(A), op(B), alpha and beta (gemm and check share them)."""
     p.add_argument("--transa", action="store_true", help="use A transposed")
     p.add_argument("--transb", action="store_true", help="use B transposed")
-    p.add_argument("--alpha", type=float, default=1.0, help="scale of op(A) op(B) (default 1)")
-    p.add_argument("--beta", type=float, default=0.0, help="scale of the input C (default 0: C is not read)")
+    p.add_argument("--alpha", type=_number("--alpha"), default=1.0, help="scale of op(A) op(B) (default 1)")
+    p.add_argument("--beta", type=_number("--beta"), default=0.0, help="scale of the input C (default 0: C is not read)")
     p.add_argument("--c", type=_dataset("input C"), metavar="FILE.h5:/C0", help="input C, needed when beta != 0")
 
 
@@ -100,8 +111,21 @@ def add_tool_commands(sub) -> None:
     w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument error is one line, ``ozhpc <cmd>: error: ...`` (exit 2); the usage is printed
+    only with ``--help`` and when the command itself is missing (subcommands inherit the class)."""
+
+    def error(self, message):
+        if self._subparsers is not None and "required: COMMAND" in message:
+            self.print_usage(sys.stderr)
+        handling = sys.exc_info()[1]  # a bad value: our own message names the option or dataset
+        if isinstance(handling, argparse.ArgumentError) and isinstance(handling.__context__, argparse.ArgumentTypeError):
+            message = str(handling.__context__)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ozhpc", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Bitwise-reproducible FP64 matrix products C = alpha*op(A)@op(B) + beta*C by the Ozaki\n"
                     "scheme I or II (int8 slices or int8 moduli, exact integer products), on CPUs or GPUs,\n"
@@ -128,8 +152,9 @@ def add_gen_command(sub) -> None:
                                    "The same seed and shape give the same matrix on any machine.")
     g.add_argument("output", type=_dataset("output"), metavar="FILE.h5:/dataset")
     g.add_argument("--shape", type=_option(parse_pair, "--shape"), required=True, metavar="MxN")
-    g.add_argument("--phi", type=float, default=0.5, help="exponent spread (default 0.5)")
-    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--phi", type=_number("--phi", 0.0, MAX_PHI), default=0.5,
+                   help=f"exponent spread, 0 to {MAX_PHI:g} (default 0.5)")
+    g.add_argument("--seed", type=_integer("--seed", 0, MAX_SEED), default=0, help="random seed, 0 or more (default 0)")
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
 
@@ -225,8 +250,10 @@ def add_check_command(sub) -> None:
     c.add_argument("--a", type=_dataset("input A"), required=True, metavar="A.h5:/A")
     c.add_argument("--b", type=_dataset("input B"), required=True, metavar="B.h5:/B")
     add_product_options(c)
-    c.add_argument("--samples", type=int, default=64, help="entries checked exactly (default 64)")
-    c.add_argument("--seed", type=int, default=0, help="which entries are sampled (default 0)")
+    c.add_argument("--samples", type=_integer("--samples", 1, MAX_SAMPLES), default=64,
+                   help=f"entries checked exactly, 1 to {MAX_SAMPLES} (default 64; all of C when it has fewer)")
+    c.add_argument("--seed", type=_integer("--seed", 0, MAX_SEED), default=0,
+                   help="which entries are sampled, 0 or more (default 0)")
     c.add_argument("--json", action="store_true", help="print the statistics as JSON")
     c.add_argument("--fingerprint", action="store_true",
                    help="also compute C's fingerprint (reads all of C, shared over the ranks) and compare it "
@@ -242,8 +269,9 @@ def add_info_and_demo_commands(sub) -> None:
                                    "multiplies them into DIR/out.h5:/C with a report DIR/run.json, and checks C "
                                    "against the exact product.")
     d.add_argument("--dir", default="ozhpc-demo", help="working directory (default ./ozhpc-demo)")
-    d.add_argument("--n", type=int, default=512, help="matrix size (default 512)")
-    d.add_argument("--phi", type=float, default=0.5, help="exponent spread (default 0.5)")
+    d.add_argument("--n", type=_integer("--n", 1, MAX_DEMO_N), default=512, help=f"matrix size, 1 to {MAX_DEMO_N} (default 512)")
+    d.add_argument("--phi", type=_number("--phi", 0.0, MAX_PHI), default=0.5,
+                   help=f"exponent spread, 0 to {MAX_PHI:g} (default 0.5)")
 
 
 def _strict_parse(parser: argparse.ArgumentParser, argv):
@@ -570,7 +598,7 @@ def main(argv=None, comm=None) -> int:
             require_mpi()
         with warnings.catch_warnings():
             warnings.simplefilter("always", AccuracyWarning)
-            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            warnings.showwarning = _one_line_warnings(warnings.showwarning, args.command)
             return COMMANDS[args.command](args)
     except InputError as exc:
         if launcher_rank() == 0:
@@ -578,18 +606,19 @@ def main(argv=None, comm=None) -> int:
         return EXIT_USAGE
     except AccuracyError as exc:  # raised on every rank alike: the certificate is global
         if launcher_rank() == 0:
-            print(f"ozhpc: error: {exc}; nothing was written ({_strict_spelling(args)})", file=sys.stderr)
+            print(f"ozhpc {args.command}: error: {exc}; nothing was written ({_strict_spelling(args)})",
+                  file=sys.stderr)
         return EXIT_ACCURACY
 
 
-def _one_line_warnings(show_default):
+def _one_line_warnings(show_default, command):
     """``warnings.showwarning`` that prints an :class:`AccuracyWarning` as one line on rank 0
-    (``ozhpc: warning: ...``, the other ranks say nothing) and any other warning as before."""
+    (``ozhpc <command>: warning: ...``, the other ranks say nothing) and any other warning as before."""
     def show(message, category, filename, lineno, file=None, line=None):
         if not issubclass(category, AccuracyWarning):
             return show_default(message, category, filename, lineno, file, line)
         if launcher_rank() == 0:
-            print(f"ozhpc: warning: {message}", file=sys.stderr)
+            print(f"ozhpc {command}: warning: {message}", file=sys.stderr)
         return None
     return show
 
