@@ -313,13 +313,14 @@ def cmd_gen(args) -> int:
     from .matrices import standard_matrix_distributed
     from .parallel import ProcessGrid, collective_errors
     from .resources import check_disk, check_matrix_fits
+    from .runner import ranks_on_this_node
 
     m, n = args.shape
     comm = MPI.COMM_WORLD if args.comm is None else args.comm
     with ProcessGrid(comm, (comm.Get_size(), 1)) as grid:
         with collective_errors(grid.comm, catch=InputError):  # before generating: a refusal costs nothing
             h5io.check_output(args.output, args.force)
-            check_matrix_fits(-(-m // grid.size), n)
+            check_matrix_fits(-(-m // grid.size), n, ranks_on_this_node(grid.comm))
             check_disk(args.output.file, m, n)
         local = standard_matrix_distributed(grid, m, n, args.phi, args.seed)
         attrs = {"phi": args.phi, "seed": args.seed, "fingerprint": fingerprint_distributed(local)}
@@ -604,11 +605,30 @@ def main(argv=None, comm=None) -> int:
         if launcher_rank() == 0:
             print(f"ozhpc {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except MemoryError as exc:  # a limit the memory check could not see: one line, not a traceback
+        return _out_of_memory(args, exc)
     except AccuracyError as exc:  # raised on every rank alike: the certificate is global
         if launcher_rank() == 0:
             print(f"ozhpc {args.command}: error: {exc}; nothing was written ({_strict_spelling(args)})",
                   file=sys.stderr)
         return EXIT_ACCURACY
+
+
+def _out_of_memory(args, exc: MemoryError) -> int:
+    """Only this rank ran out: it says so, and under MPI takes the others (blocked in a collective)
+    down with MPI_Abort(2) (with its stderr closed first: MPICH would add a line of its own)."""
+    import socket
+
+    detail = f": {exc}" if str(exc) else ""
+    sys.stderr.write(f"ozhpc {args.command}: error: out of memory on rank {launcher_rank()} "
+                     f"({socket.gethostname()}){detail}; use more ranks or nodes, or a smaller problem\n")
+    sys.stderr.flush()
+    mpi = sys.modules.get("mpi4py.MPI")
+    comm = getattr(args, "comm", None) or (mpi.COMM_WORLD if mpi is not None else None)
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and comm.Get_size() > 1:
+        _silence(sys.stderr)
+        mpi.COMM_WORLD.Abort(EXIT_USAGE)
+    return EXIT_USAGE
 
 
 def _one_line_warnings(show_default, command):
@@ -663,14 +683,19 @@ def _command_name(argv) -> str:
     return next((a for a in argv if a in COMMANDS), "")
 
 
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+def _silence(stream) -> None:
+    """Point ``stream``'s file descriptor at /dev/null."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
     except (OSError, ValueError):
         pass
     os.close(devnull)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    _silence(sys.stdout)
 
 
 def _abort_job() -> None:
