@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from . import __version__
+from . import __version__, signals
 from .config import MAX_PHI, MAX_SAMPLES, MAX_SEED, RunConfig, parse_float, parse_int, parse_pair, parse_panel
 from .engines import ENGINE_NAMES
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
@@ -545,19 +545,12 @@ COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check
 # agree on user errors collectively before raising (ozhpc.parallel.collective), so every rank
 # raises the same InputError and only rank 0 prints it. Anything else raised on any rank
 # prints a rank-tagged traceback and aborts the whole job (entry_point).
-LAUNCHER_RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
-
-
 def launcher_rank() -> int:
     """This process's rank, from MPI when it is running, else from the launcher's environment."""
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         return mpi.COMM_WORLD.Get_rank()
-    for name in LAUNCHER_RANK_VARS:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
+    return signals.env_rank()
 
 
 def _parse(parser: argparse.ArgumentParser, argv):
@@ -597,6 +590,8 @@ def main(argv=None, comm=None) -> int:
     try:
         if args.command in MPI_COMMANDS:
             require_mpi()
+            if comm is None:  # the process's own run: nothing of MPI's may outlive it in /dev/shm
+                signals.forget_mpi_segments()
         with warnings.catch_warnings():
             warnings.simplefilter("always", AccuracyWarning)
             warnings.showwarning = _one_line_warnings(warnings.showwarning, args.command)
@@ -657,14 +652,15 @@ asynchronously and drops what it has not forwarded when the job is killed."""
 
 
 def entry_point() -> None:
-    from . import signals
+    """The ``ozhpc`` command (``ozhpc/__main__.py`` installs the signal handlers before this
+    module is imported). A signal at any point, the end included, exits 128 + signal with one line."""
     from .engines.toolchain import skip_foreign_frameworks
 
     signals.install(_command_name(sys.argv[1:]), launcher_rank() == 0)
     skip_foreign_frameworks()  # the command never uses PyTorch: spare cuda.tile's import of it
     try:
         code = main()
-        sys.stdout.flush()
+        _finish()
     except SystemExit:
         raise
     except signals.Interrupted as exc:
@@ -676,7 +672,20 @@ def entry_point() -> None:
         if signals.received():  # e.g. an MPI error because the other ranks left on the signal
             signals.leave(signals.received())
         _abort_job()
-    sys.exit(code)
+    signals.exit(code)
+
+
+def _finish() -> None:
+    """What the interpreter's exit would do, while the signal handlers still hold: flush the
+    output, MPI_Finalize, the atexit functions (HDF5's close, logging). :func:`signals.exit`
+    then leaves at once, so a signal after the run cannot kill the process with a wrong status."""
+    import atexit
+
+    sys.stdout.flush()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+    atexit._run_exitfuncs()  # noqa: SLF001 -- documented as the interpreter's own exit step
 
 
 def _command_name(argv) -> str:
@@ -707,7 +716,7 @@ def _abort_job() -> None:
     sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
     sys.stderr.flush()
     mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is None and any(name in os.environ for name in LAUNCHER_RANK_VARS):
+    if mpi is None and any(name in os.environ for name in signals.LAUNCHER_RANK_VARS):
         from mpi4py import MPI as mpi  # the other ranks may be in MPI already: join to abort them
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
         time.sleep(ABORT_GRACE_S)
