@@ -261,7 +261,7 @@ def check_matrix_fits(m: int, n: int, ranks_here: int = 1, sources: MemorySource
     need = BASE_BYTES + 3 * 8 * m * n
     limit = binding_limit(need, ranks_here, sources)
     if limit is not None:
-        raise InputError(f"not enough memory for {m}x{n} rows per rank: about {_gib(need)} needed"
+        raise InputError(f"not enough memory for a {m}x{n} matrix: about {_gib(need)} needed"
                          f"{_under(limit, ranks_here)}")
 
 

@@ -131,7 +131,7 @@ def test_the_tightest_limit_per_rank_is_named(tmp_path):
     assert binding_limit(5 * GIB, 8, src).name == "Slurm's --mem=16384M (SLURM_MEM_PER_NODE)"  # 16/8 < 3
     with pytest.raises(InputError) as info:
         check_matrix_fits(20000, 20000, 1, src)
-    assert str(info.value) == ("not enough memory for 20000x20000 rows per rank: about "
+    assert str(info.value) == ("not enough memory for a 20000x20000 matrix: about "
                                f"{(BASE_BYTES + 3 * 8 * 20000 * 20000) / GIB:.3g} GiB needed, 3 GiB available "
                                "under ulimit -v (RLIMIT_AS) of 3 GiB")
 
