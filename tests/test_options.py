@@ -72,6 +72,8 @@ BAD = [
     (CHECK + ["--samples", str(MAX_SAMPLES + 1)],
      f"ozhpc check: error: --samples must be between 1 and {MAX_SAMPLES}, got {MAX_SAMPLES + 1}"),
     (CHECK + ["--seed", "-1"], f"ozhpc check: error: --seed must be between 0 and {MAX_SEED}, got -1"),
+    (CHECK + ["--seed", str(MAX_SEED + 1)], f"ozhpc check: error: --seed must be between 0 and {MAX_SEED}, "
+                                            f"got {MAX_SEED + 1}"),
     (CHECK + ["--alpha", "inf"], "ozhpc check: error: --alpha must be a finite number, got 'inf'"),
     (CHECK + ["--beta", "x"], "ozhpc check: error: --beta must be a number, got 'x'"),
     (GEMM + ["--alpha", "x"], "ozhpc gemm: error: --alpha must be a number, got 'x'"),
