@@ -14,9 +14,9 @@ of a result runs :func:`deferred`: a signal during it takes effect right after i
 A rank blocked inside an MPI call never returns to Python to run that handler, so a watcher
 thread, woken through ``signal.set_wakeup_fd``, prints the line at once (rank 0 only) and ends
 the process ``EXIT_AFTER_S`` after the signal if the main thread has not, removing the
-registered temporary files first. Every rank leaves at that same moment (the launcher forwards
-the signal to all): a rank that left early would make ``mpiexec`` kill the others, and report
-signal 9 instead of 130/143. Temporary datasets inside an existing file cannot be removed from
+registered temporary files first. Every rank of a node leaves at the same moment, the one the
+first of them to note the signal fixed (:func:`_agreed_deadline`): the launcher kills the ranks
+still running when one exits, and would report signal 9 instead of 130/143. Temporary datasets inside an existing file cannot be removed from
 the watcher thread; the next job writing the file removes them
 (:func:`ozhpc.io.h5out.remove_stale`).
 
@@ -148,13 +148,61 @@ def _note(signum: int) -> None:
     Written with os.write: the main thread may be inside a write to sys.stderr."""
     with _lock:
         if _state["signum"] is None:
-            _state.update(signum=signum, deadline=time.monotonic() + EXIT_AFTER_S)
+            _state.update(signum=signum, deadline=_agreed_deadline(time.monotonic() + EXIT_AFTER_S))
         if not _state["root"] or _state["printed"]:
             return
         _state["printed"] = True
     command = f"ozhpc {_state['command']}" if _state["command"] else "ozhpc"
     try:
         os.write(2, f"{command}: interrupted ({signal.Signals(signum).name})\n".encode())
+    except OSError:
+        pass
+
+
+def _deadline_file() -> str | None:
+    """Where the ranks of this node agree on the moment they leave: named after the launcher's
+    process that started them (its proxy, or slurmstepd), so one per job and node; None
+    without a launcher."""
+    if not any(name in os.environ for name in LAUNCHER_RANK_VARS):
+        return None
+    return os.path.join(SHM_DIR, f"ozhpc-leave-{os.geteuid()}-{os.getppid()}")
+
+
+def _agreed_deadline(mine: float) -> float:
+    """The moment the first rank of this node to note the signal chose (CLOCK_MONOTONIC is one
+    clock for the whole node), else ``mine``. The launcher kills the ranks still running the
+    moment one of them exits after a signal: they must leave within milliseconds of each other,
+    closer than the ranks note a signal on a loaded node. The file is written whole (linked into
+    place) and removed by :func:`leave`."""
+    path = _deadline_file()
+    if path is None:
+        return mine
+    for _ in range(2):
+        tmp = f"{path}.{os.getpid()}"
+        try:
+            with open(tmp, "w") as f:
+                f.write(repr(mine))
+            os.link(tmp, path)
+            return mine
+        except FileExistsError:
+            try:
+                with open(path) as f:
+                    agreed = float(f.read())
+            except (OSError, ValueError):
+                return mine
+            if abs(agreed - mine) < EXIT_AFTER_S:
+                return agreed
+            _unlink(path)  # left by an earlier job whose launcher had the same pid
+        except OSError:
+            return mine
+        finally:
+            _unlink(tmp)
+    return mine
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
     except OSError:
         pass
 
@@ -207,6 +255,8 @@ def leave(signum: int) -> None:
             pass
     _unlink_segments()
     time.sleep(max(0.0, _state["deadline"] - time.monotonic()))
+    if _deadline_file():
+        _unlink(_deadline_file())
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -123,6 +123,7 @@ def assert_clean(d, seen, *expected):
     """Only the expected files in ``d``; no /dev/shm file the job's ranks mapped is left."""
     assert sorted(os.listdir(d)) == sorted(["in.h5", *expected])
     assert [p for p in seen if os.path.exists(p)] == []
+    assert [n for n in os.listdir("/dev/shm") if n.startswith(f"ozhpc-leave-{os.geteuid()}-")] == []
 
 
 def test_signal_during_start_up(d):
