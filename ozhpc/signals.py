@@ -47,7 +47,7 @@ maps it at MPI_Init and never opens it by name again)."""
 temporary_files: set[str] = set()
 """Files the watcher removes when it has to end a stuck process (h5out registers its new files)."""
 _state = {"command": "ozhpc", "root": True, "printed": False, "signum": None, "deadline": 0.0,
-          "defer": 0, "pending": None, "leaving": False, "installed": False}
+          "defer": 0, "pending": None, "leaving": False, "installed": False, "agreed": None}
 _lock = threading.RLock()  # the main thread's handler may run again while it holds it
 _again = threading.Event()   # set by the unraisable hook: the watcher delivers the signal again
 AGAIN_AFTER_S = 0.02
@@ -174,7 +174,7 @@ def _agreed_deadline(mine: float) -> float:
     moment one of them exits after a signal: they must leave within milliseconds of each other,
     closer than the ranks note a signal on a loaded node. The file is written whole (linked into
     place) and removed by :func:`leave`."""
-    path = _deadline_file()
+    path = _state["agreed"] = _deadline_file()  # named now: the launcher may be gone when we leave
     if path is None:
         return mine
     for _ in range(2):
@@ -255,8 +255,8 @@ def leave(signum: int) -> None:
             pass
     _unlink_segments()
     time.sleep(max(0.0, _state["deadline"] - time.monotonic()))
-    if _deadline_file():
-        _unlink(_deadline_file())
+    if _state["agreed"]:
+        _unlink(_state["agreed"])
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
