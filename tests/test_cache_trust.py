@@ -227,3 +227,30 @@ def test_a_store_directory_others_can_write_is_not_used(store, caplog):
     assert [r.getMessage() for r in caplog.records] == [
         f"kernel store {cache}/ozhpc-cubins not used: {cache}/ozhpc-cubins is writable by group and others "
         "(mode 0777) (OZHPC_TRUST_CACHE=1 trusts it)"]
+
+
+@pytest.mark.parametrize("cache_mode,file_mode", [(0o700, 0o600), (0o755, 0o644)])
+def test_cutiles_own_cache_files_are_private_whatever_the_umask(store, monkeypatch, cache_mode, file_mode):
+    """With umask 002 cuTile's files would be group-writable, and the next run would refuse the cache."""
+    ks, kernel, calls, cache = store
+    cache.chmod(cache_mode)
+    ct = sys.modules["cuda.tile"]
+    written = []
+
+    def compile_writing_cutiles_cache(self, signature, context, compute_capability=None):
+        path = cache / f"cutile-{len(written)}.bin"   # as cuTile writes its cubins and index
+        path.write_bytes(b"x")
+        written.append(path)
+        return b"CUBIN", "sym", None, ()
+
+    monkeypatch.setattr(ct.kernel, "_compile", compile_writing_cutiles_cache)
+    old = os.umask(0o002)
+    try:
+        kernel._compile("sig", None, (9, 0))
+        monkeypatch.setattr(ks, "active_store", lambda: None)   # without ozhpc's store: cuTile's cache alone
+        kernel._compile("sig", None, (9, 0))
+        assert os.umask(0o002) == 0o002               # restored after each compile
+    finally:
+        os.umask(old)
+    assert [mode(p) for p in written] == [file_mode, file_mode]
+    assert toolchain.untrusted(str(cache)) is None

@@ -25,6 +25,7 @@ itself is readable by others (an administrator's shared cache).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -193,6 +194,23 @@ def describe_variant(name: str, signature) -> str:
     return f"{name}({', '.join(parts)})" if parts else f"{name}({signature!r})"
 
 
+@contextlib.contextmanager
+def cache_umask(environ=os.environ):
+    """cuTile writes its own cache files as the umask says: with a umask such as 002 they would be
+    group-writable, and the next process would refuse the cache. While it compiles, the umask
+    gives what the store's files get: 0600, or 0644 in a cache directory others may read."""
+    cache = environ.get(TILE_CACHE_ENV, "")
+    try:
+        shared = stat.S_IMODE(os.stat(cache).st_mode) & 0o055 if cache else 0
+    except OSError:
+        shared = 0
+    old = os.umask(0o077 & ~shared)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
 class StoredKernel(ct.kernel):
     """A ``ct.kernel`` whose compiled variants are served from the :class:`KernelStore`."""
 
@@ -203,7 +221,8 @@ class StoredKernel(ct.kernel):
     def _compile(self, signature, context, compute_capability=None):
         store = active_store()
         if store is None:
-            return super()._compile(signature, context, compute_capability)
+            with cache_umask():
+                return super()._compile(signature, context, compute_capability)
         from cuda.tile._cext import get_compute_capability
 
         key = store.key(self, signature, compute_capability or get_compute_capability())
@@ -213,7 +232,8 @@ class StoredKernel(ct.kernel):
             return found[0], found[1], None, ()
         store.misses += 1
         store.compiled.append(describe_variant(self._pyfunc.__name__, signature))
-        result = super()._compile(signature, context, compute_capability)
+        with cache_umask():
+            result = super()._compile(signature, context, compute_capability)
         cubin, symbol, extra, providers = result
         if extra is None and not providers and cubin:
             store.save(key, cubin, symbol)
