@@ -17,8 +17,8 @@ import warnings
 
 import numpy as np
 
-from . import __version__
-from .config import RunConfig, parse_pair, parse_panel
+from . import __version__, signals
+from .config import MAX_PHI, MAX_SAMPLES, MAX_SEED, RunConfig, parse_float, parse_int, parse_pair, parse_panel
 from .engines import ENGINE_NAMES
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
 from .io import h5io, h5out
@@ -29,6 +29,8 @@ from . import planner
 from .progress import MODES as PROGRESS_MODES
 
 EXIT_USAGE = 2
+MAX_DEMO_N = 1 << 16
+"""The demo runs on one process: n = 65536 already needs about 100 GiB."""
 EXIT_ACCURACY = 3
 """``--accuracy strict`` and "auto" could not certify C: nothing was written (exit codes: README)."""
 
@@ -53,14 +55,23 @@ def _dataset(what):
     return parse
 
 
-def _option(parser_fn, option):
+def _option(parser_fn, option, *bounds):
     def parse(text):
         try:
-            return parser_fn(text) if option is None else parser_fn(text, option)
+            return parser_fn(text) if option is None else parser_fn(text, option, *bounds)
         except InputError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     parse.__name__ = option or parser_fn.__name__
     return parse
+
+
+def _number(option, lo=-float("inf"), hi=float("inf")):
+    """A finite number in [lo, hi] (argparse's float takes 'nan' and 'inf')."""
+    return _option(parse_float, option, lo, hi)
+
+
+def _integer(option, lo, hi):
+    return _option(parse_int, option, lo, hi)
 
 
 def _ozaki_option(name):
@@ -78,8 +89,8 @@ def add_product_options(p: argparse.ArgumentParser) -> None:
     """Options that describe op(A), op(B), alpha and beta (gemm and check share them)."""
     p.add_argument("--transa", action="store_true", help="use A transposed")
     p.add_argument("--transb", action="store_true", help="use B transposed")
-    p.add_argument("--alpha", type=float, default=1.0, help="scale of op(A) op(B) (default 1)")
-    p.add_argument("--beta", type=float, default=0.0, help="scale of the input C (default 0: C is not read)")
+    p.add_argument("--alpha", type=_number("--alpha"), default=1.0, help="scale of op(A) op(B) (default 1)")
+    p.add_argument("--beta", type=_number("--beta"), default=0.0, help="scale of the input C (default 0: C is not read)")
     p.add_argument("--c", type=_dataset("input C"), metavar="FILE.h5:/C0", help="input C, needed when beta != 0")
 
 
@@ -114,8 +125,21 @@ def add_tool_commands(sub) -> None:
     r.add_argument("reports", nargs="+", metavar="REPORT.json", help="one report, or two to compare")
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument error is one line, ``ozhpc <cmd>: error: ...`` (exit 2); the usage is printed
+    only with ``--help`` and when the command itself is missing (subcommands inherit the class)."""
+
+    def error(self, message):
+        if self._subparsers is not None and "required: COMMAND" in message:
+            self.print_usage(sys.stderr)
+        handling = sys.exc_info()[1]  # a bad value: our own message names the option or dataset
+        if isinstance(handling, argparse.ArgumentError) and isinstance(handling.__context__, argparse.ArgumentTypeError):
+            message = str(handling.__context__)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ozhpc", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Bitwise-reproducible FP64 matrix products C = alpha*op(A)@op(B) + beta*C by the Ozaki\n"
                     "scheme I or II (int8 slices or int8 moduli, exact integer products), on CPUs or GPUs,\n"
@@ -142,8 +166,9 @@ def add_gen_command(sub) -> None:
                                    "The same seed and shape give the same matrix on any machine.")
     g.add_argument("output", type=_dataset("output"), metavar="FILE.h5:/dataset")
     g.add_argument("--shape", type=_option(parse_pair, "--shape"), required=True, metavar="MxN")
-    g.add_argument("--phi", type=float, default=0.5, help="exponent spread (default 0.5)")
-    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--phi", type=_number("--phi", 0.0, MAX_PHI), default=0.5,
+                   help=f"exponent spread, 0 to {MAX_PHI:g} (default 0.5)")
+    g.add_argument("--seed", type=_integer("--seed", 0, MAX_SEED), default=0, help="random seed, 0 or more (default 0)")
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
 
@@ -246,8 +271,10 @@ def add_check_command(sub) -> None:
     c.add_argument("--a", type=_dataset("input A"), required=True, metavar="A.h5:/A")
     c.add_argument("--b", type=_dataset("input B"), required=True, metavar="B.h5:/B")
     add_product_options(c)
-    c.add_argument("--samples", type=int, default=64, help="entries checked exactly (default 64)")
-    c.add_argument("--seed", type=int, default=0, help="which entries are sampled (default 0)")
+    c.add_argument("--samples", type=_integer("--samples", 1, MAX_SAMPLES), default=64,
+                   help=f"entries checked exactly, 1 to {MAX_SAMPLES} (default 64; all of C when it has fewer)")
+    c.add_argument("--seed", type=_integer("--seed", 0, MAX_SEED), default=0,
+                   help="which entries are sampled, 0 or more (default 0)")
     c.add_argument("--json", action="store_true", help="print the statistics as JSON")
     c.add_argument("--fingerprint", action="store_true",
                    help="also compute C's fingerprint (reads all of C, shared over the ranks) and compare it "
@@ -263,8 +290,9 @@ def add_info_and_demo_commands(sub) -> None:
                                    "multiplies them into DIR/out.h5:/C with a report DIR/run.json, and checks C "
                                    "against the exact product.")
     d.add_argument("--dir", default="ozhpc-demo", help="working directory (default ./ozhpc-demo)")
-    d.add_argument("--n", type=int, default=512, help="matrix size (default 512)")
-    d.add_argument("--phi", type=float, default=0.5, help="exponent spread (default 0.5)")
+    d.add_argument("--n", type=_integer("--n", 1, MAX_DEMO_N), default=512, help=f"matrix size, 1 to {MAX_DEMO_N} (default 512)")
+    d.add_argument("--phi", type=_number("--phi", 0.0, MAX_PHI), default=0.5,
+                   help=f"exponent spread, 0 to {MAX_PHI:g} (default 0.5)")
 
 
 def _strict_parse(parser: argparse.ArgumentParser, argv):
@@ -305,13 +333,14 @@ def cmd_gen(args) -> int:
     from .parallel import ProcessGrid, collective_errors
     from .parallel.mpi import MPI
     from .resources import check_disk, check_matrix_fits
+    from .runner import ranks_on_this_node
 
     m, n = args.shape
     comm = MPI.COMM_WORLD if args.comm is None else args.comm
     with ProcessGrid(comm, (comm.Get_size(), 1)) as grid:
         with collective_errors(grid.comm, catch=InputError):  # before generating: a refusal costs nothing
             h5io.check_output(args.output, args.force)
-            check_matrix_fits(-(-m // grid.size), n)
+            check_matrix_fits(-(-m // grid.size), n, ranks_on_this_node(grid.comm))
             check_disk(args.output.file, m, n)
             h5out.check_size_limit(args.output.file, 8 * m * n)
         local = standard_matrix_distributed(grid, m, n, args.phi, args.seed)
@@ -528,19 +557,12 @@ COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check
 # agree on user errors collectively before raising (ozhpc.parallel.collective), so every rank
 # raises the same InputError and only rank 0 prints it. Anything else raised on any rank
 # prints a rank-tagged traceback and aborts the whole job (entry_point).
-LAUNCHER_RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
-
-
 def launcher_rank() -> int:
     """This process's rank, from MPI when it is running, else from the launcher's environment."""
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         return mpi.COMM_WORLD.Get_rank()
-    for name in LAUNCHER_RANK_VARS:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
+    return signals.env_rank()
 
 
 def _parse(parser: argparse.ArgumentParser, argv):
@@ -556,6 +578,10 @@ def _parse(parser: argparse.ArgumentParser, argv):
             sys.stdout, sys.stderr = saved
 
 
+MPI_COMMANDS = ("gen", "gemm", "run", "check", "warmup", "demo")
+"""Commands that run through the distributed driver (one process is a 1x1 grid)."""
+
+
 def main(argv=None, comm=None) -> int:
     """Run one command; ``comm`` (default COMM_WORLD) is what MPI commands run on."""
     parser = build_parser()
@@ -564,32 +590,54 @@ def main(argv=None, comm=None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="ozhpc: %(message)s")
     try:
-        from .parallel.mpi import check_launch
+        from .parallel.mpi import MISSING, MPI, check_launch
 
         if args.command != "info":  # info says why instead
             check_launch()  # without an MPI library one process runs alone; several ranks cannot
+        if args.command in MPI_COMMANDS and comm is None and MISSING is None:
+            signals.forget_mpi_segments(MPI)   # nothing of MPI's may outlive the run in /dev/shm
         with warnings.catch_warnings():
             warnings.simplefilter("always", AccuracyWarning)
-            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            warnings.showwarning = _one_line_warnings(warnings.showwarning, args.command)
             return COMMANDS[args.command](args)
     except InputError as exc:
         if launcher_rank() == 0:
             print(f"ozhpc {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except MemoryError as exc:  # a limit the memory check could not see: one line, not a traceback
+        return _out_of_memory(args, exc)
     except AccuracyError as exc:  # raised on every rank alike: the certificate is global
         if launcher_rank() == 0:
-            print(f"ozhpc: error: {exc}; nothing was written ({_strict_spelling(args)})", file=sys.stderr)
+            print(f"ozhpc {args.command}: error: {exc}; nothing was written ({_strict_spelling(args)})",
+                  file=sys.stderr)
         return EXIT_ACCURACY
 
 
-def _one_line_warnings(show_default):
+def _out_of_memory(args, exc: MemoryError) -> int:
+    """Only this rank ran out: it says so, and under MPI takes the others (blocked in a collective)
+    down with MPI_Abort(2) (with its stderr closed first: MPICH would add a line of its own)."""
+    import socket
+
+    detail = f": {exc}" if str(exc) else ""
+    sys.stderr.write(f"ozhpc {args.command}: error: out of memory on rank {launcher_rank()} "
+                     f"({socket.gethostname()}){detail}; use more ranks or nodes, or a smaller problem\n")
+    sys.stderr.flush()
+    mpi = sys.modules.get("mpi4py.MPI")
+    comm = getattr(args, "comm", None) or (mpi.COMM_WORLD if mpi is not None else None)
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and comm.Get_size() > 1:
+        _silence(sys.stderr)
+        mpi.COMM_WORLD.Abort(EXIT_USAGE)
+    return EXIT_USAGE
+
+
+def _one_line_warnings(show_default, command):
     """``warnings.showwarning`` that prints an :class:`AccuracyWarning` as one line on rank 0
-    (``ozhpc: warning: ...``, the other ranks say nothing) and any other warning as before."""
+    (``ozhpc <command>: warning: ...``, the other ranks say nothing) and any other warning as before."""
     def show(message, category, filename, lineno, file=None, line=None):
         if not issubclass(category, AccuracyWarning):
             return show_default(message, category, filename, lineno, file, line)
         if launcher_rank() == 0:
-            print(f"ozhpc: warning: {message}", file=sys.stderr)
+            print(f"ozhpc {command}: warning: {message}", file=sys.stderr)
         return None
     return show
 
@@ -608,14 +656,15 @@ asynchronously and drops what it has not forwarded when the job is killed."""
 
 
 def entry_point() -> None:
-    from . import signals
+    """The ``ozhpc`` command (``ozhpc/__main__.py`` installs the signal handlers before this
+    module is imported). A signal at any point, the end included, exits 128 + signal with one line."""
     from .engines.toolchain import skip_foreign_frameworks
 
     signals.install(_command_name(sys.argv[1:]), launcher_rank() == 0)
     skip_foreign_frameworks()  # the command never uses PyTorch: spare cuda.tile's import of it
     try:
         code = main()
-        sys.stdout.flush()
+        _finish()
     except SystemExit:
         raise
     except signals.Interrupted as exc:
@@ -627,21 +676,39 @@ def entry_point() -> None:
         if signals.received():  # e.g. an MPI error because the other ranks left on the signal
             signals.leave(signals.received())
         _abort_job()
-    sys.exit(code)
+    signals.exit(code)
+
+
+def _finish() -> None:
+    """What the interpreter's exit would do, while the signal handlers still hold: flush the
+    output, MPI_Finalize, the atexit functions (HDF5's close, logging). :func:`signals.exit`
+    then leaves at once, so a signal after the run cannot kill the process with a wrong status."""
+    import atexit
+
+    sys.stdout.flush()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+    atexit._run_exitfuncs()  # noqa: SLF001 -- documented as the interpreter's own exit step
 
 
 def _command_name(argv) -> str:
     return next((a for a in argv if a in COMMANDS), "")
 
 
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+def _silence(stream) -> None:
+    """Point ``stream``'s file descriptor at /dev/null."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stream.fileno())
     except (OSError, ValueError):
         pass
     os.close(devnull)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    _silence(sys.stdout)
 
 
 def _abort_job() -> None:
@@ -653,7 +720,7 @@ def _abort_job() -> None:
     sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
     sys.stderr.flush()
     mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is None and any(name in os.environ for name in LAUNCHER_RANK_VARS):
+    if mpi is None and any(name in os.environ for name in signals.LAUNCHER_RANK_VARS):
         from .parallel.mpi import MPI as mpi  # the other ranks may be in MPI already: join to abort them
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
         time.sleep(ABORT_GRACE_S)

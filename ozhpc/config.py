@@ -1,6 +1,7 @@
 """One frozen description of a run, built from CLI flags or a job file; defaults live here only."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -13,14 +14,50 @@ from .parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 
+MAX_BLOCK = 2**31 - 1
+"""Largest block size and k-panel width: MPI and HDF5 count in C ints (a block larger than the
+matrix is one block: it means the same as the matrix's extent)."""
+MAX_SEED = 2**63 - 1
+"""Largest random seed: ``ozhpc gen`` stores it as an int64 attribute."""
+MAX_SAMPLES = 10**7
+"""Most entries ``ozhpc check`` checks exactly (a list of them is drawn in memory; each costs
+exact arithmetic over k)."""
+MAX_PHI = 80.0
+"""Largest exponent spread of ``ozhpc gen``: exp(phi * randn) stays finite (randn < 8.8)."""
+
+
+def parse_int(text, option: str, lo: int, hi: int) -> int:
+    """An integer option in [lo, hi] (CLI text or a job file's integer)."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise InputError(f"{option} must be an integer, got {text!r}") from None
+    if not lo <= value <= hi:
+        raise InputError(f"{option} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def parse_float(text, option: str, lo: float = -math.inf, hi: float = math.inf) -> float:
+    """A finite number option in [lo, hi] (``inf`` and ``nan`` are not values of any option)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise InputError(f"{option} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise InputError(f"{option} must be a finite number, got {text!r}")
+    if not lo <= value <= hi:
+        raise InputError(f"{option} must be between {lo:g} and {hi:g}, got {value:g}")
+    return value
+
+
 def parse_panel(text) -> int | None:
-    """``--panel``: 'auto' (None) or an integer (RunConfig checks that it is positive)."""
+    """``--panel``: 'auto' (None) or an integer (RunConfig checks its range)."""
     if text in (None, "auto"):
         return None
     try:
         return int(text)
     except (TypeError, ValueError):
-        raise InputError(f"--panel must be 'auto' or a positive integer, got {text!r}") from None
+        raise InputError(f"--panel must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {text!r}") from None
 
 
 def parse_pair(text, option: str) -> tuple[int, int]:
@@ -78,6 +115,9 @@ class RunConfig:
 
     def _check(self) -> None:
         self.ozaki  # noqa: B018 -- validates scheme, slices, groups, bits, accuracy, guarantee
+        for name, value in (("alpha", self.alpha), ("beta", self.beta)):
+            if not math.isfinite(value):
+                raise OptionError(f"{{{name}}} must be a finite number, got {value}")
         if self.beta != 0.0 and self.c is None:
             raise OptionError(f"{{beta={self.beta:g}}} needs an input C: add {{c=FILE.h5:/C}}")
         for name, value, choices in (("engine", self.engine, ENGINE_NAMES),
@@ -86,8 +126,11 @@ class RunConfig:
                                      ("progress", self.progress, PROGRESS_MODES)):
             if value not in choices:
                 raise OptionError(f"{{{name}}} must be one of {', '.join(choices)}, got {value!r}")
-        if self.kb is not None and (isinstance(self.kb, bool) or not isinstance(self.kb, int) or self.kb < 1):
-            raise OptionError(f"{{panel}} must be 'auto' or a positive integer, got {self.kb!r}")
+        if self.kb is not None and (isinstance(self.kb, bool) or not isinstance(self.kb, int)
+                                    or not 1 <= self.kb <= MAX_BLOCK):
+            raise OptionError(f"{{panel}} must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {self.kb!r}")
+        if max(self.block) > MAX_BLOCK:
+            raise OptionError(f"{{block}} must be at most {MAX_BLOCK}, got {'x'.join(map(str, self.block))}")
 
     def describe(self) -> dict:
         """The configuration as plain JSON-able values (for the report)."""

@@ -78,43 +78,196 @@ def _certificate_bytes(a: int, b: int, c: int, rows: int, w: int) -> int:
     return 8 * c + max((a + b) + 2 * rows * w, c + 6 * 8 * min(c, CERTIFY_CHUNK))
 
 
-def available_memory() -> int | None:
-    """Bytes the kernel says can be allocated now (MemAvailable), or None when unknown."""
+UNLIMITED = 1 << 60
+"""Limits at or above this (cgroup v1's "no limit" is 2^63 rounded to pages) are none."""
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """Bytes that can still be allocated under one limit, and whether the ranks of a node share it."""
+
+    name: str
+    free: int
+    per_node: bool
+
+
+@dataclass(frozen=True)
+class MemorySources:
+    """Where the limits are read: ``root`` holds ``proc`` and ``sys/fs/cgroup`` (tests fake them),
+    ``environ`` the Slurm variables, ``getrlimit`` this process's rlimits."""
+
+    root: str = "/"
+    environ: dict | None = None
+    getrlimit: object = None
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.root, *(p.lstrip("/") for p in parts))
+
+    def read(self, *parts: str) -> str | None:
+        try:
+            with open(self.path(*parts)) as f:
+                return f.read()
+        except OSError:
+            return None
+
+
+def memory_limits(sources: MemorySources | None = None) -> list[MemoryLimit]:
+    """Every limit on this rank's host memory that applies here: the node's MemAvailable, the
+    rank's ``ulimit -v`` / ``-d`` (RLIMIT_AS / RLIMIT_DATA) less what it maps now, the
+    ``memory.max`` (cgroup v2) or ``memory.limit_in_bytes`` (v1) of its cgroup and every
+    ancestor less their use (without reclaimable page cache), and Slurm's ``--mem`` /
+    ``--mem-per-cpu`` of the job on this node."""
+    src = sources or MemorySources()
+    environ = os.environ if src.environ is None else src.environ
+    return [*_meminfo(src), *_rlimits(src), *_cgroups(src), *_slurm(environ)]
+
+
+def _meminfo(src: MemorySources) -> list[MemoryLimit]:
+    for line in (src.read("proc/meminfo") or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            try:
+                return [MemoryLimit("the node's available memory (MemAvailable)", int(line.split()[1]) * 1024, True)]
+            except (ValueError, IndexError):
+                break
+    return []
+
+
+def _status(src: MemorySources, key: str) -> int:
+    for line in (src.read("proc/self/status") or "").splitlines():
+        if line.startswith(key + ":"):
+            try:
+                return int(line.split()[1]) * 1024
+            except (ValueError, IndexError):
+                break
+    return 0
+
+
+def _rlimits(src: MemorySources) -> list[MemoryLimit]:
+    import resource
+
+    getrlimit = src.getrlimit or resource.getrlimit
+    out = []
+    for which, option, used in ((resource.RLIMIT_AS, "ulimit -v (RLIMIT_AS)", "VmSize"),
+                                (resource.RLIMIT_DATA, "ulimit -d (RLIMIT_DATA)", "VmData")):
+        soft, _ = getrlimit(which)
+        if soft != resource.RLIM_INFINITY and 0 <= soft < UNLIMITED:
+            out.append(MemoryLimit(f"{option} of {_gib(soft)}", max(0, soft - _status(src, used)), False))
+    return out
+
+
+def _number(text: str | None) -> int | None:
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
+        return int(text.strip()) if text is not None else None
+    except ValueError:
+        return None  # "max"
+
+
+def _stat(text: str | None, key: str) -> int:
+    for line in (text or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return _number(value) or 0
+    return 0
+
+
+def _cgroups(src: MemorySources) -> list[MemoryLimit]:
+    """cgroup v2 (``0::/path``) and v1 (``N:...memory...:/path``) limits of this process's cgroup
+    and its ancestors, each less the cgroup's use without its inactive page cache."""
+    out = []
+    for line in (src.read("proc/self/cgroup") or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and not parts[1]:
+            mount, files = "sys/fs/cgroup", ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in parts[1].split(","):
+            mount, files = "sys/fs/cgroup/memory", ("memory.limit_in_bytes", "memory.usage_in_bytes",
+                                                    "total_inactive_file")
+        else:
+            continue
+        out += _cgroup_chain(src, mount, parts[2], files)
+    return out
+
+
+def _cgroup_chain(src: MemorySources, mount: str, path: str, files) -> list[MemoryLimit]:
+    limit_file, usage_file, inactive = files
+    components = [c for c in path.split("/") if c]
+    # In a container the mount shows only the container's own subtree: drop leading components
+    # until the directory exists (what the JVM and cgroup-aware runtimes do).
+    while components and not os.path.isdir(src.path(mount, *components)):
+        components.pop(0)
+    out = []
+    for depth in range(len(components), -1, -1):
+        rel = os.path.join(mount, *components[:depth])
+        limit = _number(src.read(rel, limit_file))
+        if limit is None or limit >= UNLIMITED:
+            continue
+        used = (_number(src.read(rel, usage_file)) or 0) - _stat(src.read(rel, "memory.stat"), inactive)
+        out.append(MemoryLimit(f"the cgroup limit {limit_file} of {_gib(limit)} "
+                               f"({'/' + '/'.join(components[:depth])})", max(0, limit - max(0, used)), True))
+    return out
+
+
+def _slurm(environ) -> list[MemoryLimit]:
+    """``--mem`` (per node) or ``--mem-per-cpu`` times the job's CPUs on this node, in MiB."""
+    mib = 1 << 20
+    per_node = _number(environ.get("SLURM_MEM_PER_NODE"))
+    if per_node:
+        return [MemoryLimit(f"Slurm's --mem={per_node}M (SLURM_MEM_PER_NODE)", per_node * mib, True)]
+    per_cpu = _number(environ.get("SLURM_MEM_PER_CPU"))
+    if not per_cpu:
+        return []
+    cpus = _number(environ.get("SLURM_CPUS_ON_NODE"))
+    if cpus:
+        return [MemoryLimit(f"Slurm's --mem-per-cpu={per_cpu}M x {cpus} CPUs on this node "
+                            "(SLURM_MEM_PER_CPU, SLURM_CPUS_ON_NODE)", per_cpu * cpus * mib, True)]
+    per_task = _number(environ.get("SLURM_CPUS_PER_TASK")) or 1
+    return [MemoryLimit(f"Slurm's --mem-per-cpu={per_cpu}M x {per_task} CPU(s) per task (SLURM_MEM_PER_CPU)",
+                        per_cpu * per_task * mib, False)]
+
+
+def binding_limit(need_per_rank: int, ranks_here: int, sources: MemorySources | None = None):
+    """The limit with the least room per rank (a node's limit is shared by ``ranks_here`` ranks)
+    when ``need_per_rank`` bytes exceed it, else None."""
+    def room(limit):
+        return limit.free // (ranks_here if limit.per_node else 1)
+    limits = memory_limits(sources)
+    if not limits:
         return None
+    tightest = min(limits, key=room)
+    return tightest if need_per_rank > room(tightest) else None
 
 
 def _gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.3g} GiB"
 
 
-def check_memory(estimate: MemoryEstimate, ranks_here: int, device_free: int | None = None) -> None:
-    """Refuse a product whose per-rank estimate times the ranks on this node exceeds free host
-    memory, or whose device estimate exceeds the GPU's free memory."""
-    free = available_memory()
-    if free is not None and estimate.host * ranks_here > free:
-        raise InputError(f"not enough memory: {estimate.describe()} x {ranks_here} rank(s) on this node, "
-                         f"{_gib(free)} available; use more ranks or nodes, or a smaller problem")
+def _under(limit: MemoryLimit, ranks_here: int) -> str:
+    ranks = f" x {ranks_here} rank(s) on this node" if limit.per_node else ""
+    return f"{ranks}, {_gib(limit.free)} available under {limit.name}"
+
+
+def check_memory(estimate: MemoryEstimate, ranks_here: int, device_free: int | None = None,
+                 sources: MemorySources | None = None) -> None:
+    """Refuse a product whose per-rank host estimate exceeds the tightest memory limit here
+    (:func:`memory_limits`; a node's limit holds ``ranks_here`` such ranks), or whose device
+    estimate exceeds the GPU's free memory."""
+    limit = binding_limit(estimate.host, ranks_here, sources)
+    if limit is not None:
+        raise InputError(f"not enough memory: {estimate.describe()}{_under(limit, ranks_here)}; "
+                         "use more ranks or nodes, or a smaller problem")
     if device_free is not None and estimate.device > device_free:
         raise InputError(f"not enough GPU memory: {estimate.describe()}, {_gib(device_free)} free on the "
                          "GPU; use more ranks (GPUs), or a smaller problem")
 
 
-def check_matrix_fits(m: int, n: int) -> None:
+def check_matrix_fits(m: int, n: int, ranks_here: int = 1, sources: MemorySources | None = None) -> None:
     """A rank of ``ozhpc gen`` builds its m x n float64 rows: about three copies at peak."""
-    free, need = available_memory(), 3 * 8 * m * n
-    if free is not None and need > free:
-        raise InputError(f"not enough memory for a {m}x{n} matrix: about {_gib(need)} needed, "
-                         f"{_gib(free)} available")
+    need = BASE_BYTES + 3 * 8 * m * n
+    limit = binding_limit(need, ranks_here, sources)
+    if limit is not None:
+        raise InputError(f"not enough memory for a {m}x{n} matrix: about {_gib(need)} needed"
+                         f"{_under(limit, ranks_here)}")
 
 
 def check_disk(path: str, m: int, n: int) -> None:

@@ -188,7 +188,7 @@ def _setup(cfg: RunConfig, grid):
     with collective_errors(grid.comm, catch=InputError):
         m, n, k = validate_inputs(cfg)
     if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
-        configure_cache()      # the node's kernel cache, before cuda.tile is imported
+        configure_cache(quiet=grid.rank != 0)  # the node's kernel cache, before cuda.tile is imported
         bind_device(grid.comm)
     with collective_errors(grid.comm, catch=InputError):
         engine = _engine(cfg.engine)

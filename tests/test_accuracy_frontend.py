@@ -153,7 +153,7 @@ def test_strict_exits_3_with_one_line_and_writes_nothing(uncertified, inputs, tm
     captured = capsys.readouterr()
     assert code == cli.EXIT_ACCURACY == 3
     (line,) = captured.err.splitlines()
-    assert re.fullmatch(r"ozhpc: error: 7 of 216 entries of C are not certified to the 'auto' bound "
+    assert re.fullmatch(r"ozhpc gemm: error: 7 of 216 entries of C are not certified to the 'auto' bound "
                         r"u\*\(\|A\|\|B\|\)_ij \(worst bound 3\.5 times it\) even with \d+ bits, the widest plan "
                         r"of scheme ozaki1; nothing was written \(--accuracy strict\)", line), line
     assert captured.out == ""
@@ -179,7 +179,7 @@ def test_warn_prints_one_line_and_writes_c_with_the_certificate(uncertified, inp
     captured = capsys.readouterr()
     assert code == 0
     (line,) = captured.err.splitlines()
-    assert re.fullmatch(r"ozhpc: warning: 7 of 216 entries of C are not certified to the 'auto' bound "
+    assert re.fullmatch(r"ozhpc gemm: warning: 7 of 216 entries of C are not certified to the 'auto' bound "
                         r"u\*\(\|A\|\|B\|\)_ij \(worst bound 3\.5 times it\) even with \d+ bits, the widest plan "
                         r"of scheme ozaki1", line), line
     assert "  certified: NO, 7 entries (worst bound ratio 3.5)" in captured.out.splitlines()
@@ -279,7 +279,7 @@ def hard_args(src, out, *extra):
     return ["gemm", f"{src}:/A", f"{src}:/I", "-o", f"{out}:/C", "--engine", "numpy", "--progress", "off", *extra]
 
 
-STRICT_LINE = re.compile(rf"ozhpc: error: \d+ of {N_HARD * N_HARD} entries of C are not certified to the 'auto' "
+STRICT_LINE = re.compile(rf"ozhpc gemm: error: \d+ of {N_HARD * N_HARD} entries of C are not certified to the 'auto' "
                          r"bound .* nothing was written \(--accuracy strict\)")
 
 
@@ -303,7 +303,7 @@ def test_scheme2_cannot_certify_warn_writes_c_and_says_so(hard, tmp_path):
     r = run_cli(hard_args(src, out, "--scheme", "ozaki2", "--accuracy", "warn", "--report", report))
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ozhpc: warning: "), r.stderr
+    assert len(lines) == 1 and lines[0].startswith("ozhpc gemm: warning: "), r.stderr
     assert f"of {N_HARD * N_HARD} entries of C are not certified" in lines[0]
     attrs = attrs_of(out)
     assert attrs["ozhpc_certified"] == False and attrs["ozhpc_uncertified"] > 0  # noqa: E712

@@ -188,9 +188,9 @@ def test_bad_input_is_one_clear_message_and_exit_2(inputs, tmp_path, a, b, extra
     (["--engine", "gpu"], "invalid choice: 'gpu'"),
     (["--scheme", "ozaki3"], "argument --scheme: invalid choice: 'ozaki3'"),
     (["--accuracy", "bogus"], "argument --accuracy: invalid choice: 'bogus'"),
-    (["--bits", "many"], "argument --bits: --bits must be 'auto' or an integer, got 'many'"),
-    (["--scheme", "ozaki2", "--bits", "7"], "argument --bits: --bits must be between 8 and 100, got 7"),
-    (["--scheme", "ozaki2", "--bits", "101"], "argument --bits: --bits must be between 8 and 100, got 101"),
+    (["--bits", "many"], "--bits must be 'auto' or an integer, got 'many'"),
+    (["--scheme", "ozaki2", "--bits", "7"], "--bits must be between 8 and 100, got 7"),
+    (["--scheme", "ozaki2", "--bits", "101"], "--bits must be between 8 and 100, got 101"),
 ])
 def test_bad_options_exit_2(inputs, tmp_path, extra, message):
     r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{tmp_path}/o.h5:/C", *extra])

@@ -51,7 +51,7 @@ def error_of(path, **kw):
     ("[run]\ntransport = \"tcp\"\n",
      'run.transport must be one of "auto", "nccl", "cuda-mpi", "mpi-host", got string "tcp"'),
     ("[layout]\npanel = \"wide\"\n", 'layout.panel must be "auto" or a positive integer, got string "wide"'),
-    ("[layout]\npanel = -4\n", "layout.panel must be 'auto' or a positive integer, got -4"),
+    ("[layout]\npanel = -4\n", "layout.panel must be 'auto' or an integer between 1 and 2147483647, got -4"),
     ("[gemm]\nalpah = 2.0\n",
      "unknown key gemm.alpah (did you mean gemm.alpha?); allowed in [gemm]: transa, transb, alpha, beta"),
     ("[layout]\nblocks = 4\n",

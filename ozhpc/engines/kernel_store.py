@@ -16,19 +16,27 @@ to a temporary name and renamed into place, so concurrent ranks never read a par
 file carries the SHA-256 of its cubin, and a file that does not match is ignored and rewritten.
 The hook is cuda.tile's ``kernel._compile``: used only with the cuda-tile release it was
 written for (:data:`SUPPORTED_CUDA_TILE`), any other release compiles the usual way.
+
+The SHA-256 guards against damage, not against another user: a store directory, or a file,
+owned by another user than this one or root, or writable by group or others, is not loaded from
+(:func:`ozhpc.engines.toolchain.untrusted`; ``OZHPC_TRUST_CACHE=1`` overrides), and says so in
+one line. Files are written 0600 in directories 0700, or 0644 / 0755 where the cache directory
+itself is readable by others (an administrator's shared cache).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
 
 import cuda.tile as ct
 
-from .toolchain import OFF, TILE_CACHE_ENV, compiler
+from .toolchain import OFF, TILE_CACHE_ENV, compiler, objection, trusted_by_user, untrusted
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +62,13 @@ def _compiler_identity() -> str:
 class KernelStore:
     """One directory of cubins keyed by :meth:`key` (see the module docstring)."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, trust: bool = False):
         self.directory = directory
+        self.trust = trust               # OZHPC_TRUST_CACHE: load files whoever owns them
         self.hits = self.misses = 0
         self.compiled: list[str] = []    # :func:`describe_variant` of each miss, for the report
         self._fixed: str | None = None
+        self._refused = False            # a file was not loaded (said once)
 
     def _fixed_part(self) -> str:
         if self._fixed is None:
@@ -78,11 +88,20 @@ class KernelStore:
         return os.path.join(self.directory, key[:2], key + ".cubin")
 
     def load(self, key: str) -> tuple[bytes, str] | None:
-        """(cubin, symbol) stored under ``key``, or None (absent, unreadable or damaged)."""
+        """(cubin, symbol) stored under ``key``, or None (absent, unreadable, damaged, or a file
+        another user could have written: see the module docstring)."""
+        path = self._path(key)
         try:
-            with open(self._path(key), "rb") as f:
-                blob = f.read()
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+                reason = None if self.trust else objection(path, os.fstat(f.fileno()))
+                blob = b"" if reason else f.read()
         except OSError:
+            return None
+        if reason:
+            if not self._refused:
+                log.warning("kernel store: %s; not loading it (compiling instead; %s=1 trusts it)", reason,
+                            "OZHPC_TRUST_CACHE")
+            self._refused = True
             return None
         if not blob.startswith(MAGIC):
             return None
@@ -101,9 +120,14 @@ class KernelStore:
         path = self._path(key)
         meta = json.dumps({"symbol": symbol, "sha256": hashlib.sha256(cubin).hexdigest()}).encode()
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+            shared = stat.S_IMODE(os.stat(os.path.dirname(self.directory)).st_mode) & 0o055
+            for directory in (self.directory, os.path.dirname(path)):
+                if not os.path.isdir(directory):
+                    os.makedirs(directory, exist_ok=True)
+                    os.chmod(directory, 0o700 | shared)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")  # 0600
             try:
+                os.fchmod(fd, 0o600 | (shared & 0o044))
                 with os.fdopen(fd, "wb") as f:
                     f.write(MAGIC + meta + b"\n" + bytes(cubin))
                 os.replace(tmp, path)
@@ -118,13 +142,18 @@ _STORE: dict[str, KernelStore] = {}
 
 
 def active_store(environ=os.environ) -> KernelStore | None:
-    """The store in this process's kernel cache directory, or None (cache off, other cuda-tile)."""
+    """The store in this process's kernel cache directory, or None (cache off, other cuda-tile,
+    or a directory another user could write: said once)."""
     cache = environ.get(TILE_CACHE_ENV, "")
     if not cache or cache.strip().lower() in OFF or not _version().startswith(SUPPORTED_CUDA_TILE):
         return None
     directory = os.path.join(cache, SUBDIR)
     if directory not in _STORE:
-        _STORE[directory] = KernelStore(directory)
+        trust = trusted_by_user(environ)
+        reason = None if trust else untrusted(directory, tree=False)
+        if reason:
+            log.warning("kernel store %s not used: %s (OZHPC_TRUST_CACHE=1 trusts it)", directory, reason)
+        _STORE[directory] = None if reason else KernelStore(directory, trust)
     return _STORE[directory]
 
 
@@ -165,6 +194,23 @@ def describe_variant(name: str, signature) -> str:
     return f"{name}({', '.join(parts)})" if parts else f"{name}({signature!r})"
 
 
+@contextlib.contextmanager
+def cache_umask(environ=os.environ):
+    """cuTile writes its own cache files as the umask says: with a umask such as 002 they would be
+    group-writable, and the next process would refuse the cache. While it compiles, the umask
+    gives what the store's files get: 0600, or 0644 in a cache directory others may read."""
+    cache = environ.get(TILE_CACHE_ENV, "")
+    try:
+        shared = stat.S_IMODE(os.stat(cache).st_mode) & 0o055 if cache else 0
+    except OSError:
+        shared = 0
+    old = os.umask(0o077 & ~shared)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
 class StoredKernel(ct.kernel):
     """A ``ct.kernel`` whose compiled variants are served from the :class:`KernelStore`."""
 
@@ -175,7 +221,8 @@ class StoredKernel(ct.kernel):
     def _compile(self, signature, context, compute_capability=None):
         store = active_store()
         if store is None:
-            return super()._compile(signature, context, compute_capability)
+            with cache_umask():
+                return super()._compile(signature, context, compute_capability)
         from cuda.tile._cext import get_compute_capability
 
         key = store.key(self, signature, compute_capability or get_compute_capability())
@@ -185,7 +232,8 @@ class StoredKernel(ct.kernel):
             return found[0], found[1], None, ()
         store.misses += 1
         store.compiled.append(describe_variant(self._pyfunc.__name__, signature))
-        result = super()._compile(signature, context, compute_capability)
+        with cache_umask():
+            result = super()._compile(signature, context, compute_capability)
         cubin, symbol, extra, providers = result
         if extra is None and not providers and cubin:
             store.save(key, cubin, symbol)

@@ -88,7 +88,7 @@ class Cyclic1D:
         starts = np.arange(dist * self.nb, self.n, self.nprocs * self.nb, dtype=np.int64)
         if not starts.size:
             return np.zeros(0, dtype=np.int64)
-        idx = (starts[:, None] + np.arange(self.nb, dtype=np.int64)[None, :]).ravel()
+        idx = (starts[:, None] + np.arange(min(self.nb, self.n), dtype=np.int64)[None, :]).ravel()
         return idx[idx < self.n]
 
     def segments(self, iproc: int) -> list[tuple[int, int, int]]:

@@ -1,0 +1,47 @@
+"""``ozhpc`` with one phase slowed down, so that tests/test_signals.py can signal a rank there.
+
+OZHPC_TEST_SLOW=write: the ranks spend SLOW_S in Python inside the write of C (the temporary
+exists), creating and dropping weakly referenced objects as h5py does, so that a signal often
+lands in a weakref callback; "after": the run is complete and its summary printed, and the
+process waits SLOW_S before its exit steps."""
+import os
+import sys
+import time
+import weakref
+
+SLOW_S = 4.0
+
+
+class _Obj:
+    pass
+
+
+def churn(seconds):
+    table = weakref.WeakValueDictionary()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        objs = [_Obj() for _ in range(2000)]
+        for i, obj in enumerate(objs):
+            table[i] = obj
+        del objs, obj  # 2000 weakref callbacks
+
+
+def main():
+    phase = os.environ["OZHPC_TEST_SLOW"]
+    from ozhpc import signals
+
+    signals.install()
+    from ozhpc import cli
+    if phase == "write":
+        from ozhpc.io import distio
+
+        write = distio._write_all
+        distio._write_all = lambda *a: (churn(SLOW_S), write(*a))[1]
+    elif phase == "after":
+        finish = cli._finish
+        cli._finish = lambda: (sys.stdout.flush(), time.sleep(SLOW_S), finish())[-1]
+    sys.argv = ["ozhpc"] + sys.argv[1:]
+    cli.entry_point()
+
+
+main()

@@ -1,0 +1,256 @@
+"""The kernel cache is a trust boundary (issue 23): created 0700 with 0600 files (0755 / 0644 in
+an administrator's shared cache), and nothing is loaded from a directory or file another user
+could write, unless OZHPC_TRUST_CACHE=1; one line says why a cache was not used. CPU only: the
+store's compile step is a counting fake (as in tests/test_kernel_store.py)."""
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import sys
+
+import pytest
+
+from ozhpc.engines import toolchain
+
+OTHER = 4242  # a uid that is neither this user nor root
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def give_away(path, uid=OTHER):
+    """chown to another user (needs root; skipped elsewhere)."""
+    try:
+        os.chown(path, uid, -1)
+    except PermissionError:
+        pytest.skip("chown to another user needs root")
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    monkeypatch.delitem(sys.modules, "cuda.tile", raising=False)  # configure as a fresh process would
+
+
+def configure(tmp_path, cache, caplog, **extra):
+    env = {"OZHPC_CACHE_DIR": str(cache), "XDG_CACHE_HOME": str(tmp_path / "home-cache"), **extra}
+    with caplog.at_level(logging.WARNING, logger=toolchain.__name__):
+        got = toolchain.configure_cache(None, env)
+    assert env["CUDA_TILE_CACHE_DIR"] == got
+    return got, [r.getMessage() for r in caplog.records]
+
+
+PRIVATE = "home-cache/ozhpc/cutile"
+
+
+def test_a_new_cache_is_private(tmp_path, caplog, fresh):
+    got, said = configure(tmp_path, tmp_path / "node" / "cache", caplog)
+    assert got == str(tmp_path / "node" / "cache") and said == []
+    assert mode(got) == 0o700
+
+
+@pytest.mark.parametrize("how,reason", [
+    ("group-writable", "is writable by its group (mode 0775)"),
+    ("world-writable", "is writable by group and others (mode 0777)"),
+    ("other owner", "is owned by another user (uid 4242)"),
+    ("planted file", "is owned by another user (uid 4242)"),
+    ("writable file", "is writable by group and others (mode 0666)"),
+    ("writable parent", "is writable by its group (mode 0770)"),
+])
+def test_a_cache_others_can_write_is_not_used(tmp_path, caplog, fresh, how, reason):
+    parent = tmp_path / "shared"
+    cache = parent / "cache"
+    cache.mkdir(parents=True, mode=0o700)
+    culprit = cache
+    if how == "group-writable":
+        cache.chmod(0o775)
+    elif how == "world-writable":
+        cache.chmod(0o777)
+    elif how == "other owner":
+        give_away(cache)
+    elif how in ("planted file", "writable file"):
+        culprit = cache / "ozhpc-cubins"
+        culprit.mkdir()
+        culprit = culprit / "k.cubin"
+        culprit.write_bytes(b"x")
+        give_away(culprit) if how == "planted file" else culprit.chmod(0o666)
+    else:
+        parent.chmod(0o770)
+        culprit = parent
+    got, said = configure(tmp_path, cache, caplog)
+    assert got == str(tmp_path / PRIVATE) and mode(got) == 0o700
+    assert said == [f"kernel cache {cache} not used: {culprit} {reason}; compiling with the private cache "
+                    f"{tmp_path / PRIVATE} instead (set OZHPC_TRUST_CACHE=1 to trust it)"]
+    got, said = configure(tmp_path, cache, caplog, OZHPC_TRUST_CACHE="1")
+    assert got == str(cache)
+
+
+def test_a_sticky_parent_is_fine_and_the_fallback_may_be_off(tmp_path, caplog, fresh):
+    sticky = tmp_path / "scratch"
+    sticky.mkdir()
+    sticky.chmod(0o1777)   # as /tmp: others cannot rename or remove our entries
+    got, said = configure(tmp_path, sticky / "mine", caplog)
+    assert got == str(sticky / "mine") and said == []
+    bad = tmp_path / "home-cache" / "ozhpc" / "cutile"
+    bad.mkdir(parents=True)
+    bad.chmod(0o777)       # the default cache itself is unsafe: no disk cache at all
+    got, said = configure(tmp_path, bad, caplog)
+    assert got == "off"
+    assert said[-1].endswith("compiling with no disk cache instead (set OZHPC_TRUST_CACHE=1 to trust it)")
+
+
+def test_quiet_ranks_do_not_repeat_the_line(tmp_path, caplog, fresh):
+    cache = tmp_path / "c"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    env = {"OZHPC_CACHE_DIR": str(cache), "XDG_CACHE_HOME": str(tmp_path / "home-cache")}
+    with caplog.at_level(logging.WARNING):
+        assert toolchain.configure_cache(None, env, quiet=True) == str(tmp_path / PRIVATE)
+    assert caplog.records == []
+
+
+def test_an_administrators_read_only_cache_is_trusted(tmp_path):
+    """Root's directory, 0755, files 0644: trusted by every user."""
+    cache = tmp_path / "site-cache"
+    (cache / "ozhpc-cubins").mkdir(parents=True)
+    (cache / "ozhpc-cubins" / "k.cubin").write_bytes(b"x")
+    for path, m in ((cache, 0o755), (cache / "ozhpc-cubins", 0o755), (cache / "ozhpc-cubins" / "k.cubin", 0o644)):
+        path.chmod(m)
+        give_away(path, 0)
+    tmp_path.chmod(0o755)
+    assert toolchain.untrusted(str(cache), uid=1000) is None
+    (cache / "ozhpc-cubins" / "k.cubin").chmod(0o664)
+    assert toolchain.untrusted(str(cache), uid=1000) == (f"{cache}/ozhpc-cubins/k.cubin is writable by its group "
+                                                         "(mode 0664)")
+
+
+def test_the_command_says_it_in_one_line(tmp_path):
+    """Through the command line (``ozhpc info`` configures the cache too)."""
+    from conftest import run_cli
+
+    cache = tmp_path / "c"
+    cache.mkdir()
+    cache.chmod(0o777)
+    r = run_cli(["info"], env={"OZHPC_CACHE_DIR": str(cache), "XDG_CACHE_HOME": str(tmp_path / "home-cache")})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [f"ozhpc: kernel cache {cache} not used: {cache} is writable by group and "
+                                     f"others (mode 0777); compiling with the private cache {tmp_path / PRIVATE} "
+                                     "instead (set OZHPC_TRUST_CACHE=1 to trust it)"]
+    assert f"kernel cache: {tmp_path / PRIVATE}" in r.stdout
+
+
+# ------------------------------------------------------------------ ozhpc's kernel store
+
+
+@pytest.fixture
+def store(monkeypatch, tmp_path):
+    """A private cache dir with the store; cuda.tile's compile replaced by a counting fake."""
+    ct = pytest.importorskip("cuda.tile")
+    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.engines import kernel_store as ks
+
+    calls = []
+
+    def fake(self, signature, context, compute_capability=None):
+        calls.append(signature)
+        return b"CUBIN:" + repr(signature).encode(), f"sym_{self._pyfunc.__name__}", None, ()
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    monkeypatch.setattr(ct.kernel, "_compile", fake)
+    monkeypatch.setenv(ks.TILE_CACHE_ENV, str(cache))
+    monkeypatch.delenv(toolchain.TRUST_ENV, raising=False)
+    monkeypatch.setattr(ks, "_STORE", {})
+    return ks, ck._split_kernel, calls, cache
+
+
+def stored_files(cache):
+    return [os.path.join(d, f) for d, _, fs in os.walk(cache / "ozhpc-cubins") for f in fs]
+
+
+def test_store_files_are_private(store):
+    ks, kernel, calls, cache = store
+    kernel._compile("sig", None, (9, 0))
+    [path] = stored_files(cache)
+    assert mode(path) == 0o600
+    assert mode(os.path.dirname(path)) == mode(cache / "ozhpc-cubins") == 0o700
+
+
+def test_store_files_in_a_shared_cache_are_readable(store):
+    ks, kernel, calls, cache = store
+    cache.chmod(0o755)
+    kernel._compile("sig", None, (9, 0))
+    [path] = stored_files(cache)
+    assert mode(path) == 0o644 and mode(os.path.dirname(path)) == 0o755
+
+
+@pytest.mark.parametrize("how", ["other owner", "group-writable"])
+def test_a_planted_cubin_is_not_loaded(store, caplog, monkeypatch, how):
+    ks, kernel, calls, cache = store
+    kernel._compile("sig", None, (9, 0))
+    [path] = stored_files(cache)
+    with open(path, "r+b") as f:           # another user's kernel, with a valid checksum
+        blob = f.read()
+    if how == "other owner":
+        give_away(path)
+        reason = f"{path} is owned by another user (uid {OTHER})"
+    else:
+        os.chmod(path, 0o620)
+        reason = f"{path} is writable by its group (mode 0620)"
+    monkeypatch.setattr(ks, "_STORE", {})  # a new process
+    with caplog.at_level(logging.WARNING, logger=ks.__name__):
+        kernel._compile("sig", None, (9, 0))
+    assert len(calls) == 2                   # compiled, not loaded
+    assert [r.getMessage() for r in caplog.records] == [
+        f"kernel store: {reason}; not loading it (compiling instead; OZHPC_TRUST_CACHE=1 trusts it)"]
+    st = os.stat(path)                       # and replaced by this user's own, private
+    assert (st.st_uid, mode(path), open(path, "rb").read()) == (os.geteuid(), 0o600, blob)
+    kernel._compile("sig", None, (9, 0))
+    assert len(calls) == 2
+    give_away(path) if how == "other owner" else os.chmod(path, 0o620)
+    monkeypatch.setenv(toolchain.TRUST_ENV, "1")  # the user says the cache is shared on purpose
+    monkeypatch.setattr(ks, "_STORE", {})
+    kernel._compile("sig", None, (9, 0))
+    assert len(calls) == 2
+
+
+def test_a_store_directory_others_can_write_is_not_used(store, caplog):
+    ks, kernel, calls, cache = store
+    (cache / "ozhpc-cubins").mkdir()
+    (cache / "ozhpc-cubins").chmod(0o777)
+    with caplog.at_level(logging.WARNING, logger=ks.__name__):
+        assert ks.active_store() is None
+        kernel._compile("sig", None, (9, 0))
+        kernel._compile("sig", None, (9, 0))
+    assert len(calls) == 2 and stored_files(cache) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"kernel store {cache}/ozhpc-cubins not used: {cache}/ozhpc-cubins is writable by group and others "
+        "(mode 0777) (OZHPC_TRUST_CACHE=1 trusts it)"]
+
+
+@pytest.mark.parametrize("cache_mode,file_mode", [(0o700, 0o600), (0o755, 0o644)])
+def test_cutiles_own_cache_files_are_private_whatever_the_umask(store, monkeypatch, cache_mode, file_mode):
+    """With umask 002 cuTile's files would be group-writable, and the next run would refuse the cache."""
+    ks, kernel, calls, cache = store
+    cache.chmod(cache_mode)
+    ct = sys.modules["cuda.tile"]
+    written = []
+
+    def compile_writing_cutiles_cache(self, signature, context, compute_capability=None):
+        path = cache / f"cutile-{len(written)}.bin"   # as cuTile writes its cubins and index
+        path.write_bytes(b"x")
+        written.append(path)
+        return b"CUBIN", "sym", None, ()
+
+    monkeypatch.setattr(ct.kernel, "_compile", compile_writing_cutiles_cache)
+    old = os.umask(0o002)
+    try:
+        kernel._compile("sig", None, (9, 0))
+        monkeypatch.setattr(ks, "active_store", lambda: None)   # without ozhpc's store: cuTile's cache alone
+        kernel._compile("sig", None, (9, 0))
+        assert os.umask(0o002) == 0o002               # restored after each compile
+    finally:
+        os.umask(old)
+    assert [mode(p) for p in written] == [file_mode, file_mode]
+    assert toolchain.untrusted(str(cache)) is None

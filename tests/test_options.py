@@ -1,0 +1,189 @@
+"""Every numeric option of every command is range-checked before any work, and a bad option value
+or dataset spec is one line ``ozhpc <cmd>: error: ...`` with exit status 2 (issue 23); the usage
+is printed only for ``--help`` and a missing command."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import h5py
+import pytest
+
+from ozhpc import cli
+from ozhpc.config import MAX_BLOCK, MAX_SAMPLES, MAX_SEED
+from ozhpc.errors import InputError
+from ozhpc.jobfile import load_job
+from ozhpc.matrices import standard_matrix
+
+from conftest import run_cli
+
+N = 24
+
+
+@pytest.fixture
+def d(tmp_path):
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["A"] = standard_matrix(N, N, 0.5, 1)
+        f["B"] = standard_matrix(N, N, 0.5, 2)
+        f["C"] = standard_matrix(N, N, 0.5, 3)
+    return tmp_path
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def one_line(args, capsys, cwd):
+    """Run ``ozhpc ARGS`` in this process from ``cwd``; (exit status, the one stderr line)."""
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        code = cli.main(args)
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        os.chdir(old)
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert captured.out == ""
+    return code, lines[0]
+
+
+GEMM = ["gemm", "in.h5:/A", "in.h5:/B", "-o", "out.h5:/C", "--engine", "numpy", "--progress", "off"]
+CHECK = ["check", "in.h5:/C", "--a", "in.h5:/A", "--b", "in.h5:/B"]
+GEN = ["gen", "--shape", "4", "new.h5:/X"]
+
+# (argv, the whole error line): every numeric option, below and above its range, and spellings
+# that are not values at all.
+BAD = [
+    (GEN + ["--seed", "-1"], f"ozhpc gen: error: --seed must be between 0 and {MAX_SEED}, got -1"),
+    (GEN + ["--seed", str(MAX_SEED + 1)], f"ozhpc gen: error: --seed must be between 0 and {MAX_SEED}, "
+                                          f"got {MAX_SEED + 1}"),
+    (GEN + ["--seed", "1.5"], "ozhpc gen: error: --seed must be an integer, got '1.5'"),
+    (GEN + ["--phi", "-0.1"], "ozhpc gen: error: --phi must be between 0 and 80, got -0.1"),
+    (GEN + ["--phi", "81"], "ozhpc gen: error: --phi must be between 0 and 80, got 81"),
+    (GEN + ["--phi", "nan"], "ozhpc gen: error: --phi must be a finite number, got 'nan'"),
+    (["gen", "--shape", "0x4", "new.h5:/X"], "ozhpc gen: error: --shape must be positive, got '0x4'"),
+    (["gen", "--shape", "4x", "new.h5:/X"], "ozhpc gen: error: --shape must be N or MxN with positive integers, "
+                                            "got '4x'"),
+    (CHECK + ["--samples", "-5"], f"ozhpc check: error: --samples must be between 1 and {MAX_SAMPLES}, got -5"),
+    (CHECK + ["--samples", "0"], f"ozhpc check: error: --samples must be between 1 and {MAX_SAMPLES}, got 0"),
+    (CHECK + ["--samples", str(MAX_SAMPLES + 1)],
+     f"ozhpc check: error: --samples must be between 1 and {MAX_SAMPLES}, got {MAX_SAMPLES + 1}"),
+    (CHECK + ["--seed", "-1"], f"ozhpc check: error: --seed must be between 0 and {MAX_SEED}, got -1"),
+    (CHECK + ["--seed", str(MAX_SEED + 1)], f"ozhpc check: error: --seed must be between 0 and {MAX_SEED}, "
+                                            f"got {MAX_SEED + 1}"),
+    (CHECK + ["--alpha", "inf"], "ozhpc check: error: --alpha must be a finite number, got 'inf'"),
+    (CHECK + ["--beta", "x"], "ozhpc check: error: --beta must be a number, got 'x'"),
+    (GEMM + ["--alpha", "x"], "ozhpc gemm: error: --alpha must be a number, got 'x'"),
+    (GEMM + ["--alpha", "nan"], "ozhpc gemm: error: --alpha must be a finite number, got 'nan'"),
+    (GEMM + ["--beta=-inf"], "ozhpc gemm: error: --beta must be a finite number, got '-inf'"),
+    (GEMM + ["--grid", "2x"], "ozhpc gemm: error: --grid must be N or MxN with positive integers, got '2x'"),
+    (GEMM + ["--grid", "0x1"], "ozhpc gemm: error: --grid must be positive, got '0x1'"),
+    (GEMM + ["--block", "0"], "ozhpc gemm: error: --block must be positive, got '0'"),
+    (GEMM + ["--block", str(MAX_BLOCK + 1)],
+     f"ozhpc gemm: error: --block must be at most {MAX_BLOCK}, got {MAX_BLOCK + 1}x{MAX_BLOCK + 1}"),
+    (GEMM + ["--block", "100000000000"],
+     f"ozhpc gemm: error: --block must be at most {MAX_BLOCK}, got 100000000000x100000000000"),
+    (GEMM + ["--panel", "0"], f"ozhpc gemm: error: --panel must be 'auto' or an integer between 1 and {MAX_BLOCK}, "
+                              "got 0"),
+    (GEMM + ["--panel", "100000000000"],
+     f"ozhpc gemm: error: --panel must be 'auto' or an integer between 1 and {MAX_BLOCK}, got 100000000000"),
+    (GEMM + ["--panel", "wide"],
+     f"ozhpc gemm: error: --panel must be 'auto' or an integer between 1 and {MAX_BLOCK}, got 'wide'"),
+    (GEMM + ["--slices", "0"], "ozhpc gemm: error: --slices must be between 1 and 24, got 0"),
+    (GEMM + ["--slices", "25"], "ozhpc gemm: error: --slices must be between 1 and 24, got 25"),
+    (GEMM + ["--groups", "0"], "ozhpc gemm: error: --groups must be at least 1, got 0"),
+    (GEMM + ["--slices", "3", "--groups", "6"],
+     "ozhpc gemm: error: --groups 6 is more than the 5 groups that 3 slices have (at most 2*slices-1)"),
+    (GEMM + ["--scheme", "ozaki2", "--bits", "7"], "ozhpc gemm: error: --bits must be between 8 and 100, got 7"),
+    (GEMM + ["--scheme", "ozaki2", "--bits", "101"], "ozhpc gemm: error: --bits must be between 8 and 100, got 101"),
+    (["demo", "--n", "0"], "ozhpc demo: error: --n must be between 1 and 65536, got 0"),
+    (["demo", "--n", "65537"], "ozhpc demo: error: --n must be between 1 and 65536, got 65537"),
+    (["demo", "--phi", "100"], "ozhpc demo: error: --phi must be between 0 and 80, got 100"),
+    # dataset specs and missing arguments: one line, no usage
+    (["gemm", "in.h5:A", "in.h5:/B", "-o", "out.h5:/C"],
+     "ozhpc gemm: error: input A 'in.h5:A' must be written FILE.h5:/dataset"),
+    (["gemm", "f:/a:b", "in.h5:/B", "-o", "out.h5:/C"],
+     "ozhpc gemm: error: input A 'f:/a:b' must be written FILE.h5:/dataset"),
+    (["gemm", "in.h5:/A", "in.h5:/B"], "ozhpc gemm: error: the following arguments are required: -o/--output"),
+    (["gemm", "in.h5:/A", "in.h5:/B", "-o"], "ozhpc gemm: error: argument -o/--output: expected one argument"),
+    (GEMM + ["--engine", "gpu"],
+     "ozhpc gemm: error: argument --engine: invalid choice: 'gpu' (choose from 'auto', 'numpy', 'cutile')"),
+    (["check", "in.h5:/C", "--a", "in.h5:/A"], "ozhpc check: error: the following arguments are required: --b"),
+    (["gemn"], "ozhpc: error: argument COMMAND: invalid choice: 'gemn' (choose from 'gen', 'gemm', 'run', "
+               "'check', 'fingerprint', 'warmup', 'info', 'demo')"),
+]
+
+
+@pytest.mark.parametrize("argv,line", BAD, ids=[" ".join(a[-2:]) for a, _ in BAD])
+def test_bad_value_is_one_line_and_exit_2_before_any_work(d, capsys, argv, line):
+    before = digest(d / "in.h5")
+    code, got = one_line(argv, capsys, d)
+    assert (code, got) == (2, line)
+    assert digest(d / "in.h5") == before
+    assert sorted(os.listdir(d)) == ["in.h5"]
+
+
+def test_missing_command_prints_the_usage_and_one_error_line():
+    r = run_cli([])
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("usage: ozhpc ") and lines[-1] == "ozhpc: error: the following arguments are " \
+                                                                  "required: COMMAND"
+
+
+def test_help_still_prints_the_usage():
+    r = run_cli(["gemm", "--help"])
+    assert r.returncode == 0 and r.stdout.startswith("usage: ozhpc gemm ") and r.stderr == ""
+
+
+def test_bad_value_under_the_console_script_is_one_line(d):
+    """The whole process (entry point, not main): one line on stderr, exit 2, nothing written."""
+    r = run_cli(GEMM + ["--panel", "100000000000"], cwd=d)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines() == [f"ozhpc gemm: error: --panel must be 'auto' or an integer between 1 and "
+                                     f"{MAX_BLOCK}, got 100000000000"]
+    assert sorted(os.listdir(d)) == ["in.h5"]
+
+
+def test_largest_block_and_panel_are_one_block_and_give_the_same_bits(d, capsys):
+    """The largest allowed block and panel mean "the whole matrix" and cost no more memory."""
+    code_big = _run_in(d, GEMM + ["-o", "out.h5:/Big", "--block", str(MAX_BLOCK), "--panel", str(MAX_BLOCK)])
+    code_small = _run_in(d, GEMM + ["-o", "out.h5:/Small", "--block", "5", "--panel", "7"])
+    assert code_big == code_small == 0
+    capsys.readouterr()
+    with h5py.File(d / "out.h5", "r") as f:
+        assert f["Big"][...].tobytes() == f["Small"][...].tobytes()
+
+
+def _run_in(cwd, argv):
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return cli.main(argv)
+    finally:
+        os.chdir(old)
+
+
+JOB = '[inputs]\na = "in.h5:/A"\nb = "in.h5:/B"\n[output]\nc = "out.h5:/C"\n'
+
+
+@pytest.mark.parametrize("extra,message", [
+    ("[layout]\nblock = 100000000000\n", f"layout.block must be at most {MAX_BLOCK}, got 100000000000x100000000000"),
+    ("[layout]\nblock = \"3x100000000000\"\n", f"layout.block must be at most {MAX_BLOCK}, got 3x100000000000"),
+    ("[layout]\npanel = 100000000000\n",
+     f"layout.panel must be 'auto' or an integer between 1 and {MAX_BLOCK}, got 100000000000"),
+    ("[gemm]\nalpha = inf\n", "gemm.alpha must be a finite number, got inf"),
+    ("[gemm]\nbeta = nan\n", "gemm.beta must be a finite number, got nan"),
+])
+def test_job_file_values_out_of_range(d, extra, message):
+    path = d / "job.toml"
+    path.write_text(JOB + extra)
+    with pytest.raises(InputError) as info:
+        load_job(path)
+    assert str(info.value) == f"{path}: {message}"
+    r = run_cli(["run", path], cwd=d)
+    assert r.returncode == 2 and r.stderr.splitlines() == [f"ozhpc run: error: {path}: {message}"]
+    assert sorted(os.listdir(d)) == ["in.h5", "job.toml"]

@@ -1,0 +1,229 @@
+"""A signal at any moment of a run ends it with exit status 128 + signal, one line, and nothing
+left behind: no temporaries, no lock, no MPI segment in /dev/shm (issue 23).
+
+Timing is taken from what the job shows, not from sleeps: the ranks' handlers are installed
+(/proc/PID/status), the write of C has begun (its temporary appears), the summary is printed.
+tests/signal_worker.py slows down the phase a test signals in."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import pytest
+
+from ozhpc.matrices import standard_matrix
+
+pytestmark = pytest.mark.mpi
+
+MPIEXEC = shutil.which("mpiexec")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(REPO, "tests", "signal_worker.py")
+N = 256
+
+if MPIEXEC is None:
+    pytest.skip("mpiexec not found (pip install mpich)", allow_module_level=True)
+
+
+@pytest.fixture
+def d(tmp_path):
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["A"] = standard_matrix(N, N, 0.5, 1)
+        f["B"] = standard_matrix(N, N, 0.5, 2)
+    return tmp_path
+
+
+def env(**extra):
+    e = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    e.update(extra)
+    return e
+
+
+GEMM = ["gemm", "in.h5:/A", "in.h5:/B", "-o", "out.h5:/C", "--engine", "numpy", "--progress", "off",
+        "--block", "32"]
+
+
+def start(ranks, d, argv, program=("-m", "ozhpc"), **extra):
+    return subprocess.Popen([MPIEXEC, "-n", str(ranks), sys.executable, *program, *argv], cwd=d,
+                            env=env(**extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def descendants(pid) -> list[int]:
+    """Processes below ``pid`` (mpiexec -> proxy -> ranks)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def ranks_of(job, count, until, timeout=60):
+    """The job's Python ranks, once ``until(pid)`` holds for every one of them; meanwhile the
+    /dev/shm files they map are collected into ``seen`` (returned too)."""
+    seen: set[str] = set()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        ranks = [p for p in descendants(job.pid) if _is_python(p)]
+        for pid in ranks:
+            seen |= shm_maps(pid)
+        if len(ranks) == count and all(until(p) for p in ranks):
+            return ranks, seen
+        time.sleep(0.01)
+    raise AssertionError("the ranks did not get there in time")
+
+
+def _is_python(pid) -> bool:
+    try:
+        return os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(sys.executable)
+    except OSError:
+        return False
+
+
+def shm_maps(pid) -> set[str]:
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return {line.split(None, 5)[5].strip().removesuffix(" (deleted)") for line in f if " /dev/shm/" in line}
+    except (OSError, IndexError):
+        return set()
+
+
+def handles(sig):
+    """``until`` for ranks_of: the process catches ``sig`` (its handler is installed)."""
+    def check(pid):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+        except (OSError, StopIteration):
+            return False
+        return bool(caught >> (sig - 1) & 1)
+    return check
+
+
+def finish(job, timeout=60):
+    out, err = job.communicate(timeout=timeout)
+    return job.returncode, out, err
+
+
+def assert_clean(d, seen, *expected):
+    """Only the expected files in ``d``; no /dev/shm file the job's ranks mapped is left."""
+    assert sorted(os.listdir(d)) == sorted(["in.h5", *expected])
+    assert [p for p in seen if os.path.exists(p)] == []
+    assert [n for n in os.listdir("/dev/shm") if n.startswith(f"ozhpc-leave-{os.geteuid()}-")] == []
+
+
+def test_signal_during_start_up(d):
+    """As soon as every rank has its handler (it is still importing NumPy, h5py, mpi4py).
+    SIGTERM's shows it: Python catches SIGINT from its own start."""
+    job = start(3, d, GEMM)
+    ranks, seen = ranks_of(job, 3, handles(signal.SIGTERM))
+    job.send_signal(signal.SIGINT)
+    code, out, err = finish(job)
+    assert (code, err) == (130, "ozhpc gemm: interrupted (SIGINT)\n")
+    assert "ozhpc" not in out  # (mpiexec says that it forwards the Ctrl-C)
+    assert_clean(d, seen)
+
+
+@pytest.mark.parametrize("ranks,sig", [(4, signal.SIGTERM), (2, signal.SIGINT)])
+def test_signal_during_the_write(d, ranks, sig):
+    """In the write of C, where the handler often runs inside a weakref callback (h5py's
+    objects): no "Exception ignored", the temporary and the lock removed."""
+    job = start(ranks, d, GEMM, program=(WORKER,), OZHPC_TEST_SLOW="write")
+    seen: set[str] = set()
+    t0 = time.monotonic()
+    while set(os.listdir(d)) == {"in.h5"}:  # the temporary output appears when the write begins
+        assert time.monotonic() - t0 < 60 and job.poll() is None
+        for pid in descendants(job.pid):
+            seen |= shm_maps(pid)
+        time.sleep(0.01)
+    time.sleep(0.5)
+    job.send_signal(sig)
+    code, out, err = finish(job)
+    assert (code, err) == (128 + sig, f"ozhpc gemm: interrupted ({signal.Signals(sig).name})\n")
+    assert "ozhpc" not in out
+    assert_clean(d, seen)
+
+
+def test_signal_right_after_the_run(d):
+    """C is written and the summary printed: the exit is still 143 with one line, C complete."""
+    job = start(2, d, GEMM, program=(WORKER,), OZHPC_TEST_SLOW="after")
+    _, seen = ranks_of(job, 2, lambda pid: True)
+    lines = []
+    while not (lines and lines[-1].startswith("  certified:")):
+        lines.append(job.stdout.readline())
+        assert lines[-1], "the job ended early"
+    job.send_signal(signal.SIGTERM)
+    code, out, err = finish(job)
+    assert (code, err) == (143, "ozhpc gemm: interrupted (SIGTERM)\n")
+    with h5py.File(d / "out.h5", "r") as f:
+        assert f["C"].shape == (N, N)
+    assert_clean(d, seen, "out.h5")
+
+
+def test_normal_runs_and_killed_ranks_leave_no_segment(d):
+    """kill -9 of one rank: the launcher ends the others; MPI's segment was unlinked at start."""
+    job = start(3, d, GEMM, program=(WORKER,), OZHPC_TEST_SLOW="write")
+    ranks, seen = ranks_of(job, 3, lambda pid: bool(shm_maps(pid)))
+    assert seen, "the ranks map MPI's shared memory"
+    time.sleep(1.0)
+    os.kill(ranks[-1], signal.SIGKILL)
+    code, _, _ = finish(job)
+    assert code != 0
+    assert [p for p in seen if os.path.exists(p)] == []
+
+
+def test_one_process_signal_at_start_and_at_the_end(d):
+    """Without mpiexec: the same line and status."""
+    job = subprocess.Popen([sys.executable, "-m", "ozhpc", *GEMM], cwd=d, env=env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    ranks_of_self = [job.pid]
+    t0 = time.monotonic()
+    while not handles(signal.SIGTERM)(ranks_of_self[0]):
+        assert time.monotonic() - t0 < 30
+        time.sleep(0.005)
+    job.send_signal(signal.SIGTERM)
+    assert finish(job) == (143, "", "ozhpc gemm: interrupted (SIGTERM)\n")
+    assert sorted(os.listdir(d)) == ["in.h5"]
+
+
+WEAKREF_CALLBACK = """
+import os, signal, time, weakref
+from ozhpc import signals
+signals.install("test", True)
+class Obj:
+    pass
+def callback(ref):  # the handler runs in here, where Python cannot raise
+    os.kill(os.getpid(), signal.SIGTERM)
+    sum(range(1000))
+obj = Obj()
+ref = weakref.ref(obj, callback)
+try:
+    del obj
+    for _ in range(1000):
+        time.sleep(0.001)  # the signal is delivered again, and raised here
+    print("not interrupted")
+except signals.Interrupted as exc:
+    signals.leave(exc.signum)
+"""
+
+
+def test_a_signal_inside_a_weakref_callback_is_raised_after_it(tmp_path):
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", WEAKREF_CALLBACK], env=env(), capture_output=True, text=True,
+                       timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (143, "", "ozhpc test: interrupted (SIGTERM)\n")
+    assert time.monotonic() - t0 < 30
