@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import ozhpc
 from ozhpc.engines import crt, get_engine
-from ozhpc.engines.base import row_abs_max
+from ozhpc.engines.digits import row_abs_max
 from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import ModularPlan
@@ -71,7 +71,7 @@ def test_a_factor_1300_bits_below_its_column_is_not_read_as_zero(scheme, guarant
 def test_support_digits_and_representation_errors_of_underflowing_entries():
     """Entries whose scaling underflows to 0 still get a support digit of 1 and a nonzero
     representation error (both schemes), on the NumPy path."""
-    from ozhpc.engines.base import support_digits
+    from ozhpc.engines.digits import support_digits
     from ozhpc.ozaki.plan import SlicePlan
 
     x = np.array([[1e300, 1e-30, 0.0, -5e-324]])
