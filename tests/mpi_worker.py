@@ -83,11 +83,11 @@ def repro(comm) -> dict:
             block = case["block"]
             with Summa(grid, M, N, K, block=block if isinstance(block, tuple) else (block, block),
                        kb=case.get("kb"), engine="numpy", slices=slices, groups=groups, scheme=scheme,
-                       bits=bits, transport_options=options) as plan:
-                a, bt, c = plan.distribute(A, B, C0, transa=ta, transb=tb)
-                out = plan(a, bt, c, alpha=alpha, beta=beta)
+                       bits=bits, transport_options=options) as summa:
+                a, bt, c = summa.distribute(A, B, C0, transa=ta, transb=tb)
+                out = summa(a, bt, c, alpha=alpha, beta=beta)
                 whole = out.gather(0)
-                info = plan.info
+                info = summa.info
                 sent = comm.reduce(info.bytes_sent, op=MPI.SUM, root=0)
                 msgs = comm.reduce(info.messages, op=MPI.SUM, root=0)
                 calls = comm.reduce(info.mpi_calls, op=MPI.SUM, root=0)
@@ -202,9 +202,9 @@ def pinned(comm, grid_text) -> dict:
         ta, tb = kw.pop("transa", False), kw.pop("transb", False)
         for layout in PINNED_LAYOUTS:
             with ProcessGrid(comm, dims) as grid:
-                with Summa(grid, M, N, K, engine="numpy", **layout, **kw) as plan:
-                    a, bt, c = plan.distribute(A, B, C0, transa=ta, transb=tb)
-                    whole = plan(a, bt, c, alpha=alpha, beta=beta).gather(0)
+                with Summa(grid, M, N, K, engine="numpy", **layout, **kw) as summa:
+                    a, bt, c = summa.distribute(A, B, C0, transa=ta, transb=tb)
+                    whole = summa(a, bt, c, alpha=alpha, beta=beta).gather(0)
             if comm.Get_rank() == 0:
                 digests.setdefault(name, []).append(sha256_of_matrix(whole))
                 done += 1

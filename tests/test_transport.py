@@ -84,12 +84,12 @@ def test_nvls_stays_off():
 
 
 def test_gpu_panel_width_default():
-    assert default_kb(10_000, 256, (2, 2), NumpyEngine()) == 1024  # CPUs: not NB (test_grid_summa)
-    assert default_kb(100, 5, (1, 2), NumpyEngine()) == 64
-    assert default_kb(32768, 256, (1, 2), GPU_ENGINE) == 4096
-    assert default_kb(1000, 256, (1, 2), GPU_ENGINE) == 512
-    assert default_kb(5, 256, (1, 1), GPU_ENGINE) == 16
-    assert default_kb(0, 256, (1, 1), GPU_ENGINE) == 16
+    assert default_kb(10_000, (2, 2), NumpyEngine()) == 1024  # CPUs: not NB (test_grid_summa)
+    assert default_kb(100, (1, 2), NumpyEngine()) == 64
+    assert default_kb(32768, (1, 2), GPU_ENGINE) == 4096
+    assert default_kb(1000, (1, 2), GPU_ENGINE) == 512
+    assert default_kb(5, (1, 1), GPU_ENGINE) == 16
+    assert default_kb(0, (1, 1), GPU_ENGINE) == 16
 
 
 def test_overlap_fraction():
