@@ -118,6 +118,22 @@ def test_summa_rejects_wrong_layout(grid):
         summa(a, bt)
 
 
+def test_beta_needs_c_one_check_one_message(grid):
+    """The API's "beta needs C" is errors.require_c: one InputError (a ValueError), one wording,
+    for dist_gemm and Summa.__call__ (ozhpc.gemm: test_gemm); a C in another layout is its own error."""
+    A, B = standard_matrix(10, 10, 1.0, 1), standard_matrix(10, 10, 1.0, 2)
+    with pytest.raises(InputError) as err:
+        dist_gemm(grid, A, B, beta=1.0, block=4)
+    assert str(err.value) == "beta != 0 needs C" and isinstance(err.value, ValueError)
+    with Summa(grid, 10, 10, 10, block=4) as summa:
+        a, bt, _ = summa.distribute(A, B)
+        with pytest.raises(InputError, match=r"^beta != 0 needs C$"):
+            summa(a, bt, None, beta=0.5)
+        c = DistMatrix(grid, BlockCyclic(10, 10, 3, 3, 1, 1), np.zeros((10, 10)))
+        with pytest.raises(ValueError, match=r"^C is not in this Summa's layout \(Summa.c_layout\)$"):
+            summa(a, bt, c, beta=0.5)
+
+
 def test_distmatrix_scatter_gather(grid):
     x = standard_matrix(37, 23, 0.5, 3)
     lay = BlockCyclic(37, 23, 4, 5, 1, 1)

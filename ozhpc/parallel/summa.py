@@ -38,7 +38,7 @@ import numpy as np
 from .mpi import MPI
 
 from ..engines import get_engine
-from ..errors import InputError
+from ..errors import InputError, require_c
 from ..ozaki.product import GemmInfo, Product, Reductions, enforce_accuracy, op_rows
 from ..ozaki.settings import OzakiSettings
 from .distmatrix import DistMatrix
@@ -175,8 +175,9 @@ class Summa:
         C's blocks on the engine's device, e.g. to fingerprint them there)."""
         if a.layout != self.a_layout or bt.layout != self.bt_layout or not bt.transposed_grid:
             raise ValueError("operands are not in this Summa's layouts (Summa.a_layout / bt_layout)")
-        if beta != 0.0 and (c is None or c.layout != self.c_layout):
-            raise ValueError("beta != 0 needs C in Summa.c_layout")
+        require_c(beta, c)
+        if beta != 0.0 and c.layout != self.c_layout:
+            raise ValueError("C is not in this Summa's layout (Summa.c_layout)")
         eng, xp = self.engine, self.engine.xp
         g = self.grid
         product = Product(self.settings, eng, eng.asarray(a.local).astype(xp.float64, copy=False),
