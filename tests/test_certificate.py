@@ -18,7 +18,7 @@ from ozhpc.ozaki.plan import ModularPlan, SlicePlan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 from ozhpc.reference import exact_entry
 
-from guarantee import exact_abs, guarantee_holds
+from helpers.guarantee import exact_abs, guarantee_holds
 
 ENGINE = NumpyEngine()
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -15,8 +15,8 @@ from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import ModularPlan, SlicePlan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
-from guarantee import guarantee_holds, worst_entries
-from inputs import phi_matrix
+from helpers.guarantee import guarantee_holds, worst_entries
+from helpers.inputs import phi_matrix
 
 pytestmark = pytest.mark.gpu
 

@@ -11,7 +11,7 @@ import ozhpc
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
-from inputs import phi_matrix
+from helpers.inputs import phi_matrix
 
 pytestmark = pytest.mark.gpu
 

@@ -14,7 +14,7 @@ from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.plan import SlicePlan, make_plan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
-from inputs import phi_matrix
+from helpers.inputs import phi_matrix
 
 ENGINE = NumpyEngine()
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -22,8 +22,8 @@ from ozhpc.ozaki.plan import FP64_BITS, DataSizes, ModularPlan, auto_bits, make_
 from ozhpc.ozaki.scales import exponents, row_abs_max
 from ozhpc.reference import exact_entry, sample_indices
 
-from inputs import assert_same_nonfinite_pattern, native_pattern_defined, phi_matrix, special_operands
-from tolerances import NATIVE_RATIO_MAX, error_vs_native
+from helpers.inputs import assert_same_nonfinite_pattern, native_pattern_defined, phi_matrix, special_operands
+from helpers.tolerances import NATIVE_RATIO_MAX, error_vs_native
 
 ENGINE = NumpyEngine()
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

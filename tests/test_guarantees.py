@@ -1,7 +1,7 @@
 """The two certified guarantees ("dgemm", "tight"), the defaults (scheme II, "dgemm"), what fixed
 plans state a priori, and the places where a quantity that scales to 0 must not be read as 0.
 
-Every check against the exact product uses rational arithmetic (tests/guarantee.py)."""
+Every check against the exact product uses rational arithmetic (tests/helpers/guarantee.py)."""
 import math
 import warnings
 from fractions import Fraction
@@ -21,7 +21,7 @@ from ozhpc.ozaki.scales import exponents
 from ozhpc.ozaki.settings import OzakiSettings
 from ozhpc.reference import exact_entry, relative_errors, sample_indices
 
-from guarantee import guarantee_holds
+from helpers.guarantee import guarantee_holds
 
 SCHEMES = ("ozaki1", "ozaki2")
 LEVELS = ("dgemm", "tight")

@@ -1,9 +1,9 @@
 """MPI worker for tests/test_mpi.py: many configurations in ONE mpiexec job.
 
-    mpiexec -n R python tests/mpi_worker.py repro        # SUMMA vs ozhpc.gemm, bit for bit
-    mpiexec -n R python tests/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
-    mpiexec -n R python tests/mpi_worker.py mismatch     # ranks with different engines must all refuse
-    mpiexec -n R python tests/mpi_worker.py pinned PxQ   # SHA-256 of tests/pinned_cases.py on a PxQ grid
+    mpiexec -n R python tests/helpers/mpi_worker.py repro        # SUMMA vs ozhpc.gemm, bit for bit
+    mpiexec -n R python tests/helpers/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
+    mpiexec -n R python tests/helpers/mpi_worker.py mismatch     # ranks with different engines must all refuse
+    mpiexec -n R python tests/helpers/mpi_worker.py pinned PxQ   # SHA-256 of tests/helpers/pinned_cases.py on a PxQ grid
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
@@ -190,7 +190,7 @@ PINNED_LAYOUTS = [dict(block=(5, 5)), dict(block=(13, 7), kb=4), dict(block=(64,
 
 
 def pinned(comm, grid_text) -> dict:
-    """SHA-256 of C for every case of tests/pinned_cases.py on one grid, three block/panel sizes."""
+    """SHA-256 of C for every case of tests/helpers/pinned_cases.py on one grid, three block/panel sizes."""
     from pinned_cases import CASES, M, N, K, gemm_kwargs, operands
 
     dims = tuple(int(x) for x in grid_text.split("x"))
