@@ -252,11 +252,18 @@ def tune_ozaki2(cp, n, reps, panels, crt_tiles, bits=56):
     return rows, replace(best, crt_rows=crt_best[0], crt_cols=crt_best[1], crt_occupancy=crt_best[2])
 
 
+def set_stat_tiles(ck, row_tile, count_tile) -> None:
+    """The tiles of the row-statistics and count kernels, in their op modules (their launches read
+    them) and in the package (the engine's column parts read them)."""
+    ck.ROW_STATS_TILE = ck.row_stats.ROW_STATS_TILE = row_tile
+    ck.COUNT_TILE = ck.count.COUNT_TILE = count_tile
+
+
 def tune_stats(cp, eng, n, reps, row_tiles, count_tiles, ctas_per_sm):
     """Times of the "auto" statistic's kernels on A (C order) and B^T (transposed rows) per
     row-statistics tile, count tile and blocks per SM; leaves the fastest set in the engine
     (module tiles and ``launcher.stat_ctas_per_sm``). Checks each variant against the first."""
-    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.engines import cutile as ck
     from ozhpc.ozaki.scales import exponents, row_abs_max, spread_bits
     a, b = make_inputs(cp, n, 0.5, 11)
     bt = b.T
@@ -267,7 +274,8 @@ def tune_stats(cp, eng, n, reps, row_tiles, count_tiles, ctas_per_sm):
     for rt in row_tiles:
         for count_tile in count_tiles:
             for per_sm in ctas_per_sm:
-                ck.ROW_STATS_TILE, ck.COUNT_TILE, eng.launcher.stat_ctas_per_sm = rt, count_tile, per_sm
+                set_stat_tiles(ck, rt, count_tile)
+                eng.launcher.stat_ctas_per_sm = per_sm
                 got = (eng.row_stats(a)[0], eng.row_stats(bt)[0], spread_bits(cp, gaps, count_le=eng.count_gaps_le))
                 ok = bool((got[0] == want[0]).all() and (got[1] == want[1]).all() and got[2] == want[2])
                 t = {"row_tile": rt, "count_tile": count_tile, "ctas_per_sm": per_sm, "same": ok,
@@ -290,8 +298,8 @@ def tune_stats(cp, eng, n, reps, row_tiles, count_tiles, ctas_per_sm):
              cp.cuda.get_current_stream(), words, lim, out), reps)}
     rows.append(t)
     print("stats", t, flush=True)
-    ck.ROW_STATS_TILE, ck.COUNT_TILE, eng.launcher.stat_ctas_per_sm = \
-        best["row_tile"], best["count_tile"], best["ctas_per_sm"]
+    set_stat_tiles(ck, best["row_tile"], best["count_tile"])
+    eng.launcher.stat_ctas_per_sm = best["ctas_per_sm"]
     del a, b, bt, gaps
     cp.get_default_memory_pool().free_all_blocks()
     return rows

@@ -69,12 +69,12 @@ def jit_like(name, sig):
 
 def main(argv=None) -> int:
     from cuda.tile import compilation
-    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.engines import cutile as ck
     from test_cutile_typecheck import _signatures
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--arch", default="sm_90", help="GPU code (sm_90, sm_100)")
-    p.add_argument("--kernels", nargs="*", default=sorted(ck.KERNELS), help="kernel names (cutile_kernels.KERNELS)")
+    p.add_argument("--kernels", nargs="*", default=sorted(ck.KERNELS), help="kernel names (ozhpc.engines.cutile.KERNELS)")
     p.add_argument("--sass", type=pathlib.Path, help="also write each signature's SASS into this folder")
     p.add_argument("--no-jit-facts", action="store_true", help="the bare test signatures (no divisibility facts)")
     args = p.parse_args(argv)

@@ -44,19 +44,19 @@ def check_outputs(cfg: RunConfig) -> None:
         check_report(cfg.report, cfg.force, files=[ref.file for ref in inputs] + [cfg.out.file])
 
 
-def check_resources(cfg: RunConfig, plan, ranks_here: int):
+def check_resources(cfg: RunConfig, summa, ranks_here: int):
     """Memory per rank (the model of :mod:`ozhpc.resources` on this rank's layouts) and disk space
     for C, so a run that cannot fit fails before allocating; returns the memory estimate."""
     from .io.h5out import check_size_limit
     from .resources import check_disk, check_memory, estimate_memory
 
-    me = plan.grid.coords
-    estimate = estimate_memory(plan.a_layout.local_shape(*me), plan.bt_layout.local_shape(me[1], me[0]),
-                               plan.kb, plan.k, plan.settings, on_device=plan.engine.on_device,
-                               with_c=cfg.beta != 0.0, wire=plan.wire)
-    check_memory(estimate, ranks_here, _device_free(plan.engine))
-    check_disk(cfg.out.file, plan.m, plan.n)
-    check_size_limit(cfg.out.file, 8 * plan.m * plan.n)
+    me = summa.grid.coords
+    estimate = estimate_memory(summa.a_layout.local_shape(*me), summa.bt_layout.local_shape(me[1], me[0]),
+                               summa.kb, summa.k, summa.settings, on_device=summa.engine.on_device,
+                               with_c=cfg.beta != 0.0, wire=summa.wire)
+    check_memory(estimate, ranks_here, _device_free(summa.engine))
+    check_disk(cfg.out.file, summa.m, summa.n)
+    check_size_limit(cfg.out.file, 8 * summa.m * summa.n)
     return estimate
 
 
@@ -65,12 +65,12 @@ def _largest(comm, estimate):
     return max(comm.allgather(estimate), key=lambda e: (e.host, e.device))
 
 
-def dry_run_report(cfg: RunConfig, plan, estimate) -> dict:
-    """What ``--dry-run`` reports: the layout, the plan assumed and the largest rank's memory."""
+def dry_run_report(cfg: RunConfig, summa, estimate) -> dict:
+    """What ``--dry-run`` reports: the sizes, the layout, the engine and the largest rank's memory."""
     report = base_report()
-    report.update({"dry_run": True, "config": cfg.describe(), "m": plan.m, "n": plan.n, "k": plan.k,
-                   "ranks": plan.grid.size, "grid": list(plan.grid.dims), "block": [plan.mb, plan.nb],
-                   "kb": plan.kb, "engine": plan.engine.name, "wire": plan.wire,
+    report.update({"dry_run": True, "config": cfg.describe(), "m": summa.m, "n": summa.n, "k": summa.k,
+                   "ranks": summa.grid.size, "grid": list(summa.grid.dims), "block": [summa.mb, summa.nb],
+                   "kb": summa.kb, "engine": summa.engine.name, "wire": summa.wire,
                    "memory": {"host_bytes_per_rank": estimate.host, "device_bytes_per_rank": estimate.device,
                               "assumed": estimate.note, "summary": estimate.describe()}})
     return report
@@ -158,17 +158,17 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
-                   settings=cfg.ozaki, on_panel=on_panel, wire=cfg.wire) as plan:
+                   settings=cfg.ozaki, on_panel=on_panel, wire=cfg.wire) as summa:
             with collective_errors(grid.comm, catch=InputError):
-                estimate = check_resources(cfg, plan, ranks_here)
+                estimate = check_resources(cfg, summa, ranks_here)
             if cfg.dry_run:
-                return dry_run_report(cfg, plan, _largest(grid.comm, estimate))
-            info, outputs, mine = _multiply(cfg, plan, startup=MPI.Wtime() - t_start)
+                return dry_run_report(cfg, summa, _largest(grid.comm, estimate))
+            info, outputs, mine = _multiply(cfg, summa, startup=MPI.Wtime() - t_start)
         mine["total"] = MPI.Wtime() - t_start
         if hasattr(on_panel, "close"):  # the bar's last state stays on the terminal
             on_panel.close()
         gathered = _gather_figures(grid, mine, info, engine)
-        layout = {"ranks": grid.size, "grid": list(grid.dims), "block": [plan.mb, plan.nb], "kb": plan.kb}
+        layout = {"ranks": grid.size, "grid": list(grid.dims), "block": [summa.mb, summa.nb], "kb": summa.kb}
         is_root = grid.rank == 0
     report = run_report(cfg, info, layout, *gathered, outputs)
     if cfg.report and is_root:
@@ -195,25 +195,25 @@ def _setup(cfg: RunConfig, grid):
     return m, n, k, engine
 
 
-def _multiply(cfg: RunConfig, plan, startup: float):
+def _multiply(cfg: RunConfig, summa, startup: float):
     """Read op(A), op(B)^T (and C), multiply, enforce ``cfg.accuracy``, write C; returns (info,
     (fingerprint, sha256), this rank's seconds per phase)."""
     from .parallel.mpi import MPI
 
     from .io import distio
 
-    step(plan.on_panel, "reading A and B")
+    step(summa.on_panel, "reading A and B")
     t0 = MPI.Wtime()
-    a, bt, c0 = distio.read_operands(plan, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
+    a, bt, c0 = distio.read_operands(summa, cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None,
                                      transa=cfg.transa, transb=cfg.transb)
     read_s = MPI.Wtime() - t0
-    step(plan.on_panel, "scales and split")
-    c = plan(a, bt, c0, alpha=cfg.alpha, beta=cfg.beta, on_device=plan.engine.on_device)
+    step(summa.on_panel, "scales and split")
+    c = summa(a, bt, c0, alpha=cfg.alpha, beta=cfg.beta, on_device=summa.engine.on_device)
     del a, bt, c0
-    enforce_accuracy(plan.info, cfg.accuracy)  # "strict": every rank raises here, before anything is written
-    step(plan.on_panel, "writing C")
-    fingerprint, digest, out_seconds = write_output(cfg, c, plan.info, plan.engine)
-    return plan.info, (fingerprint, digest), dict(plan.info.seconds, startup=startup, read=read_s, **out_seconds)
+    enforce_accuracy(summa.info, cfg.accuracy)  # "strict": every rank raises here, before anything is written
+    step(summa.on_panel, "writing C")
+    fingerprint, digest, out_seconds = write_output(cfg, c, summa.info, summa.engine)
+    return summa.info, (fingerprint, digest), dict(summa.info.seconds, startup=startup, read=read_s, **out_seconds)
 
 
 def _gather_figures(grid, mine: dict, info, engine):

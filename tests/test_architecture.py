@@ -1,5 +1,5 @@
 """The package's shape (docs/architecture.md): imports go one way down the layers, no import
-cycle, no function body over 60 lines."""
+cycle, the numerics (ozaki/, engines/) never import MPI, no function body over 60 lines."""
 from __future__ import annotations
 
 import ast
@@ -32,19 +32,26 @@ def layer(name: str) -> int:
     return LAYERS.get(parts[1], FRONT)
 
 
-def imports(name: str) -> set[str]:
-    """Modules of this package that ``name`` imports (at any depth of its code)."""
+def import_statements(name: str):
+    """``(module, names)`` of every import in ``name`` (at any depth of its code), the module by
+    its absolute name; ``names`` is empty for ``import module``."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             base = package.split(".")[:len(package.split(".")) - max(0, node.level - 1)] if node.level else []
-            target = ".".join(base + ([node.module] if node.module else []))
-            subs = {f"{target}.{a.name}" for a in node.names} & set(MODULES)
-            found |= subs if len(subs) == len(node.names) else {target} | subs
+            yield ".".join(base + ([node.module] if node.module else [])), [a.name for a in node.names]
         elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
+            for a in node.names:
+                yield a.name, []
+
+
+def imports(name: str) -> set[str]:
+    """Modules of this package that ``name`` imports."""
+    found = set()
+    for target, names in import_statements(name):
+        subs = {f"{target}.{n}" for n in names} & set(MODULES)
+        found |= subs if names and len(subs) == len(names) else {target} | subs
     return {m for m in found if m in MODULES and m != name}
 
 
@@ -52,6 +59,15 @@ def test_imports_go_down_the_layers():
     upward = [(name, dep) for name in MODULES for dep in imports(name)
               if layer(dep) > layer(name) and layer(name) != FRONT and dep != "ozhpc"]
     assert upward == []
+
+
+def test_numerics_never_import_mpi():
+    """ozaki/ and engines/ run in one process without MPI: neither mpi4py nor ozhpc.parallel
+    (whose reductions and transports reach them as arguments)."""
+    banned = ("mpi4py", "ozhpc.parallel")
+    found = [(name, dep) for name in MODULES if name.split(".")[1:2] in (["ozaki"], ["engines"])
+             for dep, _ in import_statements(name) if any(dep == b or dep.startswith(b + ".") for b in banned)]
+    assert found == []
 
 
 def test_no_import_cycle():

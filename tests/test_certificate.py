@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ozhpc.engines.base import BITS, magnitude_digits, support_digits
+from ozhpc.engines.digits import BITS, magnitude_digits, support_digits
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki import certificate as cf
@@ -18,7 +18,7 @@ from ozhpc.ozaki.plan import ModularPlan, SlicePlan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 from ozhpc.reference import exact_entry
 
-from guarantee import exact_abs, guarantee_holds
+from helpers.guarantee import exact_abs, guarantee_holds
 
 ENGINE = NumpyEngine()
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -104,7 +104,7 @@ def test_inner_stats_reduce_exactly_over_row_pieces():
     assert np.array_equal(cf.inner_stats(np, a[:0]), np.full((2, 50), cf.NONE_EXP))
 
 
-# -- magnitude and support digits (engines/base.py) ------------------------------------------------
+# -- magnitude and support digits (engines/digits.py) ------------------------------------------------
 
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(1, 6), st.integers(1, 12),

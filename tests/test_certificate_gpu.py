@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import ozhpc
-from ozhpc.engines.base import magnitude_digits, support_digits
+from ozhpc.engines.digits import magnitude_digits, support_digits
 from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import ModularPlan, SlicePlan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
-from guarantee import guarantee_holds, worst_entries
-from inputs import phi_matrix
+from helpers.guarantee import guarantee_holds, worst_entries
+from helpers.inputs import phi_matrix
 
 pytestmark = pytest.mark.gpu
 

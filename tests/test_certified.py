@@ -23,7 +23,7 @@ from ozhpc.parallel import ProcessGrid
 from ozhpc.parallel.summa import dist_gemm
 from ozhpc.reference import sample_indices
 
-from guarantee import guarantee_holds, worst_entries
+from helpers.guarantee import guarantee_holds, worst_entries
 
 SCHEMES = ("ozaki1", "ozaki2")
 LEVELS = ("dgemm", "tight")

@@ -11,7 +11,7 @@ import ozhpc
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
-from inputs import phi_matrix
+from helpers.inputs import phi_matrix
 
 pytestmark = pytest.mark.gpu
 
@@ -231,7 +231,7 @@ def test_pair_index_widths_match_numpy(gpu, pair_index):
     """Both compilations of the pair kernel (TMA with int32 indices, cp.async with int64)
     give the NumPy engine's bits: one launch, int32 k-chunks, k panels summed in int32."""
     from dataclasses import replace
-    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.engines import cutile as ck
     from ozhpc.engines.cutile_engine import CutileEngine
     rng = np.random.default_rng(11)
     m, n, k = 300, 270, 700
@@ -410,7 +410,7 @@ def test_residue_epilogue_at_the_int32_limit(gpu):
     """The pair kernel's int8 residues for all 64 moduli, k at the chunk limit, extreme
     residues (|acc| up to 2**31 - 2**18, plus the int8 already there) and random ones."""
     from ozhpc.engines import crt
-    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.engines import cutile as ck
     from ozhpc.engines.cutile_engine import modulus_table
     engine, cp = gpu
     rng = np.random.default_rng(44)
@@ -472,7 +472,7 @@ def _gap_rows(rng):
 
 @pytest.mark.parametrize("layout", ["C", "F", "strided"])
 def test_gap_codes_match_numpy(gpu, layout):
-    from ozhpc.engines.base import NO_GAP
+    from ozhpc.engines.digits import NO_GAP
     engine, cp = gpu
     x = _gap_rows(np.random.default_rng(40))
     e = exponents(np, row_abs_max(np, x))
@@ -484,7 +484,7 @@ def test_gap_codes_match_numpy(gpu, layout):
         xd = cp.asarray(np.repeat(x, 2, axis=1))[:, ::2]
     got = cp.asnumpy(engine.entry_gaps(xd, cp.asarray(e)))
     assert_same_bits(got[:, :x.shape[1]], want)
-    from ozhpc.engines.cutile_kernels import GAP_COLS
+    from ozhpc.engines.cutile import GAP_COLS
     assert got.shape[1] % GAP_COLS == 0 and np.all(got[:, x.shape[1]:] == NO_GAP)
 
 
@@ -509,7 +509,7 @@ def test_gap_counts_and_spread_match_numpy(gpu):
 def test_gap_counts_with_full_count_fields(gpu, per_sm, cols):
     """The count kernel's 8-bit fields at their largest (one part of the most tiles that fit,
     every entry in one bucket), parts forced by the field bound, and one tile per part."""
-    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.engines import cutile as ck
     engine, cp = gpu
     if cols == "full":   # the widest gap buffer that one part may count
         cols = ck.COUNT_MAX_TILES * 4 * ck.COUNT_TILE[1] // ck.GAP_COLS * ck.GAP_COLS

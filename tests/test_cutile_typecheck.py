@@ -13,9 +13,11 @@ import pytest
 ct = pytest.importorskip("cuda.tile")
 compilation = pytest.importorskip("cuda.tile.compilation")
 
-from ozhpc.engines import cutile_kernels as ck  # noqa: E402
+from ozhpc.engines import cutile as ck  # noqa: E402
 from ozhpc.engines import crt as crt_tables  # noqa: E402
-from ozhpc.engines.base import group_product_bound  # noqa: E402
+from ozhpc.engines.cutile import tile_math  # noqa: E402
+from ozhpc.engines.digits import DIGIT_MAX, group_product_bound  # noqa: E402
+from ozhpc.engines.kernel_store import StoredKernel  # noqa: E402
 from ozhpc.ozaki.scales import COUNT_WIDTH  # noqa: E402
 
 GPU_CODES = ("sm_90", "sm_100")
@@ -93,6 +95,21 @@ def test_kernel_exports(name, gpu_code):
     assert buf.getvalue(), f"{name}: empty bytecode for {gpu_code}"
 
 
+def test_every_kernel_of_the_package_is_type_checked():
+    """A kernel added to any module of ``ozhpc.engines.cutile`` must be in KERNELS (and so get
+    signatures above), or the exports test would not cover it."""
+    import importlib
+    import pkgutil
+    found = {}
+    for info in pkgutil.iter_modules(ck.__path__):
+        module = importlib.import_module(f"{ck.__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, StoredKernel) and value._pyfunc.__module__ == module.__name__:
+                found[f"{info.name}.{value._pyfunc.__name__}"] = value
+    assert sorted(id(k) for k in found.values()) == sorted(id(k) for k in ck.KERNELS.values()), sorted(found)
+    assert set(_signatures(ck.config_for((9, 0)))) == set(ck.KERNELS)
+
+
 def test_config_table_is_explicit():
     assert (9, 0) in ck.CONFIGS and (10, 0) in ck.CONFIGS
     with pytest.raises(RuntimeError, match="no cuTile tile config"):
@@ -109,8 +126,8 @@ def test_tiles_are_powers_of_two_and_k_bound_holds():
         # k panels start on k-tile boundaries (16-byte aligned slices for TMA)
         assert cfg.pair_k_panel % cfg.pair_k == 0 and cfg.diagonal_k_panel % cfg.diagonal_k == 0
         # one pair over one k-tile always fits an int32 accumulator
-        assert cfg.pair_k * ck.DIGIT_MAX**2 < 2**31 and cfg.diagonal_k & (cfg.diagonal_k - 1) == 0
-    assert ck.K_PAIR_LIMIT * ck.DIGIT_MAX**2 < 2**31 <= (ck.K_PAIR_LIMIT + 1) * ck.DIGIT_MAX**2
+        assert cfg.pair_k * DIGIT_MAX**2 < 2**31 and cfg.diagonal_k & (cfg.diagonal_k - 1) == 0
+    assert ck.K_PAIR_LIMIT * DIGIT_MAX**2 < 2**31 <= (ck.K_PAIR_LIMIT + 1) * DIGIT_MAX**2
 
 
 def test_scheme2_table_columns_do_not_overlap():
@@ -210,7 +227,7 @@ def test_column_parts_fill_the_sms_and_keep_count_fields_below_overflow():
 
 
 def test_int8_residue_arithmetic_reaches_the_balanced_residue():
-    """A NumPy model of the pair kernel's epilogue (:func:`cutile_kernels._int8_residue`),
+    """A NumPy model of the pair kernel's epilogue (:func:`ozhpc.engines.cutile.pair._int8_residue`),
     with and without the FMA contraction of ``fl(y) * fl(1/p) + 1.5 * 2**23``: for every
     modulus and int32 sums across the whole range, one fix-up each way gives the balanced residue."""
     import numpy as np
@@ -218,7 +235,7 @@ def test_int8_residue_arithmetic_reaches_the_balanced_residue():
     rng = np.random.default_rng(45)
     acc = np.concatenate([rng.integers(-2**31, 2**31, 200_000), np.arange(-70_000, 70_000),
                           np.arange(2**31 - 70_000, 2**31), np.arange(-2**31, -2**31 + 70_000)]).astype(np.int64)
-    magic = np.float32(ck._RINT_MAGIC32)
+    magic = np.float32(tile_math.RINT_MAGIC32)
     for p in crt.MODULI:
         lo, hi = crt.balanced_range(p)
         y = (acc >> 16) * (2**16 % p) + (acc & 0xFFFF)
@@ -227,7 +244,7 @@ def test_int8_residue_arithmetic_reaches_the_balanced_residue():
         yf = y.astype(np.float32)
         for t in ((yf * inv) + magic,                                            # two roundings
                   (yf.astype(np.float64) * np.float64(inv) + np.float64(magic)).astype(np.float32)):  # FMA
-            r = y - (t.view(np.int32).astype(np.int64) - ck._RINT_MAGIC32_BITS) * p
+            r = y - (t.view(np.int32).astype(np.int64) - tile_math.RINT_MAGIC32_BITS) * p
             r = np.where(r > hi, r - p, r)
             r = np.where(r < lo, r + p, r)
             assert np.array_equal(r, np.mod(acc - lo, p) + lo), p

@@ -23,7 +23,7 @@ from ozhpc.errors import InputError
 from ozhpc.io import h5out
 from ozhpc.io.h5io import DatasetRef, dataset_path
 from ozhpc.matrices import standard_matrix
-from test_safety import N, assert_refused, digest, env, gemm, leftovers, run, temp_datasets
+from test_output_safety import N, assert_refused, digest, env, gemm, leftovers, run, temp_datasets
 
 pytestmark = pytest.mark.mpi
 

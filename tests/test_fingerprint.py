@@ -14,7 +14,7 @@ from ozhpc.matrices import standard_matrix
 
 from conftest import REPO, run_cli
 
-WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
+WORKER = os.path.join(os.path.dirname(__file__), "helpers", "dist_worker.py")
 
 
 @pytest.fixture

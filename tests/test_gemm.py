@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 import ozhpc
 from ozhpc.matrices import standard_matrix
 
-from inputs import assert_same_nonfinite_pattern, native_pattern_defined, special_operands
+from helpers.inputs import assert_same_nonfinite_pattern, native_pattern_defined, special_operands
 from conftest import _summa_product
-from tolerances import NATIVE_RATIO_MAX, error_vs_native
+from helpers.tolerances import NATIVE_RATIO_MAX, error_vs_native
 
 
 @pytest.mark.parametrize("k", [256, 4096])

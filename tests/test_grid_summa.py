@@ -74,7 +74,7 @@ def test_summa_equals_gemm_bitwise(grid, block, transa, transb):
     assert np.array_equal(c.gather(), ref)
     assert info.bytes_sent == 0 and info.panels == -(-K // block[1])
     c, info = dist_gemm(grid, A, B, transa=transa, transb=transb, block=block, info=True)  # default panel
-    assert np.array_equal(c.gather(), ref) and info.kb == default_kb(K, block[1], (1, 1), NumpyEngine())
+    assert np.array_equal(c.gather(), ref) and info.kb == default_kb(K, (1, 1), NumpyEngine())
 
 
 def test_summa_alpha_beta_nonfinite_and_panel_width(grid):
@@ -96,24 +96,42 @@ def test_summa_empty_k_and_progress_hook(grid):
     assert calls == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]  # (0, total): the panel loop starts
 
 
-def test_cpu_panel_width_is_not_tied_to_a_small_block():
+def test_cpu_panel_width_is_not_tied_to_a_small_block(grid):
     """A block size of 1 or 5 must not mean k or k/5 narrow panels on CPUs (each a pass over the
     accumulators): the CPU default is min(1024, k / max(P, Q)) in multiples of 16, whatever NB."""
+    assert default_kb(8192, (1, 1), NumpyEngine()) == 1024
+    assert default_kb(2048, (1, 2), NumpyEngine()) == 1024
+    assert default_kb(2048, (2, 2), NumpyEngine()) == 1024
+    assert default_kb(1000, (1, 3), NumpyEngine()) == 336
+    assert default_kb(20, (1, 1), NumpyEngine()) == 32
+    assert default_kb(65536, (2, 2), SimpleNamespace(on_device=True, k_align=16)) == 4096
     for nb in (1, 5, 256, 4000):
-        assert default_kb(8192, nb, (1, 1), NumpyEngine()) == 1024
-        assert default_kb(2048, nb, (1, 2), NumpyEngine()) == 1024
-        assert default_kb(2048, nb, (2, 2), NumpyEngine()) == 1024
-        assert default_kb(1000, nb, (1, 3), NumpyEngine()) == 336
-        assert default_kb(20, nb, (1, 1), NumpyEngine()) == 32
-    assert default_kb(65536, 5, (2, 2), SimpleNamespace(on_device=True, k_align=16)) == 4096
+        with Summa(grid, 10, 10, 8192, block=nb) as summa:
+            assert summa.kb == 1024
 
 
 def test_summa_rejects_wrong_layout(grid):
-    plan = Summa(grid, 10, 10, 10, block=4)
+    summa = Summa(grid, 10, 10, 10, block=4)
     a = DistMatrix(grid, BlockCyclic(10, 10, 3, 3, 1, 1), np.zeros((10, 10)))
-    bt = DistMatrix(grid, plan.bt_layout, np.zeros((10, 10)), transposed_grid=True)
+    bt = DistMatrix(grid, summa.bt_layout, np.zeros((10, 10)), transposed_grid=True)
     with pytest.raises(ValueError, match="layouts"):
-        plan(a, bt)
+        summa(a, bt)
+
+
+def test_beta_needs_c_one_check_one_message(grid):
+    """The API's "beta needs C" is errors.require_c: one InputError (a ValueError), one wording,
+    for dist_gemm and Summa.__call__ (ozhpc.gemm: test_gemm); a C in another layout is its own error."""
+    A, B = standard_matrix(10, 10, 1.0, 1), standard_matrix(10, 10, 1.0, 2)
+    with pytest.raises(InputError) as err:
+        dist_gemm(grid, A, B, beta=1.0, block=4)
+    assert str(err.value) == "beta != 0 needs C" and isinstance(err.value, ValueError)
+    with Summa(grid, 10, 10, 10, block=4) as summa:
+        a, bt, _ = summa.distribute(A, B)
+        with pytest.raises(InputError, match=r"^beta != 0 needs C$"):
+            summa(a, bt, None, beta=0.5)
+        c = DistMatrix(grid, BlockCyclic(10, 10, 3, 3, 1, 1), np.zeros((10, 10)))
+        with pytest.raises(ValueError, match=r"^C is not in this Summa's layout \(Summa.c_layout\)$"):
+            summa(a, bt, c, beta=0.5)
 
 
 def test_distmatrix_scatter_gather(grid):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_cli
-from inputs import JOB_FILES
+from helpers.inputs import JOB_FILES
 from ozhpc.config import RunConfig
 from ozhpc.errors import InputError
 from ozhpc.io.h5io import DatasetRef

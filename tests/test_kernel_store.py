@@ -17,7 +17,9 @@ import pytest
 ct = pytest.importorskip("cuda.tile")
 
 from ozhpc.engines import kernel_store as ks  # noqa: E402
-from ozhpc.engines import cutile_kernels as ck  # noqa: E402
+from ozhpc.engines import cutile as ck  # noqa: E402
+
+SPLIT, RESIDUE, CRT, PAIR = (ck.KERNELS[name] for name in ("split", "residue", "crt", "pair"))
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,7 +40,7 @@ def compiled(monkeypatch, tmp_path):
 
 
 def test_second_compile_is_served_from_the_store(compiled, tmp_path):
-    k = ck._split_kernel
+    k = SPLIT
     first = k._compile("sig-a", None, (9, 0))
     second = k._compile("sig-a", None, (9, 0))
     assert first == second == (b"CUBIN:'sig-a'", "sym__split_kernel", None, ())
@@ -51,31 +53,39 @@ def test_second_compile_is_served_from_the_store(compiled, tmp_path):
 
 
 def test_a_new_process_store_object_reads_the_same_files(compiled, monkeypatch):
-    ck._split_kernel._compile("sig-a", None, (9, 0))
+    SPLIT._compile("sig-a", None, (9, 0))
     monkeypatch.setattr(ks, "_STORE", {})          # as a new process would start
-    assert ck._split_kernel._compile("sig-a", None, (9, 0))[0] == b"CUBIN:'sig-a'"
+    assert SPLIT._compile("sig-a", None, (9, 0))[0] == b"CUBIN:'sig-a'"
     assert len(compiled) == 1
 
 
 @pytest.mark.parametrize("other", [
-    ("sig-b", (9, 0), "_split_kernel"),        # another signature (types, constants, layout)
-    ("sig-a", (10, 0), "_split_kernel"),       # another architecture
-    ("sig-a", (9, 0), "_residue_kernel"),      # another kernel
+    ("sig-b", (9, 0), "split"),        # another signature (types, constants, layout)
+    ("sig-a", (10, 0), "split"),       # another architecture
+    ("sig-a", (9, 0), "residue"),      # another kernel
 ])
 def test_every_part_of_the_variant_is_in_the_key(compiled, other):
-    ck._split_kernel._compile("sig-a", None, (9, 0))
+    SPLIT._compile("sig-a", None, (9, 0))
     sig, cap, name = other
-    out = getattr(ck, name)._compile(sig, None, cap)
-    assert len(compiled) == 2 and out[1] == f"sym_{name}"
+    out = ck.KERNELS[name]._compile(sig, None, cap)
+    assert len(compiled) == 2 and out[1] == f"sym_{ck.KERNELS[name]._pyfunc.__name__}"
+
+
+def test_kernels_of_the_same_name_in_two_modules_have_two_keys(compiled, monkeypatch):
+    """The key names the kernel's module too: two ops' modules may each define a ``_kernel``."""
+    SPLIT._compile("sig-a", None, (9, 0))
+    monkeypatch.setattr(SPLIT._pyfunc, "__module__", "ozhpc.engines.cutile.other")
+    SPLIT._compile("sig-a", None, (9, 0))
+    assert len(compiled) == 2
 
 
 def test_hints_and_the_compiler_are_in_the_key(compiled, monkeypatch):
-    ck._crt_kernel._compile("sig", None, (9, 0))
-    ck._crt_kernel.replace_hints(occupancy=2)._compile("sig", None, (9, 0))
+    CRT._compile("sig", None, (9, 0))
+    CRT.replace_hints(occupancy=2)._compile("sig", None, (9, 0))
     assert len(compiled) == 2
     store = ks.active_store()
     monkeypatch.setattr(store, "_fixed", "another tileiras")
-    ck._crt_kernel._compile("sig", None, (9, 0))
+    CRT._compile("sig", None, (9, 0))
     assert len(compiled) == 3
 
 
@@ -91,8 +101,9 @@ def test_variants_are_described_by_what_cutile_specialises_on():
 
 
 def test_any_change_in_the_kernels_package_is_a_new_key(tmp_path, monkeypatch):
-    """Kernels compile in constants of sibling modules (e.g. the digit bits), so the digest covers
-    every module of the package, not only the kernel's own file."""
+    """Kernels compile in constants of other modules (e.g. the digit bits in engines/digits.py, the
+    tile maths in engines/cutile/), so the digest covers every module of the engines package and
+    its subpackages, not only the kernel's own file."""
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "kernels.py").write_text("K = 1\n")
@@ -108,34 +119,44 @@ def test_any_change_in_the_kernels_package_is_a_new_key(tmp_path, monkeypatch):
     (pkg / "notes.txt").write_text("changed")
     monkeypatch.setattr(ks, "_DIGESTS", {})
     assert ks.package_digest(str(pkg)) == second
-    assert ck._split_kernel.source_digest == ks.package_digest(os.path.dirname(ck.__file__))
+    (pkg / "sub").mkdir()
+    (pkg / "sub" / "tile_math.py").write_text("TWO = 2\n")
+    monkeypatch.setattr(ks, "_DIGESTS", {})
+    third = ks.package_digest(str(pkg))
+    assert third != second
+    (pkg / "sub" / "tile_math.py").write_text("TWO = 3\n")
+    monkeypatch.setattr(ks, "_DIGESTS", {})
+    assert ks.package_digest(str(pkg)) != third
+    engines = os.path.dirname(os.path.dirname(ck.__file__))
+    assert ks.ENGINES_DIR == engines
+    assert {k.source_digest for k in ck.KERNELS.values()} == {ks.package_digest(engines)}
 
 
 def test_replace_hints_keeps_the_store_and_the_hints():
-    k = ck._pair_kernel.replace_hints(occupancy=3)
+    k = PAIR.replace_hints(occupancy=3)
     assert isinstance(k, ks.StoredKernel)
     assert k._compiler_options.occupancy == 3
-    assert k._compiler_options.num_ctas == ck._pair_kernel._compiler_options.num_ctas
+    assert k._compiler_options.num_ctas == PAIR._compiler_options.num_ctas
 
 
 def test_a_damaged_file_is_compiled_again_and_rewritten(compiled, tmp_path, caplog):
-    ck._split_kernel._compile("sig-a", None, (9, 0))
+    SPLIT._compile("sig-a", None, (9, 0))
     [path] = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / ks.SUBDIR) for f in fs]
     blob = open(path, "rb").read()
     with open(path, "wb") as f:                   # a flipped byte in the cubin
         f.write(blob[:-1] + bytes([blob[-1] ^ 1]))
-    out = ck._split_kernel._compile("sig-a", None, (9, 0))
+    out = SPLIT._compile("sig-a", None, (9, 0))
     assert out[0] == b"CUBIN:'sig-a'" and len(compiled) == 2
     assert "damaged" in caplog.text
     assert open(path, "rb").read() == blob        # rewritten whole
     with open(path, "wb") as f:                   # truncated in the header
         f.write(blob[:10])
-    assert ck._split_kernel._compile("sig-a", None, (9, 0))[0] == b"CUBIN:'sig-a'"
+    assert SPLIT._compile("sig-a", None, (9, 0))[0] == b"CUBIN:'sig-a'"
     assert len(compiled) == 3
 
 
 def test_files_carry_symbol_and_checksum(compiled, tmp_path):
-    ck._split_kernel._compile("sig-a", None, (9, 0))
+    SPLIT._compile("sig-a", None, (9, 0))
     [path] = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / ks.SUBDIR) for f in fs]
     blob = open(path, "rb").read()
     assert blob.startswith(ks.MAGIC)
@@ -147,22 +168,22 @@ def test_files_carry_symbol_and_checksum(compiled, tmp_path):
 @pytest.mark.parametrize("cache", ["off", "0", ""])
 def test_cache_off_means_no_store(compiled, monkeypatch, tmp_path, cache):
     monkeypatch.setenv(ks.TILE_CACHE_ENV, cache)
-    ck._split_kernel._compile("sig-a", None, (9, 0))
-    ck._split_kernel._compile("sig-a", None, (9, 0))
+    SPLIT._compile("sig-a", None, (9, 0))
+    SPLIT._compile("sig-a", None, (9, 0))
     assert len(compiled) == 2 and not (tmp_path / ks.SUBDIR).exists()
 
 
 def test_another_cuda_tile_release_compiles_the_usual_way(compiled, monkeypatch, tmp_path):
     monkeypatch.setattr(ct, "__version__", "9.0.0", raising=False)
-    ck._split_kernel._compile("sig-a", None, (9, 0))
-    ck._split_kernel._compile("sig-a", None, (9, 0))
+    SPLIT._compile("sig-a", None, (9, 0))
+    SPLIT._compile("sig-a", None, (9, 0))
     assert len(compiled) == 2 and not (tmp_path / ks.SUBDIR).exists()
 
 
 def test_an_unwritable_store_only_costs_a_compile(compiled, monkeypatch, tmp_path, caplog):
     (tmp_path / ks.SUBDIR).write_text("a file where the directory should be")
-    assert ck._split_kernel._compile("sig-a", None, (9, 0))[0] == b"CUBIN:'sig-a'"
-    assert ck._split_kernel._compile("sig-a", None, (9, 0))[0] == b"CUBIN:'sig-a'"
+    assert SPLIT._compile("sig-a", None, (9, 0))[0] == b"CUBIN:'sig-a'"
+    assert SPLIT._compile("sig-a", None, (9, 0))[0] == b"CUBIN:'sig-a'"
     assert len(compiled) == 2 and "cannot write" in caplog.text
 
 

@@ -1,6 +1,6 @@
 """Real ``mpiexec`` jobs (1 to 4 ranks, oversubscribed) spawned from pytest with timeouts.
 
-Many configurations run inside one job per rank count (tests/mpi_worker.py), since
+Many configurations run inside one job per rank count (tests/helpers/mpi_worker.py), since
 starting a job costs about 0.3 s. Failure cases assert, under 2 and 4 ranks: every
 rank ends (no hang), exit status 2, exactly one error line naming the culprit, and
 no output file (final or temporary).
@@ -23,7 +23,7 @@ from ozhpc.matrices import standard_matrix
 pytestmark = pytest.mark.mpi
 
 MPIEXEC = shutil.which("mpiexec")
-WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
+WORKER = os.path.join(os.path.dirname(__file__), "helpers", "mpi_worker.py")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 M, K, N = 157, 301, 96
 JOB_TIMEOUT = 240
@@ -155,10 +155,10 @@ def test_existing_output_needs_force(data, tmp_path, ranks):
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_exception_on_one_rank_aborts_the_job(data, tmp_path, ranks):
-    """Rank 1 raises in the middle of its panel loop (tests/failing_rank.py): the job must abort."""
+    """Rank 1 raises in the middle of its panel loop (tests/helpers/failing_rank.py): the job must abort."""
     out = tmp_path / "out.h5"
     args = _gemm_args(data, out, "--block", "16", "--panel", "16")
-    args[:2] = [os.path.join(os.path.dirname(__file__), "failing_rank.py")]
+    args[:2] = [os.path.join(os.path.dirname(__file__), "helpers", "failing_rank.py")]
     proc, seconds = mpiexec(ranks, args, timeout=60)
     assert proc.returncode != 0
     assert "[rank 1]" in proc.stderr and "simulated failure" in proc.stderr

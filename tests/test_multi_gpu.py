@@ -58,9 +58,9 @@ def test_nccl_transport_one_rank_and_int32_accumulator():
     a, b = standard_matrix(200, 1000, 0.5, 1), standard_matrix(1000, 150, 0.5, 2)
     want = ozhpc.gemm(a, b, engine="numpy", slices=7)
     with ProcessGrid(MPI.COMM_SELF) as grid, Summa(grid, 200, 150, 1000, block=32, kb=128, engine="cutile",
-                                                    transport="nccl", slices=7) as plan:
-        da, dbt, _ = plan.distribute(a, b)
+                                                    transport="nccl", slices=7) as summa:
+        da, dbt, _ = summa.distribute(a, b)
         da.local, dbt.local = cp.asarray(da.local), cp.asarray(dbt.local)
-        c = plan(da, dbt)
-        assert plan.info.transport == "nccl" and plan.info.panels == 8
+        c = summa(da, dbt)
+        assert summa.info.transport == "nccl" and summa.info.panels == 8
     assert np.array_equal(cp.asnumpy(c.local).view(np.int64), want.view(np.int64))

@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ozhpc
-from ozhpc.engines.base import BITS
+from ozhpc.engines.digits import BITS
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.plan import SlicePlan, make_plan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
-from inputs import phi_matrix
+from helpers.inputs import phi_matrix
 
 ENGINE = NumpyEngine()
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -195,15 +195,15 @@ def test_spread_is_the_largest_median_gap(seed, rows, cols, phi, zeros):
 def test_gap_counts_are_the_counts_of_every_limit(monkeypatch, chunk):
     """count_gaps_le (histograms per chunk of rows) == direct counting, for several limits per
     row, NO_GAP entries (never counted) and row chunks that do not divide the rows."""
-    from ozhpc.engines import base
+    from ozhpc.engines import digits
     from ozhpc.ozaki.scales import MAX_GAP, NO_GAP
-    monkeypatch.setattr(base, "GAP_HISTOGRAM_ENTRIES", chunk)
+    monkeypatch.setattr(digits, "GAP_HISTOGRAM_ENTRIES", chunk)
     rng = np.random.default_rng(3)
     gaps = rng.integers(0, MAX_GAP + 1, (37, 29)).astype(np.int8)
     gaps[rng.random(gaps.shape) < 0.2] = NO_GAP
     limits = rng.integers(0, MAX_GAP + 1, (37, 5))
     want = np.array([[np.sum(gaps[i] <= lim) for lim in limits[i]] for i in range(37)])
-    got = base.count_gaps_le(np, gaps, limits)
+    got = digits.count_gaps_le(np, gaps, limits)
     assert got.dtype == np.int64 and np.array_equal(got, want)
 
 
@@ -212,7 +212,7 @@ def test_gap_counts_are_the_counts_of_every_limit(monkeypatch, chunk):
 def test_spread_asks_for_ascending_limits_in_range(seed, rows, cols, zeros):
     """The engines count per bucket between limits (the cuTile kernel) and do not check the
     order: spread_bits, their only caller, must pass ascending limits in [0, MAX_GAP]."""
-    from ozhpc.engines import base
+    from ozhpc.engines import digits
     from ozhpc.ozaki.scales import MAX_GAP, NO_GAP, spread_bits
     rng = np.random.default_rng(seed)
     gaps = rng.integers(0, MAX_GAP + 1, (rows, cols)).astype(np.int8)
@@ -221,7 +221,7 @@ def test_spread_asks_for_ascending_limits_in_range(seed, rows, cols, zeros):
 
     def count_le(g, limits):
         seen.append(limits)
-        return base.count_gaps_le(np, g, limits)
+        return digits.count_gaps_le(np, g, limits)
     assert spread_bits(np, gaps, count_le=count_le) == spread_bits(np, gaps)
     assert seen
     for limits in seen:

@@ -22,8 +22,8 @@ from ozhpc.ozaki.plan import FP64_BITS, DataSizes, ModularPlan, auto_bits, make_
 from ozhpc.ozaki.scales import exponents, row_abs_max
 from ozhpc.reference import exact_entry, sample_indices
 
-from inputs import assert_same_nonfinite_pattern, native_pattern_defined, phi_matrix, special_operands
-from tolerances import NATIVE_RATIO_MAX, error_vs_native
+from helpers.inputs import assert_same_nonfinite_pattern, native_pattern_defined, phi_matrix, special_operands
+from helpers.tolerances import NATIVE_RATIO_MAX, error_vs_native
 
 ENGINE = NumpyEngine()
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -178,7 +178,7 @@ def test_crt_tables_reconstruct_the_integers():
 def check_scaled(c: float, v: Fraction):
     """``c`` is ``v`` to within the reconstruction rounding (relative ROUNDING_ULPS * 2**-53)
     plus half a subnormal ulp (the final ldexp), or +-inf where ``v`` rounds beyond 2**1024.
-    A computed value of exactly 2**1024 is +-DBL_MAX (``engines.base.final_scale``: the
+    A computed value of exactly 2**1024 is +-DBL_MAX (``engines.digits.final_scale``: the
     operands' rounding can reach it), so DBL_MAX may stand for values up to 2**1024 + 2**971."""
     tol = crt.ROUNDING_ULPS * U * abs(v) + Fraction(1, 2**1075)
     top = Fraction(2) ** 1024 + Fraction(2) ** 971

@@ -1,4 +1,4 @@
-"""The bits of C for a fixed set of products (tests/pinned_cases.py), pinned by SHA-256.
+"""The bits of C for a fixed set of products (tests/helpers/pinned_cases.py), pinned by SHA-256.
 
 One process (``ozhpc.gemm``) and SUMMA under real ``mpiexec`` on grids 1x1, 2x2 and 1x3
 with several block and panel sizes must all give exactly these hashes: a refactor, a new
@@ -33,7 +33,7 @@ import ozhpc
 from ozhpc.report import sha256_of_matrix
 
 sys.path.insert(0, os.path.dirname(__file__))
-from pinned_cases import CASES, gemm_kwargs, operands  # noqa: E402
+from helpers.pinned_cases import CASES, gemm_kwargs, operands  # noqa: E402
 
 PINNED = {
     "default": "ea9639e9b53c3826721d965b66ab5b82b272dcacfbd38749c47bcacf8c4bb6f3",
@@ -53,7 +53,7 @@ PINNED = {
 }
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
+WORKER = os.path.join(os.path.dirname(__file__), "helpers", "mpi_worker.py")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -1,6 +1,6 @@
 """Ranks sharing one GPU (issue 25): 2 and 4 ranks of the cuTile engine on a single device, both
 schemes, both wire formats, certified "auto" with its extra passes: C bit for bit equal to one
-process's (tests/mpi_worker.py "wire cutile"), with "auto" transport avoiding NCCL and saying why.
+process's (tests/helpers/mpi_worker.py "wire cutile"), with "auto" transport avoiding NCCL and saying why.
 
 Marked ``gpu``; skips cleanly without CuPy, cuda.tile or mpiexec. Run on one H200:
 ``CUDA_VISIBLE_DEVICES=0 python3 -m pytest -q -m gpu tests/test_shared_gpu.py``.
@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
+WORKER = os.path.join(os.path.dirname(__file__), "helpers", "mpi_worker.py")
 
 
 def _gpus() -> int:

@@ -3,7 +3,7 @@ left behind: no temporaries, no lock, no MPI segment in /dev/shm (issue 23).
 
 Timing is taken from what the job shows, not from sleeps: the ranks' handlers are installed
 (/proc/PID/status), the write of C has begun (its temporary appears), the summary is printed.
-tests/signal_worker.py slows down the phase a test signals in."""
+tests/helpers/signal_worker.py slows down the phase a test signals in."""
 from __future__ import annotations
 
 import os
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.mpi
 
 MPIEXEC = shutil.which("mpiexec")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKER = os.path.join(REPO, "tests", "signal_worker.py")
+WORKER = os.path.join(REPO, "tests", "helpers", "signal_worker.py")
 N = 256
 
 if MPIEXEC is None:

@@ -92,12 +92,12 @@ def test_nvls_stays_off():
 
 
 def test_gpu_panel_width_default():
-    assert default_kb(10_000, 256, (2, 2), NumpyEngine()) == 1024  # CPUs: not NB (test_grid_summa)
-    assert default_kb(100, 5, (1, 2), NumpyEngine()) == 64
-    assert default_kb(32768, 256, (1, 2), GPU_ENGINE) == 4096
-    assert default_kb(1000, 256, (1, 2), GPU_ENGINE) == 512
-    assert default_kb(5, 256, (1, 1), GPU_ENGINE) == 16
-    assert default_kb(0, 256, (1, 1), GPU_ENGINE) == 16
+    assert default_kb(10_000, (2, 2), NumpyEngine()) == 1024  # CPUs: not NB (test_grid_summa)
+    assert default_kb(100, (1, 2), NumpyEngine()) == 64
+    assert default_kb(32768, (1, 2), GPU_ENGINE) == 4096
+    assert default_kb(1000, (1, 2), GPU_ENGINE) == 512
+    assert default_kb(5, (1, 1), GPU_ENGINE) == 16
+    assert default_kb(0, (1, 1), GPU_ENGINE) == 16
 
 
 def test_overlap_fraction():
@@ -176,14 +176,14 @@ def test_explicit_nccl_on_a_shared_gpu_names_ranks_and_device(monkeypatch):
 
 
 MPIEXEC = shutil.which("mpiexec")
-SHARED_RANK = os.path.join(os.path.dirname(__file__), "shared_gpu_rank.py")
+SHARED_RANK = os.path.join(os.path.dirname(__file__), "helpers", "shared_gpu_rank.py")
 
 
 @pytest.mark.mpi
 @pytest.mark.skipif(MPIEXEC is None, reason="mpiexec not found (pip install mpich)")
 @pytest.mark.parametrize("ranks,grid", [(2, "1x2"), (4, "2x2")])
 def test_ranks_sharing_a_gpu_under_mpiexec(tmp_path, ranks, grid):
-    """``mpiexec -n R ozhpc gemm --engine cutile`` with every rank on one GPU (tests/shared_gpu_rank.py
+    """``mpiexec -n R ozhpc gemm --engine cutile`` with every rank on one GPU (tests/helpers/shared_gpu_rank.py
     injects the GPU facts): auto runs host-staged MPI and says why; --transport nccl ends every rank
     with one line naming the ranks and the device, exit 2, before anything is read or written."""
     import ozhpc

@@ -88,7 +88,7 @@ def test_auto_wire_rule():
 
 
 def test_wire_option_in_job_files_cli_and_config(tmp_path):
-    from inputs import JOB_FILES
+    from helpers.inputs import JOB_FILES
 
     from conftest import run_cli
     from ozhpc.config import RunConfig

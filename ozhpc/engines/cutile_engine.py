@@ -21,7 +21,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the machine
     raise ImportError(f"CuPy is not installed ({exc})") from exc
 try:
-    import cuda.tile as ct  # noqa: F401  (the kernels module needs it too)
+    import cuda.tile as ct  # noqa: F401  (the kernels package needs it too)
 except ImportError as exc:  # pragma: no cover
     raise ImportError(f"cuda.tile is not installed ({exc})") from exc
 
@@ -32,13 +32,14 @@ except Exception as exc:  # CUDARuntimeError when there is no driver
 if _NDEV < 1:
     raise RuntimeError("no CUDA device")
 
-from . import cutile_kernels as ck
-
-_DIGIT_KERNELS: dict = {}
-"""CuPy kernels of the certificate's digit planes, made on first use."""
+from . import cutile as ck
 from . import host_copy
 from .base import Engine
 from .crt import balanced_range
+from .digits import NO_GAP
+
+_DIGIT_KERNELS: dict = {}
+"""CuPy kernels of the certificate's digit planes, made on first use."""
 
 PAD = 16
 """Slice rows and k are padded to multiples of this (16 int8 = 16 bytes)."""
@@ -59,7 +60,7 @@ class DeviceTables(NamedTuple):
 
     @property
     def crt_args(self) -> tuple:
-        """What :meth:`cutile_kernels.Launcher.launch_crt` takes as ``tables``."""
+        """What :meth:`ozhpc.engines.cutile.launcher.Launcher.launch_crt` takes as ``tables``."""
         return self.table, self.m_pieces, self.inv_m
 
 
@@ -79,6 +80,16 @@ def limb_constants(primes) -> np.ndarray:
 
 def _roundup(x: int, m: int = PAD) -> int:
     return max(m, -(-x // m) * m)
+
+
+def _row_major(x):
+    """``(src, trans)`` for a kernel that reads the rows of 2-D ``x``: ``x`` itself when it is
+    C-contiguous, its transpose (``trans``) when that is, else a C-contiguous copy."""
+    if x.flags.c_contiguous:
+        return x, False
+    if x.T.flags.c_contiguous:
+        return x.T, True
+    return cp.ascontiguousarray(x), False
 
 
 class EventTimer:
@@ -103,25 +114,25 @@ class EventTimer:
 
 
 class CutileEngine(Engine):
-    """Ozaki-I kernels in cuTile (see :mod:`ozhpc.engines.cutile_kernels`).
+    """Both Ozaki schemes on one GPU with the cuTile kernels of :mod:`ozhpc.engines.cutile`.
 
     Parameters
     ----------
     device : int, optional
         CUDA device id (default: the current device).
     fused : bool
-        In :meth:`multiply_combine`, feed the int32 group sums of the pair kernel
-        straight to the combine kernel when k needs no chunking (no float64 accumulators).
+        In :meth:`multiply_combine_groups` (scheme I), feed the int32 group sums of the pair
+        kernel straight to the combine kernel when k needs no chunking (no float64 accumulators).
     memory_fraction : float
         Fraction of free device memory the group accumulators of the unfused path may
         take; above it the engine blocks over M/N.
     config, occupancy, num_ctas :
-        Tile config and pair-kernel hints (defaults: :data:`cutile_kernels.CONFIGS` and
-        the kernels' ``ct.ByTarget`` hints).
+        Tile config and pair-kernel hints (defaults: :data:`ozhpc.engines.cutile.CONFIGS` and
+        :data:`ozhpc.engines.cutile.PAIR_HINTS`).
     pair_index : str
         Index width of the pair kernel: "auto" (int32 -- TMA on sm_90 -- whenever the
         offsets fit, which the engine arranges by blocking and copying operand blocks;
-        else :data:`cutile_kernels.PAIR_INDEX_FALLBACK`), or "int32" / "int64" to force one
+        else :data:`ozhpc.engines.cutile.PAIR_INDEX_FALLBACK`), or "int32" / "int64" to force one
         (benchmarks, tests).
     k_limit : int, optional
         Extra cap on (k-chunk) x (pairs) per int32 accumulator; only tests set it, to
@@ -183,6 +194,12 @@ class CutileEngine(Engine):
         buf[:, :rows, :k] = x
         return buf
 
+    def _workspace_budget(self) -> int:
+        """Bytes a workspace may take: ``memory_fraction`` of the free device memory (the driver's
+        free memory and the blocks CuPy's pool holds free)."""
+        free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+        return int(free * self.memory_fraction)
+
     @staticmethod
     def _padded_exps(e, rows_pad: int):
         out = cp.zeros(rows_pad, dtype=cp.int32)
@@ -202,12 +219,7 @@ class CutileEngine(Engine):
             cp.empty((depth, _roundup(rows), _roundup(cols)), dtype=cp.int8)
         out = buf[:, :rows, :cols]
         if rows and cols and depth:
-            if x.flags.c_contiguous:
-                src, trans = x, False
-            elif x.T.flags.c_contiguous:
-                src, trans = x.T, True
-            else:
-                src, trans = cp.ascontiguousarray(x), False
+            src, trans = _row_major(x)
             # The kernel writes every element of buf (zeros where X is padded).
             launch(src, trans, self._padded_exps(exps, buf.shape[1]), buf)
         self._remember(out, buf)
@@ -243,8 +255,7 @@ class CutileEngine(Engine):
         rows, cols = x.shape
         if rows == 0 or cols == 0:
             return cp.zeros(rows, dtype=cp.float64), False
-        src, trans = (x, False) if x.flags.c_contiguous else \
-            (x.T, True) if x.T.flags.c_contiguous else (cp.ascontiguousarray(x), False)
+        src, trans = _row_major(x)
         parts = self.launcher.column_parts(rows, cols, ck.ROW_STATS_TILE)
         amax = cp.empty((parts, rows), dtype=cp.float64)
         bad = cp.empty((parts, rows), dtype=cp.int32)
@@ -252,7 +263,7 @@ class CutileEngine(Engine):
         return amax.max(axis=0), bool(bad.any())
 
     def entry_gaps(self, x, exps):
-        """Gap codes by :func:`cutile_kernels._gap_kernel`, columns padded with NO_GAP to a
+        """Gap codes by :mod:`ozhpc.engines.cutile.gaps`, columns padded with NO_GAP to a
         multiple of ``GAP_COLS`` (the count kernel's tiles divide it)."""
         x = cp.asarray(x, dtype=cp.float64)
         rows, cols = x.shape
@@ -260,10 +271,9 @@ class CutileEngine(Engine):
         if rows == 0:
             return out
         if cols == 0:
-            out.fill(ck.NO_GAP)
+            out.fill(NO_GAP)
             return out
-        src, trans = (x, False) if x.flags.c_contiguous else \
-            (x.T, True) if x.T.flags.c_contiguous else (cp.ascontiguousarray(x), False)
+        src, trans = _row_major(x)
         e = cp.ascontiguousarray(cp.asarray(exps).astype(cp.int32, copy=False).ravel())
         self.launcher.launch_gaps(self._stream(), src, trans, e, out)
         return out
@@ -368,8 +378,7 @@ class CutileEngine(Engine):
         # int32 group sums, blocked over columns so the workspace stays small (SUMMA panels:
         # acc is (d, m, n) for the whole local C, the sums only need one column block).
         mp, np_ = pa.shape[1], pb.shape[1]
-        free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
-        budget = max(min(ACC_BLOCK_BYTES, int(free * self.memory_fraction)), 4 * d * mp * 128)
+        budget = max(min(ACC_BLOCK_BYTES, self._workspace_budget()), 4 * d * mp * 128)
         nblocks = -(-4 * d * mp * np_ // budget)
         bn = np_ if nblocks <= 1 else _roundup(-(-np_ // nblocks), 128)  # even column blocks
         sums = cp.empty((d, mp, min(bn, np_)), dtype=cp.int32)
@@ -440,8 +449,7 @@ class CutileEngine(Engine):
         else:
             self.last_path = "int32-sums" if single else "float64-acc"
             per_elem = 4 * ngroups if single else 12 * ngroups
-        free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
-        budget = max(int(free * self.memory_fraction), per_elem * 128 * 128)
+        budget = max(self._workspace_budget(), per_elem * 128 * 128)
         # Blocks small enough for the int32-indexed (TMA) pair kernel too: an int32 sums
         # block and a contiguous copy of an operand block (see _int32_operand) must each
         # have fewer than 2**31 elements.
@@ -503,7 +511,7 @@ class CutileEngine(Engine):
         return cp.zeros((tables.count, _roundup(m), _roundup(n)), dtype=cp.int8)[:, :m, :n]
 
     def magnitudes(self, x, exps, upper: bool = False):
-        """:func:`~ozhpc.engines.base.magnitude_digits` / ``support_digits`` in one CuPy pass
+        """:func:`~ozhpc.engines.digits.magnitude_digits` / ``support_digits`` in one CuPy pass
         (the same roundings: an exact scaling, one explicitly rounded subtraction, rint / ceil; a
         support digit is at least 1 wherever x != 0, also when the scaling underflows)."""
         key = ("support" if upper else "magnitude")
@@ -554,8 +562,9 @@ class CutileEngine(Engine):
             "compute_capability": f"{self.capability[0]}.{self.capability[1]}",
             "multiprocessors": self.num_sms,
             "tile_config": asdict(self.config),
-            "pair_hints": {"occupancy": self.launcher.occupancy or "sm_90: 1, sm_100: 1",
-                           "num_ctas": self.launcher.num_ctas or "sm_90: 2, sm_100: 2"},
+            "pair_hints": {hint: getattr(self.launcher, hint)
+                           or ", ".join(f"{target}: {v}" for target, v in by_target.items())
+                           for hint, by_target in ck.PAIR_HINTS.items()},
             "pair_index": self.launcher.pair_index,
             "last_pair_index": self.launcher.last_pair_index,
             "fused": self.fused,

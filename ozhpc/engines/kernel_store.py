@@ -4,8 +4,8 @@ cuda.tile keeps cubins on disk too, but finds them by their TileIR bytecode: eve
 first runs the Python front end for each kernel variant (0.05-0.35 s each) and starts tileiras
 twice (a version probe), about 1.5-2.5 s per process on the H200 nodes before the first product
 (cProfile of ``ozhpc gemm``, ``bench/startup_profile.sh``). ozhpc's kernels are fixed code, so a
-variant's cubin is a function of the kernels' package source (:func:`package_digest`), the
-kernel, its signature (argument types, constants, array specialisation), the GPU architecture,
+variant's cubin is a function of the source of the engines package (:func:`package_digest`, its
+subpackages included), the kernel (module and name), its signature (argument types, constants, array specialisation), the GPU architecture,
 the compile hints, cuda-tile's version and the tileiras binary. :class:`StoredKernel` keys
 cubins by exactly that and hands a stored one straight to cuTile's dispatcher; a miss compiles
 the usual way and stores the result.
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 SUPPORTED_CUDA_TILE = ("1.7.",)
 """cuda-tile releases whose ``kernel._compile`` returns ``(cubin, symbol, None, providers)``."""
 SUBDIR = "ozhpc-cubins"
+ENGINES_DIR = os.path.dirname(os.path.abspath(__file__))
+"""The package whose source every stored kernel's key covers (``ozhpc/engines``)."""
 MAGIC = b"ozhpc-cubin-1\n"
 
 
@@ -78,7 +80,7 @@ class KernelStore:
 
     def key(self, kern: "StoredKernel", signature, capability) -> str:
         h = hashlib.sha256()
-        for part in (self._fixed_part(), kern.source_digest, kern._pyfunc.__qualname__,
+        for part in (self._fixed_part(), kern.source_digest, kern._pyfunc.__module__, kern._pyfunc.__qualname__,
                      repr(kern._compiler_options), repr(signature), f"sm_{capability[0]}{capability[1]}"):
             h.update(part.encode())
             h.update(b"\0")
@@ -160,17 +162,21 @@ def active_store(environ=os.environ) -> KernelStore | None:
 _DIGESTS: dict[str, str] = {}
 
 
-def package_digest(directory: str) -> str:
-    """SHA-256 over every ``.py`` file of the kernels' package (names and contents, sorted).
+def package_digest(directory: str = ENGINES_DIR) -> str:
+    """SHA-256 over every ``.py`` file under ``directory`` (relative paths and contents, sorted;
+    subpackages included).
 
-    Not only the kernel module: the constants a kernel reads from sibling modules (digit bits,
-    CRT piece widths, table layouts) are compiled into the cubin without appearing in its
-    signature, so any change in the package makes every variant a new one."""
+    Not only the kernel module: the constants and tile maths a kernel reads from other modules
+    (digit bits in ``digits.py``, CRT piece widths in ``crt.py``, ``cutile/tile_math.py``) are
+    compiled into the cubin without appearing in its signature, so any change in the package
+    makes every variant a new one."""
     if directory not in _DIGESTS:
+        files = sorted(os.path.relpath(os.path.join(root, f), directory)
+                       for root, dirs, names in os.walk(directory) for f in names if f.endswith(".py"))
         h = hashlib.sha256()
-        for name in sorted(f for f in os.listdir(directory) if f.endswith(".py")):
+        for name in files:
             with open(os.path.join(directory, name), "rb") as f:
-                h.update(name.encode() + b"\0" + f.read() + b"\0")
+                h.update(name.replace(os.sep, "/").encode() + b"\0" + f.read() + b"\0")
         _DIGESTS[directory] = h.hexdigest()
     return _DIGESTS[directory]
 
@@ -216,7 +222,7 @@ class StoredKernel(ct.kernel):
 
     def __init__(self, function=None, /, **hints):
         super().__init__(function, **hints)
-        self.source_digest = package_digest(os.path.dirname(function.__code__.co_filename))
+        self.source_digest = package_digest(ENGINES_DIR)
 
     def _compile(self, signature, context, compute_capability=None):
         store = active_store()

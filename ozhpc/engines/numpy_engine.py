@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import crt as _crt
-from .base import BITS, Engine, final_scale, group_weight_exponent, ldexp_by
+from .base import Engine
+from .digits import BITS, final_scale, group_weight_exponent, ldexp_by
 
 PACK_K = 4096
 PACK_SCALE = 2.0**27
@@ -33,7 +34,7 @@ class NumpyEngine(Engine):
     def split(self, x, exps, nslices: int):
         """Digits of ``y_p = r_p * 2**(7p - e)``: ``y_0 = ldexp(x, -e)`` once, then
         ``D_p = rint(128 y_p)``, ``y_{p+1} = 128 y_p - D_p`` (all exact; the cuTile kernel's
-        steps, :mod:`ozhpc.engines.cutile_kernels`)."""
+        steps, :mod:`ozhpc.engines.cutile.split`)."""
         x = np.asarray(x, dtype=np.float64)
         out = np.empty((nslices,) + x.shape, dtype=np.int8)
         y = ldexp_by(np, x, -np.asarray(exps, dtype=np.int64).reshape(-1, 1))

@@ -117,12 +117,12 @@ def read_distributed(ref: h5io.DatasetRef, grid: ProcessGrid, layout: BlockCycli
     return DistMatrix(grid, layout, local, transposed_grid=transposed_grid)
 
 
-def read_operands(plan, a_ref, b_ref, c_ref=None, *, transa=False, transb=False):
-    """op(A), op(B)^T (and C when given) in the layouts of a :class:`~ozhpc.parallel.Summa` plan."""
-    g = plan.grid
-    a = read_distributed(a_ref, g, plan.a_layout, transpose=transa, what="input A")
-    bt = read_distributed(b_ref, g, plan.bt_layout, transpose=not transb, transposed_grid=True, what="input B")
-    c = None if c_ref is None else read_distributed(c_ref, g, plan.c_layout, what="input C")
+def read_operands(summa, a_ref, b_ref, c_ref=None, *, transa=False, transb=False):
+    """op(A), op(B)^T (and C when given) in the layouts of a :class:`~ozhpc.parallel.Summa`."""
+    g = summa.grid
+    a = read_distributed(a_ref, g, summa.a_layout, transpose=transa, what="input A")
+    bt = read_distributed(b_ref, g, summa.bt_layout, transpose=not transb, transposed_grid=True, what="input B")
+    c = None if c_ref is None else read_distributed(c_ref, g, summa.c_layout, what="input C")
     return a, bt, c
 
 

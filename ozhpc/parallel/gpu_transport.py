@@ -85,7 +85,7 @@ class NcclTransport(Transport):
             uid = comm.bcast(uid, root=0)
             self._comms[axis] = nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
         # NCCL connects peers lazily, at the first collective (about 1 s on 2 x H200): do it
-        # here, while the plan is built, instead of inside the first panel broadcast.
+        # here, while the Summa is built, instead of inside the first panel broadcast.
         warm = cupy.zeros(WARMUP_BYTES, dtype=cupy.int8)
         for c in self._comms.values():
             c.broadcast(warm.data.ptr, warm.data.ptr, warm.nbytes, nccl.NCCL_INT8, 0, self.stream.ptr)

@@ -40,7 +40,7 @@ import numpy as np
 from .mpi import MPI
 
 from ..engines import get_engine
-from ..errors import InputError
+from ..errors import InputError, require_c
 from ..ozaki.product import GemmInfo, Product, Reductions, enforce_accuracy, op_rows
 from ..ozaki.settings import OzakiSettings
 from .distmatrix import DistMatrix
@@ -61,7 +61,7 @@ over the accumulators, so narrow panels (a small block size) cost many passes fo
 wider than ~1024 gains little and costs panel-buffer memory (bench/results/block_panel_cpu_*.md)."""
 
 
-def default_kb(k: int, nb: int, dims: tuple[int, int], engine) -> int:
+def default_kb(k: int, dims: tuple[int, int], engine) -> int:
     """SUMMA's k-panel width when none is given: ``min(1024 on CPUs / 4096 on devices, k / max(P, Q))``
     rounded up to a multiple of 16 (a multiple of the cuTile engine's ``k_align``, so panels need
     no re-padding). Never tied to the block size NB; any width gives the same bits."""
@@ -107,7 +107,7 @@ def grid_reductions(grid: ProcessGrid) -> Reductions:
 
 
 class Summa:
-    """A distributed Ozaki product plan: layouts, engine and transport set up once.
+    """A distributed Ozaki product, set up once: layouts, engine and transport (called per product).
 
     Parameters
     ----------
@@ -149,7 +149,7 @@ class Summa:
             bind_device(grid.comm)  # this rank's GPU, before the engine picks the current device
         self.engine = get_engine(engine)
         devices = agree_on_setup(grid, self.engine, transport)
-        kb = default_kb(k, nb, grid.dims, self.engine) if kb is None else int(kb)
+        kb = default_kb(k, grid.dims, self.engine) if kb is None else int(kb)
         if min(mb, nb, kb) < 1:
             raise ValueError(f"block sizes must be positive, got {mb}x{nb} and kb={kb}")
         if min(m, n, k) < 0:
@@ -193,12 +193,13 @@ class Summa:
     # -- the product --------------------------------------------------------------------------
     def __call__(self, a: DistMatrix, bt: DistMatrix, c: DistMatrix | None = None, *,
                  alpha: float = 1.0, beta: float = 0.0, on_device: bool = False) -> DistMatrix:
-        """C on this plan's layout: NumPy blocks for NumPy operands, unless ``on_device`` (keep
+        """C on :attr:`c_layout`: NumPy blocks for NumPy operands, unless ``on_device`` (keep
         C's blocks on the engine's device, e.g. to fingerprint them there)."""
         if a.layout != self.a_layout or bt.layout != self.bt_layout or not bt.transposed_grid:
-            raise ValueError("operands are not in this plan's layouts (Summa.a_layout / bt_layout)")
-        if beta != 0.0 and (c is None or c.layout != self.c_layout):
-            raise ValueError("beta != 0 needs C in Summa.c_layout")
+            raise ValueError("operands are not in this Summa's layouts (Summa.a_layout / bt_layout)")
+        require_c(beta, c)
+        if beta != 0.0 and c.layout != self.c_layout:
+            raise ValueError("C is not in this Summa's layout (Summa.c_layout)")
         eng, xp = self.engine, self.engine.xp
         g = self.grid
         product = Product(self.settings, eng, eng.asarray(a.local).astype(xp.float64, copy=False),
@@ -257,20 +258,21 @@ class Summa:
     def _post(self, product: Product, t: int, buf_a, buf_b):
         """Start the broadcasts of k-panel t: op(A)'s along the process row from the owner
         column, op(B)^T's along the process column from the owner row."""
-        g, (p, q) = self.grid, self.grid.dims
+        g = self.grid
         lo = t * self.kb
         w = min(self.kb, self.k - lo)
-        owner_a, owner_b = self.a_layout.cols.block_owner(t), self.bt_layout.cols.block_owner(t)
+        owner_a, local_a = self.a_layout.cols.to_local(lo)
+        owner_b, local_b = self.bt_layout.cols.to_local(lo)
         rows_a, rows_b = product.shape
         if self.wire == "fp64":
-            pa = (product.pack_fp64(1, (t // q) * self.kb, w, buf_a) if g.mycol == owner_a
+            pa = (product.pack_fp64(1, local_a, w, buf_a) if g.mycol == owner_a
                   else buf_a[:rows_a * w].reshape(rows_a, w))
-            pb = (product.pack_fp64(2, (t // p) * self.kb, w, buf_b) if g.myrow == owner_b
+            pb = (product.pack_fp64(2, local_b, w, buf_b) if g.myrow == owner_b
                   else buf_b[:rows_b * w].reshape(rows_b, w))
         else:
-            pa = (product.pack_a((t // q) * self.kb, w, buf_a) if g.mycol == owner_a
+            pa = (product.pack_a(local_a, w, buf_a) if g.mycol == owner_a
                   else product.panel_view(rows_a, w, buf_a))
-            pb = (product.pack_b((t // p) * self.kb, w, buf_b) if g.myrow == owner_b
+            pb = (product.pack_b(local_b, w, buf_b) if g.myrow == owner_b
                   else product.panel_view(rows_b, w, buf_b))
         return self.transport.ibcast(pa, owner_a, "row"), self.transport.ibcast(pb, owner_b, "col")
 
@@ -360,8 +362,8 @@ def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=Fa
     if k != kb2:
         raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb2}x{n}")
     with Summa(grid, m, n, k, block=block, kb=kb, engine=engine, transport=transport, on_panel=on_panel,
-               settings=OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee), wire=wire) as plan:
-        a, bt, c = plan.distribute(A, B, C if beta != 0.0 else None, transa=transa, transb=transb)
-        out = plan(a, bt, c, alpha=alpha, beta=beta)
-        enforce_accuracy(plan.info, accuracy)
-        return (out, plan.info) if info else out
+               settings=OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee), wire=wire) as summa:
+        a, bt, c = summa.distribute(A, B, C if beta != 0.0 else None, transa=transa, transb=transb)
+        out = summa(a, bt, c, alpha=alpha, beta=beta)
+        enforce_accuracy(summa.info, accuracy)
+        return (out, summa.info) if info else out

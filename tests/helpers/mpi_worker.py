@@ -1,10 +1,10 @@
 """MPI worker for tests/test_mpi.py: many configurations in ONE mpiexec job.
 
-    mpiexec -n R python tests/mpi_worker.py repro        # SUMMA vs ozhpc.gemm, bit for bit
-    mpiexec -n R python tests/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
-    mpiexec -n R python tests/mpi_worker.py mismatch     # ranks with different engines must all refuse
-    mpiexec -n R python tests/mpi_worker.py pinned PxQ   # SHA-256 of tests/pinned_cases.py on a PxQ grid
-    mpiexec -n R python tests/mpi_worker.py wire [cutile]  # FP64 and int8-plane panels: the same bits
+    mpiexec -n R python tests/helpers/mpi_worker.py repro        # SUMMA vs ozhpc.gemm, bit for bit
+    mpiexec -n R python tests/helpers/mpi_worker.py io DIR       # runner.execute on HDF5 files in DIR
+    mpiexec -n R python tests/helpers/mpi_worker.py mismatch     # ranks with different engines must all refuse
+    mpiexec -n R python tests/helpers/mpi_worker.py pinned PxQ   # SHA-256 of tests/helpers/pinned_cases.py on a PxQ grid
+    mpiexec -n R python tests/helpers/mpi_worker.py wire [cutile]  # FP64 and int8-plane panels: the same bits
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
@@ -84,11 +84,11 @@ def repro(comm) -> dict:
             block = case["block"]
             with Summa(grid, M, N, K, block=block if isinstance(block, tuple) else (block, block),
                        kb=case.get("kb"), engine="numpy", slices=slices, groups=groups, scheme=scheme,
-                       bits=bits, transport_options=options) as plan:
-                a, bt, c = plan.distribute(A, B, C0, transa=ta, transb=tb)
-                out = plan(a, bt, c, alpha=alpha, beta=beta)
+                       bits=bits, transport_options=options) as summa:
+                a, bt, c = summa.distribute(A, B, C0, transa=ta, transb=tb)
+                out = summa(a, bt, c, alpha=alpha, beta=beta)
                 whole = out.gather(0)
-                info = plan.info
+                info = summa.info
                 sent = comm.reduce(info.bytes_sent, op=MPI.SUM, root=0)
                 msgs = comm.reduce(info.messages, op=MPI.SUM, root=0)
                 calls = comm.reduce(info.mpi_calls, op=MPI.SUM, root=0)
@@ -240,7 +240,7 @@ PINNED_LAYOUTS = [dict(block=(5, 5)), dict(block=(13, 7), kb=4), dict(block=(64,
 
 
 def pinned(comm, grid_text) -> dict:
-    """SHA-256 of C for every case of tests/pinned_cases.py on one grid, three block/panel sizes."""
+    """SHA-256 of C for every case of tests/helpers/pinned_cases.py on one grid, three block/panel sizes."""
     from pinned_cases import CASES, M, N, K, gemm_kwargs, operands
 
     dims = tuple(int(x) for x in grid_text.split("x"))
@@ -252,9 +252,9 @@ def pinned(comm, grid_text) -> dict:
         ta, tb = kw.pop("transa", False), kw.pop("transb", False)
         for layout in PINNED_LAYOUTS:
             with ProcessGrid(comm, dims) as grid:
-                with Summa(grid, M, N, K, engine="numpy", **layout, **kw) as plan:
-                    a, bt, c = plan.distribute(A, B, C0, transa=ta, transb=tb)
-                    whole = plan(a, bt, c, alpha=alpha, beta=beta).gather(0)
+                with Summa(grid, M, N, K, engine="numpy", **layout, **kw) as summa:
+                    a, bt, c = summa.distribute(A, B, C0, transa=ta, transb=tb)
+                    whole = summa(a, bt, c, alpha=alpha, beta=beta).gather(0)
             if comm.Get_rank() == 0:
                 digests.setdefault(name, []).append(sha256_of_matrix(whole))
                 done += 1

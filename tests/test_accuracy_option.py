@@ -21,7 +21,7 @@ import pytest
 from mpi4py import MPI
 
 from conftest import REPO, run_cli
-from inputs import JOB_FILES
+from helpers.inputs import JOB_FILES
 from ozhpc import cli
 from ozhpc.config import RunConfig
 from ozhpc.errors import AccuracyError, AccuracyWarning, InputError

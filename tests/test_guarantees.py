@@ -1,7 +1,7 @@
 """The two certified guarantees ("dgemm", "tight"), the defaults (scheme II, "dgemm"), what fixed
 plans state a priori, and the places where a quantity that scales to 0 must not be read as 0.
 
-Every check against the exact product uses rational arithmetic (tests/guarantee.py)."""
+Every check against the exact product uses rational arithmetic (tests/helpers/guarantee.py)."""
 import math
 import warnings
 from fractions import Fraction
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import ozhpc
 from ozhpc.engines import crt, get_engine
-from ozhpc.engines.base import row_abs_max
+from ozhpc.engines.digits import row_abs_max
 from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import ModularPlan
@@ -21,7 +21,7 @@ from ozhpc.ozaki.scales import exponents
 from ozhpc.ozaki.settings import OzakiSettings
 from ozhpc.reference import exact_entry, relative_errors, sample_indices
 
-from guarantee import guarantee_holds
+from helpers.guarantee import guarantee_holds
 
 SCHEMES = ("ozaki1", "ozaki2")
 LEVELS = ("dgemm", "tight")
@@ -71,7 +71,7 @@ def test_a_factor_1300_bits_below_its_column_is_not_read_as_zero(scheme, guarant
 def test_support_digits_and_representation_errors_of_underflowing_entries():
     """Entries whose scaling underflows to 0 still get a support digit of 1 and a nonzero
     representation error (both schemes), on the NumPy path."""
-    from ozhpc.engines.base import support_digits
+    from ozhpc.engines.digits import support_digits
     from ozhpc.ozaki.plan import SlicePlan
 
     x = np.array([[1e300, 1e-30, 0.0, -5e-324]])

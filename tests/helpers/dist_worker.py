@@ -1,7 +1,7 @@
 """MPI worker for tests/test_fingerprint.py (and gen/check tests): one job per rank count.
 
-    mpiexec -n R python tests/dist_worker.py fingerprint   # DistMatrix fingerprints, every grid/block
-    mpiexec -n R python tests/dist_worker.py gemm DIR      # runner.execute: report/attribute fingerprints
+    mpiexec -n R python tests/helpers/dist_worker.py fingerprint   # DistMatrix fingerprints, every grid/block
+    mpiexec -n R python tests/helpers/dist_worker.py gemm DIR      # runner.execute: report/attribute fingerprints
 
 Rank 0 prints one JSON line; exit status 0 when everything matched.
 """

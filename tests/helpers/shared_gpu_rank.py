@@ -1,4 +1,4 @@
-"""``python tests/shared_gpu_rank.py ARGS`` = ``ozhpc ARGS`` on ranks that all believe they run
+"""``python tests/helpers/shared_gpu_rank.py ARGS`` = ``ozhpc ARGS`` on ranks that all believe they run
 the cutile engine on one and the same GPU, with NCCL usable and MPI not CUDA-aware
 (tests/test_transport.py, under mpiexec). The GPU facts are injected here -- a NumPy engine
 that says it is on a device, every rank's device identity the same PCI bus id -- so the

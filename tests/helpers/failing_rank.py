@@ -1,4 +1,4 @@
-"""``python tests/failing_rank.py ARGS`` = ``ozhpc ARGS`` with rank 1 raising in its second
+"""``python tests/helpers/failing_rank.py ARGS`` = ``ozhpc ARGS`` with rank 1 raising in its second
 k-panel (tests/test_mpi.py): the job must end on every rank, with no hang and no output.
 The failure is injected here, so the product code carries no test hook."""
 from mpi4py import MPI
