@@ -50,14 +50,14 @@ def test_gemm_writes_bitwise_result_and_report(inputs, tmp_path):
     assert rep["sha256"] == sha256_of_matrix(got)
     assert (rep["m"], rep["n"], rep["k"]) == (40, 20, 30)
     assert {"read", "split", "multiply", "combine", "write"} <= set(rep["seconds"])
-    assert rep["slices"] >= 1 and rep["pair_gemms"] >= rep["slices"]
-    assert (rep["scheme"], rep["bits"], rep["moduli"]) == ("ozaki1", 7 * rep["slices"], None)
-    assert rep["config"]["scheme"] == "ozaki1" and rep["config"]["bits"] == "auto"
+    assert rep["moduli"] >= 1 and rep["pair_gemms"] == rep["moduli"] and rep["slices"] is None   # the default: scheme II
+    assert (rep["scheme"], rep["guarantee"], rep["certified"]) == ("ozaki2", "dgemm", True)
+    assert rep["config"]["scheme"] == "ozaki2" and rep["config"]["bits"] == "auto"
     with h5py.File(out, "r") as f:
         attrs = dict(f["C"].attrs)
-    assert attrs["ozhpc_scheme"] == "ozaki1" and attrs["ozhpc_slices"] == rep["slices"]
-    assert attrs["ozhpc_groups"] == rep["groups"] and attrs["ozhpc_bits"] == rep["bits"]
-    assert f"scheme ozaki1: {rep['slices']} slices, {rep['groups']} groups, {rep['pair_gemms']} pair GEMMs" in r.stdout
+    assert attrs["ozhpc_scheme"] == "ozaki2" and attrs["ozhpc_moduli"] == rep["moduli"]
+    assert attrs["ozhpc_guarantee"] == "dgemm" and attrs["ozhpc_bits"] == rep["bits"] and "ozhpc_slices" not in attrs
+    assert f"scheme ozaki2: {rep['bits']} bits, {rep['moduli']} moduli ({rep['pair_gemms']} int8 GEMMs)" in r.stdout
     assert rep["config"]["transb"] is True and rep["config"]["alpha"] == 2.0
     assert file_digest(inputs) == before, "inputs must never be modified"
     assert sorted(os.listdir(tmp_path)) == ["in.h5", "out.h5", "run.json"], "no temporary files left"
@@ -75,7 +75,7 @@ def test_gemm_scheme_ozaki2_end_to_end(inputs, tmp_path):
     want, info = ozhpc.gemm(a, bt, c0, alpha=2.0, beta=-1.0, transb=True, engine="numpy", scheme="ozaki2", info=True)
     got = read(out, "C")
     assert got.tobytes() == want.tobytes()
-    scheme1 = ozhpc.gemm(a, bt, c0, alpha=2.0, beta=-1.0, transb=True, engine="numpy")
+    scheme1 = ozhpc.gemm(a, bt, c0, alpha=2.0, beta=-1.0, transb=True, engine="numpy", scheme="ozaki1")
     assert got.tobytes() != scheme1.tobytes(), "the two schemes round differently (on this data)"
     rep = json.loads(report.read_text())
     assert rep["sha256"] == sha256_of_matrix(got)
@@ -107,7 +107,10 @@ def test_scheme_and_bits_parse_into_runconfig():
         return config_from_args(build_parser().parse_args(["gemm", "a.h5:/A", "b.h5:/B", "-o", "c.h5:/C", *extra]))
 
     cfg = config()
-    assert (cfg.scheme, cfg.bits, cfg.slices, cfg.groups) == ("ozaki1", "auto", "auto", "auto")
+    assert (cfg.scheme, cfg.bits, cfg.slices, cfg.groups) == (None, "auto", "auto", "auto")
+    assert cfg.ozaki.scheme == "ozaki2" and cfg.guarantee == "dgemm"   # the defaults
+    assert config("--slices", "8").ozaki.scheme == "ozaki1"          # slices imply scheme I
+    assert config("--guarantee", "tight").ozaki.guarantee == "tight"
     cfg = config("--scheme", "ozaki2", "--bits", "40")
     assert (cfg.scheme, cfg.bits) == ("ozaki2", 40)
     assert cfg.describe()["scheme"] == "ozaki2" and cfg.describe()["bits"] == 40
@@ -124,8 +127,6 @@ def test_scheme_and_bits_parse_into_runconfig():
     (["--scheme", "ozaki2", "--groups", "all", "--slices", "5"],
      "--slices 5 and --groups all are options of --scheme ozaki1; with --scheme ozaki2 leave them out and set "
      "the accuracy with --bits"),
-    (["--bits", "40"],
-     "--bits 40 needs --scheme ozaki2 (the scheme here is ozaki1, whose accuracy is set by --slices)"),
     (["--scheme", "ozaki1", "--bits", "12"],
      "--bits 12 needs --scheme ozaki2 (the scheme here is ozaki1, whose accuracy is set by --slices)"),
 ])
@@ -220,7 +221,8 @@ def test_info_and_help():
         h = run_cli([command, "--help"])
         assert h.returncode == 0 and "usage: ozhpc " + command in h.stdout
     h = " ".join(run_cli(["gemm", "--help"]).stdout.split())  # argparse wraps the lines
-    assert "--scheme {ozaki1,ozaki2}" in h and "one int8 GEMM per modulus (about 16 for FP64 accuracy;" in h
+    assert "--scheme {ozaki1,ozaki2}" in h and "one int8 GEMM per modulus (about 15 for FP64 accuracy)" in h
+    assert "--guarantee {dgemm,tight}" in h and "the bound native FP64 GEMM itself guarantees" in h
     assert "--bits BITS scheme ozaki2: integer bits per operand entry (8..100)" in h
 
 
