@@ -153,9 +153,9 @@ def test_strict_exits_3_with_one_line_and_writes_nothing(uncertified, inputs, tm
     captured = capsys.readouterr()
     assert code == cli.EXIT_ACCURACY == 3
     (line,) = captured.err.splitlines()
-    assert re.fullmatch(r"ozhpc gemm: error: 7 of 216 entries of C are not certified to the 'auto' bound "
-                        r"u\*\(\|A\|\|B\|\)_ij \(worst bound 3\.5 times it\) even with \d+ bits, the widest plan "
-                        r"of scheme ozaki1; nothing was written \(--accuracy strict\)", line), line
+    assert re.fullmatch(r"ozhpc gemm: error: 7 of 216 entries of C are not certified to the guarantee 'dgemm', "
+                        r"k\*u\*\(\|A\|\|B\|\)_ij \(worst bound 3\.5 times it\), even with \d+ bits, the widest "
+                        r"plan of scheme ozaki2; nothing was written \(--accuracy strict\)", line), line
     assert captured.out == ""
     assert sha256_file(out) == before, "the output file keeps its bytes"
     assert sorted(os.listdir(tmp_path)) == listing, "no report, no temporary, no lock file"
@@ -179,10 +179,10 @@ def test_warn_prints_one_line_and_writes_c_with_the_certificate(uncertified, inp
     captured = capsys.readouterr()
     assert code == 0
     (line,) = captured.err.splitlines()
-    assert re.fullmatch(r"ozhpc gemm: warning: 7 of 216 entries of C are not certified to the 'auto' bound "
-                        r"u\*\(\|A\|\|B\|\)_ij \(worst bound 3\.5 times it\) even with \d+ bits, the widest plan "
-                        r"of scheme ozaki1", line), line
-    assert "  certified: NO, 7 entries (worst bound ratio 3.5)" in captured.out.splitlines()
+    assert re.fullmatch(r"ozhpc gemm: warning: 7 of 216 entries of C are not certified to the guarantee 'dgemm', "
+                        r"k\*u\*\(\|A\|\|B\|\)_ij \(worst bound 3\.5 times it\), even with \d+ bits, the widest "
+                        r"plan of scheme ozaki2", line), line
+    assert "  certified: NO, guarantee dgemm: 7 entries (worst bound ratio 3.5)" in captured.out.splitlines()
     attrs = attrs_of(out)
     assert attrs["ozhpc_certified"] == False  # noqa: E712 -- a numpy bool
     assert attrs["ozhpc_uncertified"] == 7 and attrs["ozhpc_worst_ratio"] == 3.5
@@ -218,7 +218,7 @@ def test_certified_run_reports_and_stores_it(monkeypatch, inputs, tmp_path, caps
         assert cli.main(gemm_args(inputs, out, "--accuracy", "strict", "--report", report), comm=COMM) == 0
     captured = capsys.readouterr()
     assert captured.err == ""
-    assert "  certified: yes (worst bound ratio 0.31)" in captured.out.splitlines()
+    assert "  certified: yes, guarantee dgemm (worst bound ratio 0.31)" in captured.out.splitlines()
     rep = json.loads(report.read_text())
     assert (rep["certified"], rep["uncertified"], rep["worst_ratio"], rep["widths"]) == (True, 0, 0.31, [[56, 0, 0.31]])
     attrs = attrs_of(out)
@@ -279,8 +279,8 @@ def hard_args(src, out, *extra):
     return ["gemm", f"{src}:/A", f"{src}:/I", "-o", f"{out}:/C", "--engine", "numpy", "--progress", "off", *extra]
 
 
-STRICT_LINE = re.compile(rf"ozhpc gemm: error: \d+ of {N_HARD * N_HARD} entries of C are not certified to the 'auto' "
-                         r"bound .* nothing was written \(--accuracy strict\)")
+STRICT_LINE = re.compile(rf"ozhpc gemm: error: \d+ of {N_HARD * N_HARD} entries of C are not certified to the "
+                         r"guarantee '(dgemm|tight)', .* nothing was written \(--accuracy strict\)")
 
 
 def test_scheme2_cannot_certify_strict_exits_3_and_writes_nothing(hard, tmp_path):
@@ -309,7 +309,7 @@ def test_scheme2_cannot_certify_warn_writes_c_and_says_so(hard, tmp_path):
     assert attrs["ozhpc_certified"] == False and attrs["ozhpc_uncertified"] > 0  # noqa: E712
     rep = json.loads(report.read_text())
     assert rep["certified"] is False and rep["uncertified"] == attrs["ozhpc_uncertified"] and rep["widths"]
-    assert f"  certified: NO, {rep['uncertified']} entries" in r.stdout
+    assert f"  certified: NO, guarantee dgemm: {rep['uncertified']} entries" in r.stdout
     with h5py.File(out, "r") as f:
         assert f["C"].shape == a.shape
 
@@ -324,7 +324,7 @@ def test_133_bit_rows_certify_in_either_scheme(tmp_path, scheme):
     rep = json.loads(report.read_text())
     assert rep["certified"] is True and rep["uncertified"] == 0 and rep["worst_ratio"] <= 1.0 and rep["widths"]
     assert attrs_of(out)["ozhpc_certified"] == True  # noqa: E712
-    assert "  certified: yes (worst bound ratio" in r.stdout
+    assert "  certified: yes, guarantee dgemm (worst bound ratio" in r.stdout
     with h5py.File(out, "r") as f:
         c = f["C"][...]
     assert np.all(np.abs(c - a) <= 2.0**-52 * np.abs(a))  # C = A I within the certified bound
@@ -387,3 +387,22 @@ def test_the_numpy_engine_reports_no_kernel_counts(inputs, tmp_path, capsys):
     assert cli.main(gemm_args(inputs, out, "--report", report), comm=COMM) == 0
     assert "GPU kernels" not in capsys.readouterr().out
     assert json.loads(report.read_text())["kernels"] is None
+
+
+def test_guarantee_tight_from_the_command_line_and_the_job_file(hard, jobdir, tmp_path):
+    """--guarantee / ozaki.guarantee reach the certificate: the uncertifiable input names the level
+    in its one line (exit 3 under strict); a certified run records it in the report and the
+    attributes; a bad value is one line naming the key."""
+    src, _ = hard
+    r = run_cli(hard_args(src, tmp_path / "o.h5", "--guarantee", "tight", "--accuracy", "strict"))
+    assert r.returncode == 3 and "guarantee 'tight', u*(|A||B|)_ij" in r.stderr and len(r.stderr.splitlines()) == 1
+    path = write_job(jobdir, 'guarantee = "tight"')
+    assert load_job(path).guarantee == "tight"
+    assert run_cli(["run", path]).returncode == 0
+    rep = json.loads((jobdir / "run.json").read_text())
+    assert rep["guarantee"] == "tight" and rep["config"]["guarantee"] == "tight" and rep["certified"] is True
+    assert attrs_of(jobdir / "out.h5")["ozhpc_guarantee"] == "tight"
+    bad = write_job(jobdir, 'guarantee = "loose"', "bad.toml")
+    r = run_cli(["run", bad])
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f'ozhpc run: error: {bad}: ozaki.guarantee must be one of "dgemm", "tight", got string "loose"']
