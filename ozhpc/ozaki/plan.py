@@ -34,8 +34,22 @@ passes: on the standard matrices (phi 0 .. 1, k 64 .. 4096, 96 x 96) +5 is the s
 whose first plan certifies (phi = 2 needs +7, phi = 4 +12..21, one wider pass)."""
 
 
+class _Widens:
+    """What "auto" widens, for a plan class with ``width``, ``max_width`` and ``width_bits`` (the
+    bits one unit of its width adds)."""
+
+    @classmethod
+    def widen(cls, width: int, need: int, cap: int | None = None) -> int:
+        """``width`` plus enough units for ``need`` more bits (at least one), at most ``cap``
+        (default: the class's ``max_width``)."""
+        return min(cls.max_width if cap is None else cap, width + max(1, -(-need // cls.width_bits)))
+
+    def next_width(self, need: int) -> int:
+        return self.widen(self.width, need)
+
+
 @dataclass(frozen=True)
-class SlicePlan:
+class SlicePlan(_Widens):
     """``slices`` digits per operand; pairs with ``p + q < groups`` are kept.
 
     ``groups == slices`` is the triangle (the default, "fast mode");
@@ -181,14 +195,6 @@ class SlicePlan:
         out = float(exact)
         return math.nextafter(out, math.inf) if Fraction(out) < exact else out
 
-    @classmethod
-    def widen(cls, width: int, need: int, cap: int | None = None) -> int:
-        """``width`` slices plus enough for ``need`` more bits (at least one), at most ``cap``."""
-        return min(cls.max_width if cap is None else cap, width + max(1, -(-need // cls.width_bits)))
-
-    def next_width(self, need: int) -> int:
-        return self.widen(self.width, need)
-
     def beyond_cap(self, settings: OzakiSettings, need: int):
         """Past the widest plan: nothing wider (None)."""
         return None
@@ -208,7 +214,7 @@ class SlicePlan:
 
 
 @dataclass(frozen=True)
-class ModularPlan:
+class ModularPlan(_Widens):
     """Ozaki scheme II: ``bits``-bit integer operands, products modulo ``moduli`` coprimes.
 
     Every int8 GEMM is exact and the CRT gives the integer product exactly, so the only
@@ -233,6 +239,7 @@ class ModularPlan:
     max_width = _crt.MAX_BITS
     """The widest plan "auto" may widen to, in :attr:`width` units (bits)."""
     width_bits = 1
+    """Bits one unit of :attr:`width` adds."""
     dropped_pairs_bound = 0.0
     """Nothing is dropped: every int8 GEMM is exact."""
 
@@ -362,14 +369,6 @@ class ModularPlan:
         ``c_up`` bounds ``|C|``): :attr:`combine_rounding_terms`."""
         const, per_c = self.combine_rounding_terms
         return const + (0.0 if c_up is None else c_up * per_c)
-
-    @classmethod
-    def widen(cls, width: int, need: int, cap: int | None = None) -> int:
-        """``width`` bits plus ``need`` (at least one), at most ``cap``."""
-        return min(cls.max_width if cap is None else cap, width + max(1, need))
-
-    def next_width(self, need: int) -> int:
-        return self.widen(self.width, need)
 
     def beyond_cap(self, settings: OzakiSettings, need: int):
         """Past the most bits the moduli hold: scheme I's digits, as many slices as these bits
