@@ -18,6 +18,10 @@ decides a bit of C (scales, plan, special-value flag, the certificate's verdict)
 across ranks with the exact, order-free callables of :class:`Reductions`, so every grid, block
 size and panel width gives the same bits. What differs between the schemes lives in the plan
 objects of :mod:`ozhpc.ozaki.plan`; what differs between devices in the engines.
+
+Longer than most modules because a pass has two wires that must give the same planes: int8
+planes packed by the owner (:meth:`Product.pack_a`) or FP64 split on arrival
+(:meth:`Product.split_panel`); both share every other step of the pass, so they stay together.
 """
 from __future__ import annotations
 
