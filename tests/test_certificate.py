@@ -15,6 +15,7 @@ from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import ModularPlan, SlicePlan
+from ozhpc.ozaki.policy import next_width
 from ozhpc.ozaki.scales import exponents, row_abs_max
 from ozhpc.reference import exact_entry
 
@@ -48,7 +49,7 @@ def digit_sums(a_rows, b_rows, e, f, digits):
 # -- equilibration --------------------------------------------------------------------------------
 
 def equilibrate_global(xp, a_rows, b_rows):
-    """The pipeline's equilibration on one process (``Product._equilibrated_operands`` without
+    """The pipeline's equilibration on one process (``policy.equilibrated_operands`` without
     the reductions over ranks): per-k statistics, shifts, exact column scalings."""
     shifts = cf.equilibration_shifts(xp, cf.inner_stats(xp, a_rows), cf.inner_stats(xp, b_rows))
     return cf.ldexp_columns(xp, a_rows, shifts), cf.ldexp_columns(xp, b_rows, -shifts), shifts
@@ -264,13 +265,13 @@ def test_certify_compares_exactly_and_counts():
 
 
 def test_next_width_closes_the_worst_gap_up_to_the_cap():
-    assert cf.next_width("ozaki2", 56, 2.0**5.5, 100) == 63
-    assert cf.next_width("ozaki2", 56, 0.5, 100) == 57          # at least one step
-    assert cf.next_width("ozaki2", 95, 2.0**20, 100) == 100     # never past the cap
-    assert cf.next_width("ozaki2", 60, np.inf, 100) == 76       # no lower bound: 16 bits
-    assert cf.next_width("ozaki1", 8, 2.0**10, 24) == 10
-    assert cf.next_width("ozaki1", 8, np.inf, 24) == 11
-    assert cf.next_width("ozaki1", 23, 2.0**30, 24) == 24
+    assert next_width("ozaki2", 56, 2.0**5.5, 100) == 63
+    assert next_width("ozaki2", 56, 0.5, 100) == 57          # at least one step
+    assert next_width("ozaki2", 95, 2.0**20, 100) == 100     # never past the cap
+    assert next_width("ozaki2", 60, np.inf, 100) == 76       # no lower bound: 16 bits
+    assert next_width("ozaki1", 8, 2.0**10, 24) == 10
+    assert next_width("ozaki1", 8, np.inf, 24) == 11
+    assert next_width("ozaki1", 23, 2.0**30, 24) == 24
 
 
 def certified_pass(a, b, scheme, width, use_acc=True, support=False):

@@ -5,7 +5,7 @@ every finite entry satisfies
 
     |C_ij - (op(A) op(B))_ij| <= c u (|op(A)||op(B)|)_ij + rho u |C_ij| + 2**-1074,
 
-u = 2**-53, c = k ("dgemm", the default) or 1 ("tight"), rho = certificate.FINAL_ROUNDING_ULPS[scheme]. The pieces of the certificate are
+u = 2**-53, c = k ("dgemm", the default) or 1 ("tight"), rho = plan.FINAL_ROUNDING_ULPS[scheme]. The pieces of the certificate are
 tested one at a time in tests/test_certificate.py."""
 import warnings
 from fractions import Fraction
@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 import ozhpc
 from ozhpc.matrices import standard_matrix
-from ozhpc.ozaki import certificate as cf
+from ozhpc.ozaki.plan import FINAL_ROUNDING_ULPS
 from ozhpc.parallel import ProcessGrid
 from ozhpc.parallel.summa import dist_gemm
 from ozhpc.reference import sample_indices
@@ -140,7 +140,7 @@ def test_diagonal_operands(product, scheme, guarantee, side, span):
     # each entry is one product: the guarantee makes it (c + rho) u |ab| at most
     factor = 24 if guarantee == "dgemm" else 1
     assert np.all(np.abs(c - left @ right)
-                  <= (factor + cf.FINAL_ROUNDING_ULPS[scheme]) * np.spacing(np.abs(left @ right)))
+                  <= (factor + FINAL_ROUNDING_ULPS[scheme]) * np.spacing(np.abs(left @ right)))
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

@@ -1,8 +1,9 @@
 """The Ozaki schemes: I (int8 digit slices) and II (int8 residues modulo coprimes); see docs/numerics.md.
 
-Layers inside: ``settings`` (what the user asked) -> ``plan`` (what a product runs, per
-scheme) -> ``product`` (the one pipeline: scales, split, panels, combine) -> ``gemm``
-(whole arrays on one process).
+Layers inside: ``settings`` (what the user asked) -> ``certificate`` (the bounds' arithmetic, for
+any plan) -> ``plan`` (what a product runs, per scheme: the one module that names them) ->
+``policy`` (which pass follows a failed certificate) -> ``product`` (one pass: scales, split,
+panels, combine) -> ``gemm`` (whole arrays on one process); ``info`` says what a product did.
 """
 from .gemm import gemm
 from .plan import ModularPlan, SlicePlan, make_plan, resolve_plan

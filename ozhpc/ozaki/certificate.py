@@ -1,19 +1,22 @@
 """Certified accuracy for the Ozaki schemes: equilibration, a per-entry error bound, a lower
-bound of ``(|op(A)||op(B)|)_ij``, the per-entry certificate and the "more bits" policy.
+bound of ``(|op(A)||op(B)|)_ij`` and the per-entry certificate.
 
 The product pipeline (:class:`ozhpc.ozaki.product.Product`, behind ``ozhpc.gemm`` and SUMMA)
-drives these steps with "auto" accuracy: it equilibrates the operands (:func:`inner_stats`,
-:func:`equilibration_shifts`, :func:`ldexp_columns`), sums the magnitude digits' products
+runs these steps with "auto" accuracy: it sums the magnitude digits' products
 (``engines.base.magnitude_digits``: the lower bound, :data:`MAGNITUDE_UNIT`) with the first pass
 and, once, the support digits' (``engines.base.support_digits``, :func:`support_bound`) for
-entries with no lower bound; ``Product.settle`` runs :func:`certify_entries` after each pass and
-widens the plan with :func:`next_width` until every entry passes or the widest plan is reached.
+entries with no lower bound, and runs :func:`certify_entries` after each pass; the policy
+(:mod:`ozhpc.ozaki.policy`) equilibrates the operands (:func:`inner_stats`,
+:func:`equilibration_shifts`, :func:`ldexp_columns`) or widens the plan until every entry passes
+or the widest plan is reached. What differs between the schemes is read off the plan
+(:mod:`ozhpc.ozaki.plan`: its grid bits, split steps, dropped pairs, combine roundings and final
+rounding), so nothing here names a scheme.
 
 Guarantee (docs/numerics.md, "The guarantee"): where :func:`certify` passes an entry,
 
     |C_ij - (op(A) op(B))_ij| <= u (|op(A)||op(B)|)_ij + rho u |C_ij| + 2**-1074,
 
-``u = 2**-53``, ``rho`` = :data:`FINAL_ROUNDING_ULPS` (the last rounding(s) of the combine).
+``u = 2**-53``, ``rho`` = the plan's ``final_rounding_ulps`` (the last rounding(s) of the combine).
 
 Everything here takes the array module ``xp`` (numpy or cupy) and works on the operands as
 rows along k (``a_rows`` = op(A), m x k; ``b_rows`` = op(B)^T, n x k), as the pipeline holds
@@ -26,17 +29,11 @@ op(A), column exponents of op(B)), so no bound under- or overflows where C does.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from fractions import Fraction
 
 from ..engines.base import BITS, final_scale, ldexp_by
 
 U = 2.0**-53
-FINAL_ROUNDING_ULPS = {"ozaki1": 1, "ozaki2": 2}
-"""Roundings of the combine counted as "the final rounding of C" (relative to |C_ij|): scheme I
-the last of its d-1 additions (the ldexp is exact unless C is subnormal: + 2**-1074); scheme II
-the last piece addition plus the one before it (|R_1| <= (1 + 2**-34)|C'| whenever it matters)."""
 UP, DOWN = 1.0 + 2.0**-40, 1.0 - 2.0**-40
 """Safety factors for a few FP64 operations on bounds (each relative error <= 2**-53)."""
 NONE_EXP = -4096
@@ -49,13 +46,19 @@ def _ident(x):
     return x
 
 
+def _fused(xp, x=None) -> bool:
+    """Whether a step runs as one of the fused CuPy kernels (:mod:`ozhpc.ozaki.certificate_kernels`):
+    arrays on a GPU (and ``x``, when given, not empty); else the array-at-a-time code here."""
+    return xp.__name__ == "cupy" and (x is None or bool(x.shape[0] and x.shape[1]))
+
+
 # -- (a) equilibration over k --------------------------------------------------------------------
 
 def inner_stats(xp, rows):
     """int32 (2, k): per column t of ``rows`` (op(A) or op(B)^T), the largest frexp exponent of a
     nonzero finite entry, and minus the lowest bit any of them can hold (``max(ex - 53, -1074)``).
     Both are MAX-reduced (exact) over the ranks that share the k indices."""
-    if xp.__name__ == "cupy" and rows.shape[0] and rows.shape[1]:
+    if _fused(xp, rows):
         from .certificate_kernels import inner_stats as fused
         return fused(xp, rows, NONE_EXP)
     mag = xp.abs(rows)
@@ -104,26 +107,22 @@ FLOOR = 2.0**-1000
 rounding of its products should they reach the subnormal range."""
 
 
-def grid_bits(plan) -> int:
-    """Bits of the operand grid below the row scale: 7 x slices (scheme I), bits (scheme II)."""
-    return BITS * plan.slices if plan.scheme == "ozaki1" else plan.bits
-
-
 def representation_error(xp, x, exps, plan):
-    """``|x - repr(x)| 2**(w - e_i)`` per entry (in [0, 1/2]): what the split of ``plan`` leaves
-    out, recomputed with the engine's exact steps (scheme I: the remainder after ``slices``
-    digits; scheme II: ``|y - rint(y)|``, ``y = x 2**(bits - e)``). 0 only for entries on the grid
-    (zeros among them); every other entry gets at least :data:`TINY`."""
+    """``|x - repr(x)| 2**(w - e_i)`` per entry (in [0, 1/2], ``w`` = ``plan.bits``, the grid's
+    bits below the row scale): what the split of ``plan`` leaves out, recomputed with the engine's
+    exact steps, ``plan.split_steps`` = (shift, digits): ``y = x 2**(shift - e)``, then ``digits``
+    7-bit digits taken off (the remainder; scheme I), or none (``|y - rint(y)|``; scheme II). 0
+    only for entries on the grid (zeros among them); every other entry gets at least :data:`TINY`."""
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
-    if plan.scheme == "ozaki2":
-        y = scaled = ldexp_by(xp, x, plan.bits - e)
-        err = xp.abs(y - xp.rint(y))
-    else:
-        y = scaled = ldexp_by(xp, x, -e)
-        for _ in range(plan.slices):
+    shift, digits = plan.split_steps
+    y = scaled = ldexp_by(xp, x, shift - e)
+    if digits:
+        for _ in range(digits):
             y = y * float(2**BITS)
             y = y - xp.rint(y)
         err = xp.abs(y)
+    else:
+        err = xp.abs(y - xp.rint(y))
     # A nonzero entry whose scaling underflows to 0 is not on the grid: its error is all of it
     # (below 2**-1074 of the scale), which TINY covers; read as 0 it would certify a false C.
     return xp.where((x != 0) & ((err > 0) | (scaled == 0)), err + TINY, err)
@@ -144,10 +143,9 @@ def operand_stats(xp, x, exps, plan, reduce_max=_ident, reduce_sum=_ident, mags=
     """The O(rows x k) statistics of one operand the bound needs (``x``: its finite part;
     ``mags``: its :func:`magnitude_stats` when the caller has them)."""
     rows = x.shape[0]
-    if xp.__name__ == "cupy" and rows and x.shape[1]:
+    if _fused(xp, x):
         from .certificate_kernels import representation_error_max
-        delta = representation_error_max(xp, x, exps, plan.bits if plan.scheme == "ozaki2" else 0,
-                                          0 if plan.scheme == "ozaki2" else plan.slices, TINY)
+        delta = representation_error_max(xp, x, exps, *plan.split_steps, TINY)
     else:
         err = representation_error(xp, x, exps, plan)
         delta = err.max(axis=1) if x.shape[1] else xp.zeros(rows, dtype=xp.float64)
@@ -155,34 +153,22 @@ def operand_stats(xp, x, exps, plan, reduce_max=_ident, reduce_sum=_ident, mags=
     return OperandStats(reduce_max(delta), norm, nnz)
 
 
-def dropped_pairs_bound(plan) -> float:
-    """``sum_{p+q >= d} m_p m_q`` (scheme I, ``m_0 = 1``, ``m_p = 2**(-7p-1)``), rounded up: the
-    most the dropped slice pairs add per k term whose two entries are nonzero."""
-    if plan.scheme != "ozaki1":
-        return 0.0
-    s = plan.slices
-    size = [Fraction(1)] + [Fraction(1, 2 ** (BITS * p + 1)) for p in range(1, s)]
-    exact = sum((size[p] * size[q] for p in range(s) for q in range(s) if p + q >= plan.groups),
-                Fraction(0))
-    out = float(exact)
-    return math.nextafter(out, math.inf) if Fraction(out) < exact else out
-
-
 def error_bound(xp, sa: OperandStats, sb: OperandStats, plan):
     """Upper bound of ``|repr'd product - op(A) op(B)|_ij / 2**(e_i + f_j)`` (before the combine).
 
     With ``a = repr(a) + da``: ``ab - repr(a)repr(b) = da b + a db - da db``, so per entry
     ``sum_t |da||b| + |a||db| + |da||db| <= 2**-w (dA_i |B_j|_1 + |A_i|_1 dB_j)
-    + 2**-2w dA_i dB_j min(nnzA_i, nnzB_j)``; scheme I adds the dropped pairs,
-    ``tau_drop min(nnzA_i, nnzB_j)``. O(m n) from O(m k + k n) statistics.
+    + 2**-2w dA_i dB_j min(nnzA_i, nnzB_j)`` (``w`` = ``plan.bits``), plus the dropped pairs
+    (scheme I), ``tau_drop min(nnzA_i, nnzB_j)`` (``plan.dropped_pairs_bound``). O(m n) from
+    O(m k + k n) statistics.
     """
-    w = grid_bits(plan)
+    w = plan.bits
     da, db = sa.delta.reshape(-1, 1), sb.delta.reshape(1, -1)
     na = sa.norm.astype(xp.float64).reshape(-1, 1) * 2.0**-NORM_BITS
     nb = sb.norm.astype(xp.float64).reshape(1, -1) * 2.0**-NORM_BITS
     cross = xp.minimum(sa.nnz.reshape(-1, 1), sb.nnz.reshape(1, -1)).astype(xp.float64)
     bound = (da * nb + na * db) * 2.0**-w + (da * db * cross) * 2.0**(-2 * w)
-    tau = dropped_pairs_bound(plan)
+    tau = plan.dropped_pairs_bound
     if tau:
         bound = bound + tau * cross
     return bound * UP + xp.where((da > 0) | (db > 0), FLOOR, 0.0)
@@ -210,25 +196,23 @@ def compensated_combine(xp, acc, row_exps, col_exps):
     return final_scale(xp, total + err, scale)
 
 
-def combine_rounding(xp, plan, acc=None, c_up=None, stats=None, compensated=False):
-    """Bound of the combine's roundings other than the final ones (normalised).
+def group_combine_rounding(xp, groups: int, acc=None, stats=None, compensated=False):
+    """Bound of scheme I's combine roundings other than the final one (normalised;
+    :meth:`ozhpc.ozaki.plan.SlicePlan.combine_rounding`).
 
-    Scheme I, from the group accumulators ``acc``: the additions ``t_g = t_{g+1} + S_g w_g``
+    From the group accumulators ``acc``: the additions ``t_g = t_{g+1} + S_g w_g``
     for ``g = d-2 .. 1`` err by at most ``u |t_g|``, and ``|t_g| <= sum_{h>=g} |S_h| w_h``, so in
     all ``u sum_h min(h, d-2) |S_h| w_h``. Without ``acc`` (a fused product), from the operand
     ``stats``: ``|t_g| <= 2**-6 (|A_i|_1 + |B_j|_1) + 2**-14 min(nnz)`` (digits after the first
     weigh at most 2**-7, the first at most twice the entry). ``compensated``
-    (:func:`compensated_combine`): ``(d-1) u**2 sum_h (h+1) |S_h| w_h``. Scheme II: the piece additions
-    below the last two (``|R_t| <= 2**(36(P-t)-1) (1 + 2**-35)``) plus ``(1 + 2**-32)`` slack.
+    (:func:`compensated_combine`): ``(d-1) u**2 sum_h (h+1) |S_h| w_h``.
     """
-    if plan.scheme == "ozaki2":
-        return plan.combine_bound() + (0.0 if c_up is None else c_up * 2.0**-80)
     if acc is None:
         sa, sb = stats
         norms = (sa.norm.astype(xp.float64).reshape(-1, 1)
                  + sb.norm.astype(xp.float64).reshape(1, -1)) * 2.0**-NORM_BITS
         cross = xp.minimum(sa.nnz.reshape(-1, 1), sb.nnz.reshape(1, -1)).astype(xp.float64)
-        return (norms * 2.0**-6 + cross * 2.0**-14) * (max(plan.groups - 2, 0) * U * UP)
+        return (norms * 2.0**-6 + cross * 2.0**-14) * (max(groups - 2, 0) * U * UP)
     d = acc.shape[0]
     total = xp.zeros(acc.shape[1:], dtype=xp.float64)
     for h in range(d):
@@ -326,9 +310,9 @@ def support_bound(xp, sa: OperandStats, sb: OperandStats, plan, support_sums):
     each representation error is at most ``delta 2**-w`` where its entry is nonzero (``<= c``), each
     magnitude at most ``c 2**(1 - BITS)``, so ``E <= ((dA + dB) 2**(1-BITS-w) + dA dB 2**-2w + tau) U``:
     0 where no k term has two nonzero factors, which the separable bound cannot see."""
-    w = grid_bits(plan)
+    w = plan.bits
     da, db = sa.delta.reshape(-1, 1), sb.delta.reshape(1, -1)
-    per = (da + db) * (SUPPORT_UNIT * 2.0**-w) + (da * db) * 2.0 ** (-2 * w) + dropped_pairs_bound(plan)
+    per = (da + db) * (SUPPORT_UNIT * 2.0**-w) + (da * db) * 2.0 ** (-2 * w) + plan.dropped_pairs_bound
     u = support_sums.astype(xp.float64)
     return xp.where(u > 0, per * u * UP + FLOOR, 0.0)
 
@@ -357,7 +341,7 @@ chunks' size instead of a dozen copies of C (the memory model counts them)."""
 
 
 def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max, factor):
-    if acc is None and xp.__name__ == "cupy":
+    if acc is None and plan.combine_rounding_terms is not None and _fused(xp):
         return _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max,
                               factor)
     m, n = c.shape
@@ -388,7 +372,7 @@ def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, f
     """:func:`certify_entries` on a block of rows, array at a time (local count and worst)."""
     sa, sb = stats
     c_lo, c_up = normalised_c(xp, c, e, f)
-    comb = combine_rounding(xp, plan, acc, c_up, stats, compensated=acc is not None)
+    comb = plan.combine_rounding(xp, acc, c_up, stats, compensated=acc is not None)
     bound = error_bound(xp, sa, sb, plan)
     if support_sums is not None:
         bound = xp.minimum(bound, support_bound(xp, sa, sb, plan, support_sums))
@@ -396,22 +380,24 @@ def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, f
     bound = bound + comb
     # a zero row of op(A) or column of op(B): every term is 0, so is C_ij, exactly (no rounding)
     bound = xp.where((sa.norm.reshape(-1, 1) > 0) & (sb.norm.reshape(1, -1) > 0), bound, 0.0)
-    lower = free_lower_bound(xp, c_lo, c_up, bound, FINAL_ROUNDING_ULPS[plan.scheme], subnormal_unit(xp, e, f))
+    lower = free_lower_bound(xp, c_lo, c_up, bound, plan.final_rounding_ulps, subnormal_unit(xp, e, f))
     if magnitude_sums is not None:
         lower = xp.maximum(lower, magnitude_sums.astype(xp.float64) * MAGNITUDE_UNIT)
     return certify(xp, bound, lower, ~xp.isfinite(c), factor=factor)
 
 
 def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max, factor):
-    """:func:`_certify_entries` (scheme II) as one CuPy kernel with the same roundings
+    """:func:`_certify_entries` as one CuPy kernel with the same roundings, for a plan whose combine
+    rounding is ``a + b |C|`` (``plan.combine_rounding_terms``: scheme II)
     (:mod:`ozhpc.ozaki.certificate_kernels`); no per-entry mask (the pipeline needs none)."""
     from .certificate_kernels import entry_verdicts
 
-    w = grid_bits(plan)
+    w = plan.bits
+    comb0, comb1 = plan.combine_rounding_terms
     vecs = [(s.delta, s.norm.astype(xp.float64) * 2.0**-NORM_BITS, s.nnz.astype(xp.float64)) for s in stats]
-    constants = dict(DOWN=DOWN, UP=UP, TINYSUB=2.0**-1074, COMB0=combine_rounding(xp, plan), COMB1=2.0**-80,
+    constants = dict(DOWN=DOWN, UP=UP, TINYSUB=2.0**-1074, COMB0=comb0, COMB1=comb1,
                      PW=2.0**-w, P2W=2.0 ** (-2 * w), FLOOR=FLOOR, SUW=SUPPORT_UNIT * 2.0**-w,
-                     TAU=dropped_pairs_bound(plan), RHOU=(FINAL_ROUNDING_ULPS[plan.scheme] + 1) * U, FOURU=4 * U,
+                     TAU=plan.dropped_pairs_bound, RHOU=(plan.final_rounding_ulps + 1) * U, FOURU=4 * U,
                      MAGUNIT=MAGNITUDE_UNIT, FACTOR=float(factor), FAIL_MIN=FAIL_MIN)
     count, worst = entry_verdicts(xp, c, e, f, vecs[0], vecs[1], magnitude_sums, support_sums, constants)
     worst = float(reduce_max(xp.asarray([worst]))[0])
@@ -419,7 +405,7 @@ def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduc
     return Certificate(None, count, worst)
 
 
-# -- (e) the policy -------------------------------------------------------------------------------
+# -- (e) the operands' row sums -------------------------------------------------------------------
 
 def magnitude_stats(xp, x, exps, reduce_sum=_ident):
     """``(norm, nnz, sq, gaps)`` per row, exact int64 (SUM-reduced over the pieces of a row):
@@ -429,7 +415,7 @@ def magnitude_stats(xp, x, exps, reduce_sum=_ident):
     between the row scale and each entry; their mean is "auto"'s statistic). None depends on the
     plan: scheme II's moduli (:func:`ozhpc.engines.crt.data_product_bound`) and "auto"'s first plan
     read them before the split."""
-    if xp.__name__ == "cupy" and x.shape[0] and x.shape[1]:
+    if _fused(xp, x):
         from .certificate_kernels import magnitude_sums
         return tuple(reduce_sum(v) for v in magnitude_sums(xp, x, exps, NORM_BITS, GAP_MAX))
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
@@ -446,12 +432,3 @@ def magnitude_stats(xp, x, exps, reduce_sum=_ident):
 
 GAP_MAX = 63
 """Gaps are clipped here (an entry 63 bits below its scale already asks for the most bits)."""
-
-
-def next_width(scheme: str, width: int, worst: float, cap: int) -> int:
-    """More bits (scheme II) or slices (scheme I) for a failed certificate: the bound shrinks by
-    2 per bit (2**7 per slice), so ``log2(worst) + 1`` bits close the worst gap, at least one
-    step; an infinite ratio (no lower bound) takes 16 bits / 3 slices."""
-    need = 16 if not math.isfinite(worst) else max(1, math.ceil(math.log2(max(worst, 1.0))) + 1)
-    step = need if scheme == "ozaki2" else max(1, -(-need // BITS))
-    return min(cap, width + step)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engines import get_engine
+from ..errors import require_c
 from .product import GemmInfo, Product, enforce_accuracy, op_rows  # noqa: F401  (GemmInfo re-exported)
 from .settings import OzakiSettings
 
@@ -85,6 +86,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     (m, k), (n, kb) = a_rows.shape, b_rows.shape
     if k != kb:
         raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb}x{n}")
+    require_c(beta, C)
     c_dev = None if beta == 0.0 else _input_c(eng, C, (m, n))
     product = Product(settings, eng, a_rows, b_rows)
     product.multiply()
@@ -99,8 +101,6 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
 
 
 def _input_c(eng, C, shape):
-    if C is None:
-        raise ValueError("beta != 0 needs C")
     check_real_matrix(C, "C")
     if tuple(C.shape) != shape:
         raise ValueError(f"C has shape {tuple(C.shape)}, expected {shape}")

@@ -1,8 +1,11 @@
 """Which scheme, how many int8 slices and groups a call uses, what that costs, what it guarantees.
 
 Two plans with one interface (``split``, ``zeros``, ``accumulate``, ``combine``,
-``multiply_combine``, and what they cost and guarantee), so the one product pipeline
-(:mod:`ozhpc.ozaki.product`) runs either without knowing which:
+``multiply_combine``, what they cost and guarantee, what the certificate reads of them and how
+"auto" widens them), so the product (:mod:`ozhpc.ozaki.product`), the certificate
+(:mod:`ozhpc.ozaki.certificate`) and the policy (:mod:`ozhpc.ozaki.policy`) run either without
+knowing which. This is the one module that names the schemes (with :mod:`ozhpc.ozaki.settings`,
+which checks their options; ``tests/test_plan_interface.py`` holds the rest to it):
 
 * :class:`SlicePlan`, Ozaki scheme I: ``slices`` 7-bit digits per entry, the pairs of the
   first ``groups`` anti-diagonals (``slices*(slices+1)/2`` int8 GEMMs for the triangle);
@@ -15,21 +18,38 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from dataclasses import replace
+
 from ..engines import crt as _crt
 from ..engines.base import BITS, DIGIT_MAX
 from ..errors import InputError
+from . import certificate as _cert
 from .settings import MAX_SLICES, MIN_SLICES, SCHEMES, OzakiSettings  # noqa: F401  (re-exported)
 
 FP64_BITS = 53
-AUTO_MARGIN_BITS = 5
-"""Bits added to ``53 + spread`` by scheme I's "auto" for its first plan. "auto" is certified
-(:meth:`ozhpc.ozaki.product.Product.settle` widens the plan until every entry passes), so this
-only saves passes: on the standard matrices (phi 0 .. 1, k 64 .. 4096, 96 x 96) +5 is the
-smallest margin whose first plan certifies (phi = 2 needs +7, phi = 4 +12..21, one wider pass)."""
+AUTO_SLICES_MARGIN = 5
+"""Scheme I's "auto" starts at ``53 + spread + AUTO_SLICES_MARGIN`` bits of digits. "auto" is
+certified (:mod:`ozhpc.ozaki.policy` widens the plan until every entry passes), so this only saves
+passes: on the standard matrices (phi 0 .. 1, k 64 .. 4096, 96 x 96) +5 is the smallest margin
+whose first plan certifies (phi = 2 needs +7, phi = 4 +12..21, one wider pass)."""
+
+
+class _Widens:
+    """What "auto" widens, for a plan class with ``width``, ``max_width`` and ``width_bits`` (the
+    bits one unit of its width adds)."""
+
+    @classmethod
+    def widen(cls, width: int, need: int, cap: int | None = None) -> int:
+        """``width`` plus enough units for ``need`` more bits (at least one), at most ``cap``
+        (default: the class's ``max_width``)."""
+        return min(cls.max_width if cap is None else cap, width + max(1, -(-need // cls.width_bits)))
+
+    def next_width(self, need: int) -> int:
+        return self.widen(self.width, need)
 
 
 @dataclass(frozen=True)
-class SlicePlan:
+class SlicePlan(_Widens):
     """``slices`` digits per operand; pairs with ``p + q < groups`` are kept.
 
     ``groups == slices`` is the triangle (the default, "fast mode");
@@ -39,6 +59,20 @@ class SlicePlan:
     slices: int
     groups: int
     scheme = "ozaki1"
+    final_rounding_ulps = 1
+    """Roundings of the combine counted as "the final rounding of C" (relative to |C_ij|): the last
+    of its d-1 additions (the ldexp is exact unless C is subnormal: + 2**-1074)."""
+    needs_group_sums = True
+    """The certified combine (:func:`ozhpc.ozaki.certificate.compensated_combine`) and its bound
+    read the group accumulators, so a certified product keeps them (no fused multiply-combine)."""
+    reads_sizes = False
+    """Whether the plan reads the operands' row sizes (:class:`DataSizes`): not scheme I's."""
+    reads_spread = True
+    """Whether "auto" reads the spread statistic (:func:`ozhpc.ozaki.scales.spread_bits`)."""
+    max_width = MAX_SLICES
+    """The widest plan "auto" may widen to, in :attr:`width` units (slices)."""
+    width_bits = BITS
+    """Bits one unit of :attr:`width` adds (a slice: 7)."""
 
     def __post_init__(self):  # the counts are the user's: OzakiSettings words the error
         OzakiSettings("ozaki1", self.slices, self.groups)
@@ -48,12 +82,30 @@ class SlicePlan:
         return [(p, g - p) for p in range(max(0, g - self.slices + 1), min(g, self.slices - 1) + 1)]
 
     @property
-    def pair_gemms(self) -> int:
+    def int8_gemms(self) -> int:
+        """int8 GEMMs of one product: the kept slice pairs."""
         return sum(len(self.pairs(g)) for g in range(self.groups))
 
     @property
+    def pair_gemms(self) -> int:
+        """:attr:`int8_gemms` (scheme I's are pair GEMMs)."""
+        return self.int8_gemms
+
+    @property
     def bits(self) -> int:
+        """Bits of the operand grid below the row scale: 7 x slices (the certificate's ``w``)."""
         return BITS * self.slices
+
+    @property
+    def width(self) -> int:
+        """What "auto" widens: slices."""
+        return self.slices
+
+    @property
+    def split_steps(self) -> tuple[int, int]:
+        """The split as the certificate redoes it (:func:`ozhpc.ozaki.certificate.representation_error`):
+        no shift, then ``slices`` 7-bit digits taken off."""
+        return 0, self.slices
 
     @property
     def rounding_bound(self) -> float:
@@ -84,7 +136,7 @@ class SlicePlan:
         return {"scheme": self.scheme, "bits": self.bits, "slices": self.slices, "groups": self.groups}
 
     def summary(self) -> str:
-        return f"scheme ozaki1: {self.slices} slices, {self.groups} groups, {self.pair_gemms} pair GEMMs"
+        return f"scheme ozaki1: {self.slices} slices, {self.groups} groups, {self.int8_gemms} pair GEMMs"
 
     @property
     def accumulators(self) -> int:
@@ -117,6 +169,36 @@ class SlicePlan:
     def multiply_combine(self, eng, da, eb, row_exps, col_exps):
         return eng.multiply_combine_groups(da, eb, self.groups, row_exps, col_exps)
 
+    def certified_combine(self, eng, acc, row_exps, col_exps):
+        """The combine of a certified product: compensated, its bound read from ``acc``."""
+        return _cert.compensated_combine(eng.xp, acc, row_exps, col_exps)
+
+    combine_rounding_terms = None
+    """Not of the form ``a + b |C|`` (it reads the group sums or the operands' norms)."""
+
+    def combine_rounding(self, xp, acc=None, c_up=None, stats=None, compensated=False):
+        """Bound of the combine's roundings other than the final one (normalised):
+        :func:`ozhpc.ozaki.certificate.group_combine_rounding` for these groups."""
+        return _cert.group_combine_rounding(xp, self.groups, acc, stats, compensated)
+
+    def _dropped_pairs(self) -> Fraction:
+        """``sum_{p+q >= d} m_p m_q`` (``m_0 = 1``, ``m_p = 2**(-7p-1)``): the most the dropped
+        slice pairs add per k term whose two entries are nonzero (:meth:`truncation_bound`)."""
+        s = self.slices
+        size = [Fraction(1)] + [Fraction(1, 2 ** (BITS * p + 1)) for p in range(1, s)]
+        return sum((size[p] * size[q] for p in range(s) for q in range(s) if p + q >= self.groups), Fraction(0))
+
+    @property
+    def dropped_pairs_bound(self) -> float:
+        """:meth:`_dropped_pairs` rounded up to a float (the certificate's ``tau``)."""
+        exact = self._dropped_pairs()
+        out = float(exact)
+        return math.nextafter(out, math.inf) if Fraction(out) < exact else out
+
+    def beyond_cap(self, settings: OzakiSettings, need: int):
+        """Past the widest plan: nothing wider (None)."""
+        return None
+
     def truncation_bound(self, k: int) -> Fraction:
         """tau * k with ``|C_ij - (AB)_ij| <= 2**(e_i+f_j) * tau*k + rounding``.
 
@@ -127,15 +209,12 @@ class SlicePlan:
         ``sum_{dropped p,q} m_p m_q + 2*(1+r)*r + r**2`` with ``r = 2**(-BITS*s-1)``.
         The roundings are :meth:`combine_bound` and :attr:`rounding_bound`.
         """
-        s = self.slices
-        size = [Fraction(1)] + [Fraction(1, 2 ** (BITS * p + 1)) for p in range(1, s)]
-        dropped = sum(size[p] * size[q] for p in range(s) for q in range(s) if p + q >= self.groups)
-        r = Fraction(1, 2 ** (BITS * s + 1))
-        return (dropped + 2 * (1 + r) * r + r * r) * k
+        r = Fraction(1, 2 ** (BITS * self.slices + 1))
+        return (self._dropped_pairs() + 2 * (1 + r) * r + r * r) * k
 
 
 @dataclass(frozen=True)
-class ModularPlan:
+class ModularPlan(_Widens):
     """Ozaki scheme II: ``bits``-bit integer operands, products modulo ``moduli`` coprimes.
 
     Every int8 GEMM is exact and the CRT gives the integer product exactly, so the only
@@ -149,6 +228,20 @@ class ModularPlan:
     """Pieces of the reconstruction's big integers (None: the fewest that hold M); :meth:`for_k`
     takes :func:`ozhpc.engines.crt.reference_pieces`, so the bits of C do not depend on the moduli."""
     scheme = "ozaki2"
+    final_rounding_ulps = 2
+    """Roundings of the reconstruction counted as "the final rounding of C": the last piece
+    addition plus the one before it (|R_1| <= (1 + 2**-34)|C'| whenever it matters)."""
+    needs_group_sums = False
+    reads_sizes = True
+    """Scheme II reads the operands' row sizes (:class:`DataSizes`): its CRT range and "auto" (whose
+    outlier rows are scaled down for that range: ``Product._relieve_rows``)."""
+    reads_spread = False
+    max_width = _crt.MAX_BITS
+    """The widest plan "auto" may widen to, in :attr:`width` units (bits)."""
+    width_bits = 1
+    """Bits one unit of :attr:`width` adds."""
+    dropped_pairs_bound = 0.0
+    """Nothing is dropped: every int8 GEMM is exact."""
 
     def __post_init__(self):
         OzakiSettings("ozaki2", bits=self.bits)
@@ -186,7 +279,17 @@ class ModularPlan:
         return {"scheme": self.scheme, "bits": self.bits, "moduli": self.moduli}
 
     def summary(self) -> str:
-        return f"scheme ozaki2: {self.bits} bits, {self.moduli} moduli ({self.pair_gemms} int8 GEMMs)"
+        return f"scheme ozaki2: {self.bits} bits, {self.moduli} moduli ({self.int8_gemms} int8 GEMMs)"
+
+    @property
+    def width(self) -> int:
+        """What "auto" widens: bits."""
+        return self.bits
+
+    @property
+    def split_steps(self) -> tuple[int, int]:
+        """The split as the certificate redoes it: ``x 2**(bits - e)`` rounded to an integer."""
+        return self.bits, 0
 
     @property
     def accumulators(self) -> int:
@@ -205,7 +308,8 @@ class ModularPlan:
                              f"({self.bits} bits; at most {self.max_exact_k()})")
 
     @property
-    def pair_gemms(self) -> int:
+    def int8_gemms(self) -> int:
+        """int8 GEMMs of one product: one per modulus."""
         return self.moduli
 
     @property
@@ -249,6 +353,29 @@ class ModularPlan:
     def multiply_combine(self, eng, da, eb, row_exps, col_exps):
         return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables)
 
+    def certified_combine(self, eng, acc, row_exps, col_exps):
+        """The combine of a certified product: the plain one (its bound needs no accumulators)."""
+        return self.combine(eng, acc, row_exps, col_exps)
+
+    @property
+    def combine_rounding_terms(self) -> tuple[float, float]:
+        """:meth:`combine_rounding` as ``a + b |C|``: the piece additions below the last two
+        (:meth:`combine_bound`), and ``2**-80`` for the ``(1 + 2**-32)`` slack of the last two
+        (the fused certificate kernel takes both)."""
+        return self.combine_bound(), 2.0**-80
+
+    def combine_rounding(self, xp, acc=None, c_up=None, stats=None, compensated=False):
+        """Bound of the reconstruction's roundings other than the final ones (normalised;
+        ``c_up`` bounds ``|C|``): :attr:`combine_rounding_terms`."""
+        const, per_c = self.combine_rounding_terms
+        return const + (0.0 if c_up is None else c_up * per_c)
+
+    def beyond_cap(self, settings: OzakiSettings, need: int):
+        """Past the most bits the moduli hold: scheme I's digits, as many slices as these bits
+        and ``need`` more, "auto" (``(settings, width)`` for :func:`resolve_plan`)."""
+        return (replace(settings, scheme=SlicePlan.scheme, bits="auto"),
+                SlicePlan.widen(-(-self.bits // BITS), need))
+
 
 @dataclass(frozen=True)
 class DataSizes:
@@ -274,7 +401,6 @@ class DataSizes:
         return _crt.data_product_bound(bits, self.sq, self.nnz, self.norm_bits)
 
 
-
 IN_FACT_KNEES = ((3.4, 1.5), (8.0, 1.0))
 """Scheme II's "auto" under "dgemm" takes ``53 + ceil(excess(mean_gap))`` bits (:func:`in_fact_excess`,
 :class:`DataSizes`): the first plan whose sampled error is no larger than native DGEMM's (NumPy's)
@@ -293,8 +419,8 @@ def in_fact_excess(gap: float) -> float:
     return max(0.0, slope0 * (min(gap, g1) - g0) + slope1 * max(0.0, gap - g1))
 
 
-TIGHT_MARGIN = 3
-"""Scheme II's "auto" under "tight" starts at ``53 + ceil(mean_gap) + TIGHT_MARGIN`` bits (at least
+AUTO_BITS_TIGHT_MARGIN = 3
+"""Scheme II's "auto" under "tight" starts at ``53 + ceil(mean_gap) + AUTO_BITS_TIGHT_MARGIN`` bits (at least
 the "dgemm" plan): the representation error of the typical entry, ``mean_gap`` bits below its
 scale, carried to FP64 accuracy; the margin makes the first pass certify the standard matrices
 with phi <= 1 up to n = 32768 on the H200 (a larger C has more extreme entries: at n = 16384, phi =
@@ -307,26 +433,28 @@ def auto_bits(sizes: DataSizes | None, guarantee: str = "dgemm") -> int:
     gap = 0.0 if sizes is None else sizes.mean_gap
     bits = FP64_BITS + math.ceil(in_fact_excess(gap))
     if guarantee == "tight":
-        bits = max(bits, FP64_BITS + math.ceil(gap) + TIGHT_MARGIN)
+        bits = max(bits, FP64_BITS + math.ceil(gap) + AUTO_BITS_TIGHT_MARGIN)
     return max(_crt.MIN_BITS, min(_crt.MAX_BITS, bits))
 
 
 def auto_slices(spread: int) -> int:
     """Scheme I's first plan for "auto": a row whose median nonzero entry sits ``spread`` bits
     below its scale needs ``53 + spread`` bits of digits for that entry to be carried to FP64
-    accuracy; ``AUTO_MARGIN_BITS`` more make the first plan certify on the standard matrices."""
-    need = FP64_BITS + spread + AUTO_MARGIN_BITS
+    accuracy; :data:`AUTO_SLICES_MARGIN` more make the first plan certify on the standard matrices."""
+    need = FP64_BITS + spread + AUTO_SLICES_MARGIN
     return max(MIN_SLICES, min(MAX_SLICES, -(-need // BITS)))
 
 
-def max_width(scheme: str) -> int:
-    """The widest plan "auto" may widen to: bits (scheme II) or slices (scheme I)."""
-    return _crt.MAX_BITS if scheme == "ozaki2" else MAX_SLICES
+PLANS = {plan.scheme: plan for plan in (SlicePlan, ModularPlan)}
+"""The plan class of each scheme."""
+
+FINAL_ROUNDING_ULPS = {name: plan.final_rounding_ulps for name, plan in PLANS.items()}
+"""``rho`` of the guarantee per scheme (the plans' :attr:`~SlicePlan.final_rounding_ulps`)."""
 
 
-def plan_width(plan) -> int:
-    """What "auto" widens: bits (scheme II) or slices (scheme I)."""
-    return plan.bits if plan.scheme == "ozaki2" else plan.slices
+def plan_type(settings: OzakiSettings):
+    """The plan class ``settings`` resolve to (what it reads before :func:`resolve_plan`)."""
+    return PLANS[settings.scheme]
 
 
 def resolve_plan(settings: OzakiSettings, spread: int, k: int, width: int | None = None,

@@ -9,124 +9,35 @@ columns as rows along k)::
     product.pack_a(offset, width, buf)      # an owner's k-panel as opaque int8 planes
     product.accumulate(panel_a, panel_b)    # exact, any order of panels
     # or, one process: product.multiply()  # the whole k at once (fused kernels)
-    c = product.finish(alpha, beta, c0)     # one fixed-order combine, inf/NaN, alpha/beta
+    while product.settle(): ...             # combine the pass; "auto": the policy may ask for another
+    c = product.finish(alpha, beta, c0)     # alpha/beta
 
-Every value that decides a bit of C (scales, plan, special-value flag) is reduced across
-ranks with the exact, order-free callables of :class:`Reductions`, so every grid, block
-size and panel width gives the same bits. What differs between the schemes lives in the
-plan objects of :mod:`ozhpc.ozaki.plan`; what differs between devices in the engines.
+A product is one pass at a time (scales, split, pack, accumulate, combine, certificate); which
+pass follows a failed certificate is :mod:`ozhpc.ozaki.policy`'s answer. Every value that
+decides a bit of C (scales, plan, special-value flag, the certificate's verdict) is reduced
+across ranks with the exact, order-free callables of :class:`Reductions`, so every grid, block
+size and panel width gives the same bits. What differs between the schemes lives in the plan
+objects of :mod:`ozhpc.ozaki.plan`; what differs between devices in the engines.
+
+Longer than most modules because a pass has two wires that must give the same planes: int8
+planes packed by the owner (:meth:`Product.pack_a`) or FP64 split on arrival
+(:meth:`Product.split_panel`); both share every other step of the pass, so they stay together.
 """
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from ..engines.base import BITS
-from ..errors import AccuracyError, AccuracyWarning, InputError
+from ..errors import require_c
 from . import certificate, special
-from .plan import DataSizes, max_width, plan_width, resolve_plan
+from .info import GemmInfo, enforce_accuracy  # noqa: F401  (re-exported: summa, runner)
+from .plan import DataSizes, plan_type, resolve_plan
+from .policy import Widening, equilibrated_operands
 from .scales import exponents, range_bumps, spread_bits
 from .settings import OzakiSettings
-
-
-@dataclass
-class GemmInfo:
-    """What one call did: sizes, plan, engine, error bound and time per phase.
-
-    ``truncation_bound`` (tau*k), ``combine_bound`` and ``rounding_bound`` bound the error of
-    every entry a priori, for any plan:
-    ``|C_ij - (op(A) op(B))_ij| <= 2**(e_i+f_j) (truncation_bound + combine_bound)
-    + rounding_bound |C_ij| + 2**-1074`` (alpha = 1, beta = 0, finite results; ``e_i``, ``f_j``
-    the row / column scales). "auto" certifies the bound of ``guarantee`` per entry instead. ``slices`` / ``groups`` are scheme I's
-    (None with scheme II), ``moduli`` scheme II's (None with scheme I).
-    """
-
-    m: int
-    n: int
-    k: int
-    engine: str
-    slices: int | None
-    groups: int | None
-    pair_gemms: int
-    spread_bits: int
-    truncation_bound: float
-    rounding_bound: float
-    nonfinite_inputs: bool
-    combine_bound: float = 0.0
-    seconds: dict = field(default_factory=dict)
-    scheme: str = "ozaki1"
-    bits: int = 0
-    """Bits per operand entry: 7 x slices (scheme I), the integer width (scheme II)."""
-    moduli: int | None = None
-    planes: int = 0
-    """int8 planes per operand entry: slices (scheme I) or moduli (scheme II)."""
-    plan_summary: str = ""
-    """One line, e.g. 'scheme ozaki1: 8 slices, 8 groups, 36 pair GEMMs'."""
-    guarantee: str | None = None
-    """The bound "auto" certified: "dgemm" (``k u (|A||B|)_ij``) or "tight" (``u (|A||B|)_ij``),
-    each plus the final rounding of C; None with fixed slices / bits."""
-    certified: bool | None = None
-    """"auto": True when every finite entry passed the certificate (docs/numerics.md, "The
-    guarantee"), False when ``uncertified`` entries did not at the widest plan. None: fixed
-    slices / bits, not checked (``truncation_bound`` is what they guarantee)."""
-    uncertified: int = 0
-    """Entries of C (all ranks) whose error bound the certificate could not show below u (|A||B|)_ij."""
-    worst_ratio: float = 0.0
-    """Largest ``E_ij / (c u L_ij)`` over all entries (the error bound over the certified bound, ``c`` = k
-    for "dgemm", 1 for "tight"; L a lower bound of (|A||B|)_ij): <= 1 for every entry when certified,
-    so ``1 / worst_ratio`` is the certificate's headroom."""
-    widths: list = field(default_factory=list)
-    """Plans "auto" ran, in order: ``[bits, uncertified, worst_ratio]`` each (bits as in ``bits``)."""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def plan_attrs(self) -> dict:
-        """The plan and its certificate as HDF5 attributes of C (the scheme and its accuracy decide
-        the bits): None where n/a (``certified`` with fixed slices / bits)."""
-        keys = ("scheme", "bits", "slices", "groups", "moduli", "guarantee", "certified")
-        out = {key: getattr(self, key) for key in keys if getattr(self, key) is not None}
-        if self.certified is not None:
-            out.update(uncertified=self.uncertified, worst_ratio=self.worst_ratio)
-        return out
-
-    def accuracy_message(self) -> str:
-        """One line on a failed certificate (empty when C is certified or was not checked)."""
-        if self.certified is not False:
-            return ""
-        bound = "k*u*(|A||B|)_ij" if self.guarantee == "dgemm" else "u*(|A||B|)_ij"
-        return (f"{self.uncertified} of {self.m * self.n} entries of C are not certified to the "
-                f"guarantee '{self.guarantee}', {bound} (worst bound {self.worst_ratio:.3g} times it), "
-                f"even with {self.bits} bits, the widest plan of scheme {self.scheme}")
-
-
-EQUILIBRATE_MIN_SHIFT = 4
-"""Columns of op(A) whose largest exponent is within 8 bits of the matching row of op(B) keep their
-scale: so little imbalance costs at most a few bits of the plan, and leaving them alone spares a
-copy of both operands for the usual, balanced inputs (any rule does, if it is exact and global)."""
-
-
-EQUILIBRATE_RATIO = 2.0**16
-"""A failed certificate whose worst ratio is below this is widened at once (a few bits close it:
-heavy-tailed data, phi >= 2); above it the operands are equilibrated first (an unbalanced scaling
-over k makes the ratio huge or infinite, and more bits would not help)."""
-
-
-def enforce_accuracy(info: GemmInfo, accuracy: str, *, stacklevel: int = 3) -> None:
-    """A failed certificate (``info.certified is False``) as the user asked: an
-    :class:`~ozhpc.errors.AccuracyWarning` ("warn") or an :class:`~ozhpc.errors.AccuracyError`
-    ("strict"). The certificate is global, so every rank of a grid does the same."""
-    message = info.accuracy_message()
-    if not message:
-        return
-    if accuracy == "strict":
-        raise AccuracyError(message, info)
-    import warnings
-    warnings.warn(message, AccuracyWarning, stacklevel=stacklevel)
 
 
 def _same(x):
@@ -251,9 +162,10 @@ class Product:
 
     With "auto" accuracy the product is certified (:mod:`ozhpc.ozaki.certificate`): one more int8
     plane of magnitudes travels with the first pass (a lower bound of ``|op(A)||op(B)|``), and
-    :meth:`settle` checks every entry; when some entry fails it equilibrates the operands over k
-    or picks a wider plan and asks the caller for another pass of :meth:`multiply` or
-    :meth:`accumulate`. Every decision is global and exact, so the bits stay grid-independent.
+    :meth:`settle` checks every entry; when some entry fails, the policy
+    (:class:`~ozhpc.ozaki.policy.Widening`) names the next pass and the caller runs
+    :meth:`multiply` or :meth:`accumulate` again. Every decision is global and exact, so the bits
+    stay grid-independent.
 
     Parameters
     ----------
@@ -269,13 +181,16 @@ class Product:
     wire : "planes" or "fp64"
         How panels travel: as int8 planes (:meth:`pack_a`), or as FP64 (:meth:`pack_fp64`) split on
         arrival (:meth:`split_panel`) -- then no whole-operand planes are made, only the panels'.
+    global_shape : (int, int), optional
+        The global (m, n) that :meth:`info` reports (default: this rank's, one process).
     """
 
     def __init__(self, settings: OzakiSettings, engine, a_rows, b_rows, *, k: int | None = None,
-                 reduce: Reductions = LOCAL, k_index=None, wire: str = "planes"):
+                 reduce: Reductions = LOCAL, k_index=None, wire: str = "planes", global_shape=None):
         self.settings, self.engine, self.xp = settings, engine, engine.xp
         self.k = a_rows.shape[1] if k is None else int(k)
         self.shape = (a_rows.shape[0], b_rows.shape[0])
+        self.global_shape = self.shape if global_shape is None else tuple(int(v) for v in global_shape)
         self.reduce, self.certifying = reduce, settings.auto
         self.guarantee = settings.guarantee if self.certifying else None
         self.factor = max(self.k, 1) if self.guarantee == "dgemm" else 1
@@ -283,11 +198,15 @@ class Product:
         self.clock = Stopwatch(engine)
         self._k_index = k_index
         self._given = (a_rows, b_rows) if self.certifying else None   # to equilibrate, should a pass fail
-        self._plan_settings, self._equilibrated = settings, False
-        self.widths: list = []
+        self.policy = Widening(settings, self._resolve_plan)
         self.cert = None
         self.wire, self._rows = wire, None
         self._prepare(a_rows, b_rows)
+
+    @property
+    def widths(self) -> list:
+        """Plans "auto" ran, in order (:attr:`GemmInfo.widths`)."""
+        return self.policy.widths
 
     def _prepare(self, a_rows, b_rows) -> None:
         """Scales, plan, split and the first pass's extra planes; the certificate's sums start
@@ -301,39 +220,24 @@ class Product:
         self._settled = self._bounds_pass = False
 
     # -- prepare ---------------------------------------------------------------------------
-    def _equilibrated_operands(self):
-        """The given operands with column t of op(A) times ``2**s_t`` and row t of op(B) times
-        ``2**-s_t`` (None when no column needs it): exact, so the product and ``|op(A)||op(B)|``
-        keep every bit, while the scales see balanced columns (compensated scalings no longer
-        hide entries below a row's scale). Per-k statistics are MAX-reduced over every rank by
-        global k index. Tried once a pass failed: a diagonal operand, say, certifies at once
-        unbalanced and would spread its range into the other operand."""
-        xp, eng = self.xp, self.engine
-        a_rows, b_rows = self._given
-        ia, ib = self._k_index if self._k_index is not None else (np.arange(self.k), np.arange(self.k))
-        stats = np.full((4, self.k), certificate.NONE_EXP, dtype=np.int32)
-        stats[:2, ia] = eng.to_host(certificate.inner_stats(xp, a_rows))
-        stats[2:, ib] = eng.to_host(certificate.inner_stats(xp, b_rows))
-        stats = self.reduce.everywhere_max(stats)
-        shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
-        shifts[np.abs(shifts) < EQUILIBRATE_MIN_SHIFT] = 0   # balanced enough: no pass over the operands
-        if not shifts.any():
-            return None
-        return (certificate.ldexp_columns(xp, a_rows, eng.asarray(shifts[ia])),
-                certificate.ldexp_columns(xp, b_rows, eng.asarray(-shifts[ib])))
+    def _resolve_plan(self, settings: OzakiSettings, width: int | None = None):
+        """The plan of ``settings`` (at ``width``, a wider one of "auto") for this product's data."""
+        plan = resolve_plan(settings, self.spread, self.k, width, self.sizes)
+        plan.check_k(self.k)
+        return plan
 
     def _scales_and_plan(self, a_rows, b_rows) -> None:
-        """Row exponents, the finite parts, the operands' row sizes (scheme II and the certificate),
-        the "auto" statistics and the plan: every input of the plan reduced over every rank."""
+        """Row exponents, the finite parts, the operands' row sizes (what the plan reads, and the
+        certificate), the "auto" statistics and the plan: every input of the plan reduced over every rank."""
         eng, xp, reduce = self.engine, self.xp, self.reduce
         (amax, self._bad_a), (bmax, self._bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
         self.row_exps = exponents(xp, eng.asarray(reduce.a_max(eng.to_host(amax))))
         self.col_exps = exponents(xp, eng.asarray(reduce.b_max(eng.to_host(bmax))))
         self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
         self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
-        ozaki2 = self._plan_settings.scheme == "ozaki2"
+        kind = plan_type(self.policy.settings)
         self._mags, gaps = None, np.zeros(6, dtype=np.int64)
-        if ozaki2 or self.certifying:
+        if kind.reads_sizes or self.certifying:
             pieces = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps),
                       certificate.magnitude_stats(xp, self._fin_b, self.col_exps))
             for side, piece in enumerate(pieces):   # every entry lives on one rank: SUM over all
@@ -342,10 +246,10 @@ class Product:
             gaps = reduce.everywhere_sum(gaps)
             self._mags = tuple(tuple(self._on_host(row_sum)(v) for v in piece)
                                for piece, row_sum in zip(pieces, (reduce.a_sum, reduce.b_sum)))
-            if ozaki2 and self.certifying:
+            if kind.reads_sizes and self.certifying:   # the sizes set the plan's range
                 self._relieve_rows(gaps)
         local = np.zeros(8, dtype=np.int64)
-        if self.certifying and not ozaki2:   # scheme I's "auto" statistic (scheme II reads the sizes)
+        if self.certifying and kind.reads_spread:   # scheme I's "auto" statistic
             local[0] = max(self._spread(a_rows, self.row_exps, reduce.a_sum),
                            self._spread(b_rows, self.col_exps, reduce.b_sum))
         local[1] = self._bad_a or self._bad_b
@@ -361,8 +265,7 @@ class Product:
                                 k=self.k, norm_bits=certificate.NORM_BITS,
                                 mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[0:2], gaps[2:4])))
                       if self._mags is not None else None)
-        self.plan = resolve_plan(self._plan_settings, spread, self.k, sizes=self.sizes)
-        self.plan.check_k(self.k)
+        self.plan = self._resolve_plan(self.policy.settings)
 
     def _relieve_rows(self, totals) -> None:
         """Rows (of op(A), columns of op(B)) whose entries sit unusually close to their scale would
@@ -533,123 +436,104 @@ class Product:
         eng.accumulate_groups(self._sums[target], plane_a, plane_b)
 
     def multiply(self) -> None:
-        """All of k at once on this rank's own operands (one process: fused kernels; scheme I's
-        certified combine needs the group accumulators)."""
-        plan, eng = self.plan, self.engine
-        if self._bounds_pass:
-            pass   # this pass only sums the certificate's digits (the extras)
-        elif self.certifying and plan.scheme == "ozaki1":
-            self._acc = plan.zeros(eng, *self.shape, self.k)
-            if self.k:
-                plan.accumulate(eng, self._acc, self._planes_a, self._planes_b)
-        else:
-            self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, self.row_exps, self.col_exps)
+        """All of k at once on this rank's own operands (one process: fused kernels, unless the
+        certified combine reads the accumulators: ``plan.needs_group_sums``)."""
+        if not self._bounds_pass:   # a bounds pass only sums the certificate's digits (the extras)
+            self._multiply_plan()
         for extra in self._extras if self.k else ():
             if extra.a.shape[2]:
                 self._accumulate_extra(extra.target, extra.a, extra.b)
         self.release_operands()
         self.clock.lap("multiply")
 
-    # -- the certificate ---------------------------------------------------------------------
+    def _multiply_plan(self) -> None:
+        plan, eng = self.plan, self.engine
+        if self.certifying and plan.needs_group_sums:
+            self._acc = plan.zeros(eng, *self.shape, self.k)
+            if self.k:
+                plan.accumulate(eng, self._acc, self._planes_a, self._planes_b)
+        else:
+            self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, self.row_exps, self.col_exps)
+
+    # -- the end of a pass -------------------------------------------------------------------
     def settle(self) -> bool:
-        """Combine the pass (one fixed order; scheme I certified: compensated), apply the
-        special values and, with "auto", certify every entry. Returns True when the certificate
-        asks for another pass of the products (:meth:`multiply`, or every panel through
-        :meth:`accumulate`): once, a pass of the certificate's digits alone (the magnitudes of
-        every k index where the first pass sampled them, and support digits where some entry has
-        no lower bound at all: sparse operands); then the operands equilibrated over k; then wider
-        plans (the operands are split anew), past scheme II's cap with scheme I's digits."""
+        """End this pass: combine it (one fixed order; unless it only summed the certificate's
+        digits) and apply the special values; with "auto", certify every entry and start the pass
+        the policy (:class:`~ozhpc.ozaki.policy.Widening`) answers. Returns True when there is one:
+        run the products again (:meth:`multiply`, or every panel through :meth:`accumulate`)."""
         if self._bounds_pass:
             self._bounds_pass = False
         else:
-            self._settle_product()
+            self._combine()
             if not self.certifying:
                 return False
-        cert = self._certify(self._ab, self._group_sums)
-        self.widths.append([self.plan.bits, cert.uncertified, cert.worst])
+        cert = self._certify()
         self.clock.lap("certificate")
-        if cert.uncertified and self._bounds_pass_needed(cert):
-            return True
-        if cert.uncertified and self._next_pass(cert):
-            return True
-        self.cert, self._fin_a, self._fin_b, self._sums, self._group_sums = cert, None, None, {}, None
-        self._rows = None
-        self._given, self._settled = None, True
-        return False
-
-    def _bounds_pass_needed(self, cert) -> bool:
-        """Set up the pass of the certificate's digits alone, if it can still help: the full
-        magnitude plane where the first pass sampled k, support digits where an entry had no
-        lower bound (an infinite ratio). Each runs at most once per set of scales."""
-        extras = []
-        if self._lower_stride > 1:
-            self._lower_stride = 1
-            self._sums.pop("lower", None)
-            extras.append(self._magnitude_extra(1))
-        if math.isinf(cert.worst) and "support" not in self._sums:
-            self._sums["support"] = self.engine.zeros_groups(1, *self.shape, slices=1, k=self.k)
-            extras.append(self._magnitude_extra(1, "support", upper=True))
-        if not extras:
-            return False
-        self._extras, self._bounds_pass, self._settled = extras, True, False
-        return True
-
-    def _next_pass(self, cert) -> bool:
-        """After a failed certificate (global, so every rank alike): equilibrate once where the
-        failure is gross (a ratio above :data:`EQUILIBRATE_RATIO`: compensated scalings hide
-        entries far below their row's scale) or the widest plan is reached (a new problem: "auto"
-        picks its first plan afresh), else a wider plan, else, at scheme II's cap, scheme I's
-        wider digits."""
-        width, cap = plan_width(self.plan), max_width(self.plan.scheme)
-        if not self._equilibrated and (cert.worst > EQUILIBRATE_RATIO or width >= cap):
-            self._equilibrated = True
-            operands = self._equilibrated_operands()
+        step = self.policy.after(cert, self.plan, sampled=self._lower_stride > 1, support="support" in self._sums)
+        if step is not None and step.equilibrate:
+            operands = equilibrated_operands(self.engine, self.reduce, self._given, self.k, self._k_index)
             if operands is not None:
                 self._prepare(*operands)   # a new problem: "auto" picks its first plan afresh
                 return True
-        if width < cap:
-            width = certificate.next_width(self.plan.scheme, width, cert.worst, cap)
-        elif self.plan.scheme == "ozaki2":
-            self._plan_settings = replace(self.settings, scheme="ozaki1", bits="auto")
-            width = certificate.next_width("ozaki1", -(-width // BITS), cert.worst, max_width("ozaki1"))
-        else:
+            step = self.policy.wider(cert, self.plan)   # nothing to equilibrate: past that step
+        if step is None:
+            self.cert, self._fin_a, self._fin_b, self._sums, self._group_sums = cert, None, None, {}, None
+            self._rows = None
+            self._given, self._settled = None, True
             return False
-        self.plan = resolve_plan(self._plan_settings, self.spread, self.k, width, self.sizes)
-        self.plan.check_k(self.k)
+        if step.bounds:
+            self._start_bounds_pass(step.bounds)
+        else:
+            self._start_wider(step.plan)
+        return True
+
+    def _start_bounds_pass(self, bounds) -> None:
+        """The pass of the certificate's digits alone: the full magnitude plane ("lower") where the
+        first pass sampled k, support digits ("support") where an entry had no lower bound."""
+        extras = []
+        if "lower" in bounds:
+            self._lower_stride = 1
+            self._sums.pop("lower", None)
+            extras.append(self._magnitude_extra(1))
+        if "support" in bounds:
+            self._sums["support"] = self.engine.zeros_groups(1, *self.shape, slices=1, k=self.k)
+            extras.append(self._magnitude_extra(1, "support", upper=True))
+        self._extras, self._bounds_pass, self._settled = extras, True, False
+
+    def _start_wider(self, plan) -> None:
+        """A pass of a wider plan on the same scales: the operands split anew."""
+        self.plan = plan
         self._ab, self._settled = None, False
         self._split_planes()
         self.clock.lap("split")
-        return True
 
-    def _settle_product(self) -> None:
-        """The one fixed-order combine of this pass, then the special values."""
-        ab, self._group_sums = self._combined(), self._acc if self.certifying else None
+    def _combine(self) -> None:
+        """The one fixed-order combine of this pass (certified: ``plan.certified_combine``, which
+        may keep the accumulators for the certificate), then the special values."""
+        ab = self._ab
+        if ab is None:
+            acc = self._acc if self._acc is not None else self.plan.zeros(self.engine, *self.shape, self.k)
+            combine = self.plan.certified_combine if self.certifying else self.plan.combine
+            ab = combine(self.engine, acc, self.row_exps, self.col_exps)
+            self._acc = acc
+        self._group_sums = self._acc if self.certifying and self.plan.needs_group_sums else None
         if self.nonfinite:
             counts = self._counts if self._counts is not None else special.zeros_counts(self.xp, *self.shape)
             ab = special.apply_counts(self.xp, ab, counts)
         self._ab, self._acc, self._settled = ab, None, True
         self.clock.lap("combine")
 
-    def _combined(self):
-        if self._ab is not None:
-            return self._ab
-        acc = self._acc if self._acc is not None else self.plan.zeros(self.engine, *self.shape, self.k)
-        if self.certifying and self.plan.scheme == "ozaki1":
-            self._acc = acc
-            return certificate.compensated_combine(self.xp, acc, self.row_exps, self.col_exps)
-        return self.plan.combine(self.engine, acc, self.row_exps, self.col_exps)
-
-    def _certify(self, ab, acc):
+    def _certify(self):
         """Every entry of this rank's block against the guarantee; the count and the worst ratio
-        are global (SUM and MAX over every rank), so every rank takes the same decision
-        (``acc``: scheme I's group sums, whose sizes bound the compensated combine's roundings)."""
+        are global (SUM and MAX over every rank), so every rank takes the same decision (the group
+        sums, where the plan keeps them, bound the certified combine's roundings)."""
         xp, r, plan = self.xp, self.reduce, self.plan
         stats = tuple(certificate.operand_stats(xp, fin, exps, plan, self._on_host(reduce_max), mags=mags[:2])
                       for fin, exps, reduce_max, mags in ((self._fin_a, self.row_exps, r.a_max, self._mags[0]),
                                                           (self._fin_b, self.col_exps, r.b_max, self._mags[1])))
         sums = {key: None if value is None else value[0] for key, value in self._sums.items()}
-        return certificate.certify_entries(xp, ab, sums.get("lower"), stats, self.row_exps, self.col_exps, plan,
-                                           acc if plan.scheme == "ozaki1" else None, sums.get("support"),
+        return certificate.certify_entries(xp, self._ab, sums.get("lower"), stats, self.row_exps, self.col_exps, plan,
+                                           self._group_sums, sums.get("support"),
                                            reduce_sum=self._on_host(r.everywhere_sum),
                                            reduce_max=self._on_host(r.everywhere_max), factor=self.factor)
 
@@ -659,14 +543,14 @@ class Product:
         return lambda x: eng.asarray(reduce(eng.to_host(x)))
 
     def info(self, seconds: dict | None = None) -> GemmInfo:
-        """What this product did (global m, n when given by the caller through ``seconds``'s
-        sibling fields; here the local shape)."""
+        """What this product did (the global shape; ``seconds``: the phases' times, when the caller
+        measured more than :attr:`clock`)."""
         plan = self.plan
         described = plan.describe()
         cert = self.cert
-        return GemmInfo(m=self.shape[0], n=self.shape[1], k=self.k, engine=self.engine.name,
+        return GemmInfo(m=self.global_shape[0], n=self.global_shape[1], k=self.k, engine=self.engine.name,
                         slices=described.get("slices"), groups=described.get("groups"),
-                        moduli=described.get("moduli"), planes=plan.planes, pair_gemms=plan.pair_gemms,
+                        moduli=described.get("moduli"), planes=plan.planes, int8_gemms=plan.int8_gemms,
                         spread_bits=self.spread, truncation_bound=float(plan.truncation_bound(self.k)),
                         combine_bound=plan.combine_bound(self.k),
                         rounding_bound=plan.rounding_bound, nonfinite_inputs=self.nonfinite, guarantee=self.guarantee,
@@ -680,8 +564,7 @@ class Product:
     def finish(self, alpha: float = 1.0, beta: float = 0.0, c=None):
         """``alpha * op(A) op(B) + beta * c`` on this rank's block of C (``c`` read only when
         beta != 0), after :meth:`settle` (called here when the caller did not)."""
-        if beta != 0.0 and c is None:
-            raise InputError("beta != 0 needs C")
+        require_c(beta, c)
         if not self._settled and self.settle():
             raise RuntimeError("the certificate chose a wider plan: run the products again "
                                "(loop while Product.settle() is True) before finish()")

@@ -206,7 +206,7 @@ class Summa:
                           eng.asarray(bt.local).astype(xp.float64, copy=False), k=self.k,
                           reduce=grid_reductions(g), k_index=(self.a_layout.cols.global_indices(g.mycol),
                                                               self.bt_layout.cols.global_indices(g.myrow)),
-                          wire=self.wire)
+                          wire=self.wire, global_shape=(self.m, self.n))
         timer = eng.timer()  # the panel products alone (CUDA events on a GPU: no sync in the loop)
         self._pass_planes = []
         wait_s = self._panel_loop(product, timer)
@@ -283,7 +283,6 @@ class Summa:
         # Communication the panel loop could not hide: loop time beyond the products' own time.
         seconds["comm_exposed"] = max(0.0, seconds["multiply"] - seconds["compute"])
         base = product.info(seconds).to_dict()
-        base.update(m=self.m, n=self.n)
         return SummaInfo(**base, grid=tuple(self.grid.dims), block=(self.mb, self.nb), kb=self.kb,
                          panels=self.panels, transport_reason=getattr(self.transport, "reason", ""),
                          pass_planes=list(self._pass_planes), wire=self.wire, wire_reason=self.wire_reason,

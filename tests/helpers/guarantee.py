@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ozhpc.ozaki import certificate as cf
+from ozhpc.ozaki.plan import FINAL_ROUNDING_ULPS
 from ozhpc.reference import exact_entry
 
 U = Fraction(1, 2**53)
@@ -22,7 +22,7 @@ def guarantee_holds(c, a_op, b_op, scheme, i, j, guarantee="tight") -> bool:
     exact = exact_entry(a_op[i], b_op[:, j])
     factor = max(a_op.shape[1], 1) if guarantee == "dgemm" else 1
     slack = factor * U * exact_abs(a_op[i], b_op[:, j])
-    final = cf.FINAL_ROUNDING_ULPS[scheme] * U * abs(Fraction(float(c[i, j]))) + Fraction(1, 2**1074)
+    final = FINAL_ROUNDING_ULPS[scheme] * U * abs(Fraction(float(c[i, j]))) + Fraction(1, 2**1074)
     return abs(Fraction(float(c[i, j])) - exact) <= slack + final
 
 

@@ -1,0 +1,128 @@
+"""Certified "auto": which pass of the products comes after a failed certificate, as a value.
+
+A :class:`~ozhpc.ozaki.product.Product` runs one pass (scales, split, panels, combine) and its
+certificate; :class:`Widening` reads the verdict and answers with a :class:`NextPass` (or None:
+done), which the product starts. In order, while some entry fails:
+
+1. once per set of scales, a pass of the certificate's digits alone (:data:`BOUNDS`): the
+   magnitudes of every k index where the first pass sampled them, support digits where some entry
+   has no lower bound at all (sparse operands);
+2. once, the operands equilibrated over k (:func:`equilibrated_operands`), where the failure is
+   gross (a ratio above :data:`EQUILIBRATE_RATIO`) or the widest plan is reached: a new problem,
+   "auto" picks its first plan afresh;
+3. a wider plan (``plan.next_width``), and past the widest what ``plan.beyond_cap`` offers
+   (scheme II: scheme I's digits).
+
+Every input is global and exact (the certificate's count and worst ratio are reduced over every
+rank), so every rank takes the same decisions and the bits stay grid-independent. Nothing here
+names a scheme: widths, caps and fallbacks are the plan's (:mod:`ozhpc.ozaki.plan`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import certificate
+from .plan import PLANS
+
+EQUILIBRATE_MIN_SHIFT = 4
+"""Columns of op(A) whose largest exponent is within 8 bits of the matching row of op(B) keep their
+scale: so little imbalance costs at most a few bits of the plan, and leaving them alone spares a
+copy of both operands for the usual, balanced inputs (any rule does, if it is exact and global)."""
+
+EQUILIBRATE_RATIO = 2.0**16
+"""A failed certificate whose worst ratio is below this is widened at once (a few bits close it:
+heavy-tailed data, phi >= 2); above it the operands are equilibrated first (an unbalanced scaling
+over k makes the ratio huge or infinite, and more bits would not help)."""
+
+BOUNDS = ("lower", "support")
+"""The certificate's digit planes a bounds pass may sum: "lower", the magnitudes at every k index;
+"support", the support digits (an upper bound of each entry's magnitude)."""
+
+
+@dataclass(frozen=True)
+class NextPass:
+    """The pass a failed certificate asks for: the certificate's digits alone (``bounds``, a subset
+    of :data:`BOUNDS`), the operands equilibrated over k (``equilibrate``), or a wider ``plan``."""
+
+    bounds: tuple = ()
+    equilibrate: bool = False
+    plan: object = None
+
+
+def bits_to_close(worst: float) -> int:
+    """More bits for a failed certificate: the bound shrinks by 2 per bit, so ``log2(worst) + 1``
+    bits close the worst gap, at least one; an infinite ratio (no lower bound) takes 16."""
+    return 16 if not math.isfinite(worst) else max(1, math.ceil(math.log2(max(worst, 1.0))) + 1)
+
+
+def next_width(scheme: str, width: int, worst: float, cap: int) -> int:
+    """The width after ``width`` (bits or slices of ``scheme``'s plans) for a worst ratio
+    ``worst``, at most ``cap``: at least one step; an infinite ratio takes 16 bits (3 slices)."""
+    return PLANS[scheme].widen(width, bits_to_close(worst), cap)
+
+
+class Widening:
+    """The policy's state across the passes of one product: the settings the plans resolve from
+    (scheme I's past scheme II's cap), whether the operands were equilibrated, the plans run
+    (``widths``: ``[bits, uncertified, worst_ratio]`` each). ``resolve(settings, width)`` gives the
+    product's plan for a width (its scales and sizes are the product's)."""
+
+    def __init__(self, settings, resolve):
+        self.settings, self._resolve = settings, resolve
+        self.equilibrated = False
+        self.widths: list = []
+
+    def after(self, cert, plan, *, sampled: bool, support: bool) -> NextPass | None:
+        """The pass after certificate ``cert`` of ``plan`` (None: done, certified or not).
+        ``sampled``: the magnitude plane held every few k indices only; ``support``: the support
+        digits were summed for these scales."""
+        self.widths.append([plan.bits, cert.uncertified, cert.worst])
+        if not cert.uncertified:
+            return None
+        bounds = (("lower",) if sampled else ()) + (("support",) if math.isinf(cert.worst) and not support else ())
+        if bounds:
+            return NextPass(bounds=bounds)
+        return self.wider(cert, plan)
+
+    def wider(self, cert, plan) -> NextPass | None:
+        """Equilibrate once (a gross failure, or the widest plan reached), else a wider plan, else
+        what the plan offers past its cap. The product asks again when equilibration changes
+        nothing (no column needs it): then this is past step 2."""
+        at_cap = plan.width >= plan.max_width
+        if not self.equilibrated and (cert.worst > EQUILIBRATE_RATIO or at_cap):
+            self.equilibrated = True
+            return NextPass(equilibrate=True)
+        need = bits_to_close(cert.worst)
+        if not at_cap:
+            return NextPass(plan=self._resolve(self.settings, plan.next_width(need)))
+        beyond = plan.beyond_cap(self.settings, need)
+        if beyond is None:
+            return None
+        self.settings, width = beyond
+        return NextPass(plan=self._resolve(self.settings, width))
+
+
+def equilibrated_operands(engine, reduce, given, k: int, k_index):
+    """The given operands (op(A), op(B)^T rows) with column t of op(A) times ``2**s_t`` and row t of
+    op(B) times ``2**-s_t`` (None when no column needs it): exact, so the product and
+    ``|op(A)||op(B)|`` keep every bit, while the scales see balanced columns (compensated scalings
+    no longer hide entries below a row's scale). Per-k statistics are MAX-reduced over every rank
+    (``reduce.everywhere_max``) by global k index (``k_index``, None: all of k in order). Tried
+    once a pass failed: a diagonal operand, say, certifies at once unbalanced and would spread its
+    range into the other operand."""
+    xp = engine.xp
+    a_rows, b_rows = given
+    ia, ib = k_index if k_index is not None else (np.arange(k), np.arange(k))
+    stats = np.full((4, k), certificate.NONE_EXP, dtype=np.int32)
+    stats[:2, ia] = engine.to_host(certificate.inner_stats(xp, a_rows))
+    stats[2:, ib] = engine.to_host(certificate.inner_stats(xp, b_rows))
+    stats = reduce.everywhere_max(stats)
+    shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
+    shifts[np.abs(shifts) < EQUILIBRATE_MIN_SHIFT] = 0   # balanced enough: no pass over the operands
+    if not shifts.any():
+        return None
+    return (certificate.ldexp_columns(xp, a_rows, engine.asarray(shifts[ia])),
+            certificate.ldexp_columns(xp, b_rows, engine.asarray(-shifts[ib])))
