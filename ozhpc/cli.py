@@ -1,4 +1,8 @@
-"""``ozhpc`` command line: gen, gemm, run, check, fingerprint, warmup, info, demo.
+"""``ozhpc`` command line: gen, gemm, run, check, fingerprint, warmup, info, demo, plan, report.
+
+This module parses, dispatches and maps errors to exit codes; each command's work is a function
+of the run layer (ozhpc/commands/, warmup.py, planner.py, report_view.py), given the
+communicator explicitly, and the process around it is ozhpc/lifecycle.py.
 
 Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
