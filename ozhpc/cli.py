@@ -1,4 +1,8 @@
-"""``ozhpc`` command line: gen, gemm, run, check, fingerprint, warmup, info, demo.
+"""``ozhpc`` command line: gen, gemm, run, check, fingerprint, warmup, info, demo, plan, report.
+
+This module parses, dispatches and maps errors to exit codes; each command's work is a function
+of the run layer (ozhpc/commands/, warmup.py, planner.py, report_view.py), given the
+communicator explicitly, and the process around it is ozhpc/lifecycle.py.
 
 Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
@@ -12,21 +16,14 @@ import difflib
 import logging
 import os
 import sys
-import time
 import warnings
 
-import numpy as np
-
-from . import __version__, signals
-from .config import MAX_PHI, MAX_SAMPLES, MAX_SEED, RunConfig, parse_float, parse_int, parse_pair, parse_panel
-from .engines import ENGINE_NAMES
+from . import __version__, lifecycle, planner, signals
+from .config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_SAMPLES, MAX_SEED, PROGRESS_MODES, SCHEMES,
+                     TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value, parse_float, parse_int,
+                     parse_pair, parse_panel)
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
-from .io import h5io, h5out
-from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, option_value
-from .parallel.transport_names import TRANSPORT_NAMES
-from .parallel.wire import WIRE_NAMES
-from . import planner
-from .progress import MODES as PROGRESS_MODES
+from .lifecycle import launcher_rank
 
 EXIT_USAGE = 2
 MAX_DEMO_N = 1 << 16
@@ -48,7 +45,7 @@ EPILOG = """examples:
 def _dataset(what):
     def parse(text):
         try:
-            return h5io.DatasetRef.parse(text, what)
+            return DatasetRef.parse(text, what)
         except InputError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     parse.__name__ = "FILE.h5:/dataset"
@@ -325,246 +322,99 @@ def config_from_args(args) -> RunConfig:
                      kb=args.panel, force=args.force, progress=args.progress, dry_run=args.dry_run)
 
 
-def cmd_gen(args) -> int:
-    """Each rank generates and writes only its own row chunks (the file is the same for any rank count)."""
-    from .fingerprint import fingerprint_distributed
-    from .io import distio
-    from .matrices import standard_matrix_distributed
-    from .parallel import ProcessGrid, collective_errors
-    from .parallel.mpi import MPI
-    from .resources import check_disk, check_matrix_fits
-    from .runner import ranks_on_this_node
+def cmd_gen(args, comm) -> int:
+    from .commands.gen import gen
 
-    m, n = args.shape
-    comm = MPI.COMM_WORLD if args.comm is None else args.comm
-    with ProcessGrid(comm, (comm.Get_size(), 1)) as grid:
-        with collective_errors(grid.comm, catch=InputError):  # before generating: a refusal costs nothing
-            h5io.check_output(args.output, args.force)
-            check_matrix_fits(-(-m // grid.size), n, ranks_on_this_node(grid.comm))
-            check_disk(args.output.file, m, n)
-            h5out.check_size_limit(args.output.file, 8 * m * n)
-        local = standard_matrix_distributed(grid, m, n, args.phi, args.seed)
-        attrs = {"phi": args.phi, "seed": args.seed, "fingerprint": fingerprint_distributed(local)}
-        distio.write_distributed(args.output, local, attrs=attrs, force=args.force)
-    if launcher_rank() == 0:
-        print(f"wrote {m}x{n} test matrix (phi={args.phi}, seed={args.seed}) to {args.output}")
+    say(gen(args.output, args.shape, args.phi, args.seed, args.force, comm=comm))
     return 0
 
 
-def use_cache_dir(args) -> None:
-    """--cache-dir for this process, before any engine imports cuda.tile (the runner applies it)."""
-    from .engines.toolchain import CACHE_ENV
-
-    if getattr(args, "cache_dir", None):
-        os.environ[CACHE_ENV] = args.cache_dir
+def say(*lines: str) -> None:
+    """Print on rank 0 only (under MPI every rank runs the command)."""
+    if launcher_rank() == 0:
+        print("\n".join(lines))
 
 
-def cmd_plan(args) -> int:
+def cmd_plan(args, comm) -> int:
     return planner.main(args)
 
 
-def cmd_warmup(args) -> int:
+def cmd_warmup(args, comm) -> int:
     from .warmup import run_warmup
 
     return run_warmup(args.cache_dir)
 
 
-def cmd_gemm(args) -> int:
-    from .runner import execute
+def cmd_gemm(args, comm) -> int:
+    from .commands.gemm import gemm
 
-    use_cache_dir(args)
-    report = execute(config_from_args(args), comm=getattr(args, "comm", None))
+    report = gemm(config_from_args(args), comm=comm, cache_dir=args.cache_dir)
     print_summary(report, args.report)
     return 0
 
 
-def cmd_run(args) -> int:
-    from .jobfile import load_job
-    from .parallel.mpi import MPI
-    from .runner import execute
+def cmd_run(args, comm) -> int:
+    from .commands.gemm import run
 
-    comm = getattr(args, "comm", None)  # as cmd_gemm: None means COMM_WORLD
-    use_cache_dir(args)
-    cfg = load_job(args.job, comm=MPI.COMM_WORLD if comm is None else comm,
-                   force=args.force, report=args.report, progress=args.progress, accuracy=args.accuracy)
-    report = execute(cfg, comm=comm)
-    print_summary(report, cfg.report)
+    report, report_path = run(args.job, comm=comm, force=args.force, report=args.report, progress=args.progress,
+                              accuracy=args.accuracy, cache_dir=args.cache_dir)
+    print_summary(report, report_path)
     return 0
 
 
 def print_summary(report: dict, report_path: str | None = None) -> None:
     from .report_view import summary_lines
 
-    if launcher_rank() == 0:  # under MPI only rank 0 prints
-        print("\n".join(summary_lines(report, report_path)))
+    say(*summary_lines(report, report_path))
 
 
-def cmd_report(args) -> int:
+def cmd_report(args, comm) -> int:
     from .report_view import report_lines
 
     print("\n".join(report_lines(args.reports)))
     return 0
 
 
-def cmd_check(args) -> int:
-    from .check import EXIT_CHECK, failures, run_check
-    from .parallel.mpi import MPI
+def cmd_check(args, comm) -> int:
+    from .check import EXIT_CHECK, failures
+    from .commands.check import check, check_lines
 
-    stats = run_check(args, MPI.COMM_WORLD if args.comm is None else args.comm)
+    stats = check(args.result, args.a, args.b, c=args.c, alpha=args.alpha, beta=args.beta, transa=args.transa,
+                  transb=args.transb, samples=args.samples, seed=args.seed, fingerprint=args.fingerprint, comm=comm)
     failed = failures(stats)   # the same on every rank: every rank exits alike
     if launcher_rank() == 0:
-        print_check(args, stats, failed)
+        print("\n".join(check_lines(stats, args.alpha, args.beta, args.json)))
+        for why in failed:
+            print(f"ozhpc check: FAILED: {why}", file=sys.stderr)
     return EXIT_CHECK if failed else 0
 
 
-def print_check(args, stats: dict, failed: list[str]) -> None:
-    if args.json:
-        from .report import to_json
+def cmd_fingerprint(args, comm) -> int:
+    from .commands.fingerprint import fingerprint
 
-        print(to_json(stats, indent=2))
-    else:
-        scale = "|alpha||A||B| + |beta||C0|" if (args.alpha, args.beta) != (1.0, 0.0) else "|A||B|"
-        print(f"{stats['samples']} entries checked exactly; error = |C - exact| / ({scale})")
-        print(f"  ozhpc : max {stats['max_rel_error']:.3e}  median {stats['median_rel_error']:.3e}")
-        print(f"  native: max {stats['native_max_rel_error']:.3e}  median {stats['native_median_rel_error']:.3e}"
-              "  (the FP64 dot of the same row and column)")
-        print(f"  ozhpc max / native max = {stats['ratio_to_native']:.3g}")
-        inside = stats["samples"] - stats["outside_bound"]
-        print(f"  bound {stats['bound']:.3e} ((k+2)u, any FP64 GEMM's worst case): {inside} of "
-              f"{stats['samples']} entries within")
-        if "fingerprint" in stats:
-            match = {None: "no ozhpc_fingerprint attribute to compare", True: "matches its attribute",
-                     False: "DIFFERS from its attribute"}[stats["fingerprint_matches"]]
-            print(f"  fingerprint {stats['fingerprint']}: {match}")
-    for why in failed:
-        print(f"ozhpc check: FAILED: {why}", file=sys.stderr)
-
-
-def cmd_fingerprint(args) -> int:
-    """Each rank reads a share of the rows; rank 0 prints."""
-    from .fingerprint import fingerprint_dataset
-    from .parallel import collective_errors
-    from .parallel.mpi import MPI
-
-    comm = MPI.COMM_WORLD if args.comm is None else args.comm
-    with collective_errors(comm, catch=InputError):
-        h5io.dataset_info(args.dataset, "dataset")
-    value = fingerprint_dataset(args.dataset.file, args.dataset.path, comm=comm)
-    if launcher_rank() == 0:
-        print(f"{value}  {args.dataset}")
+    value = fingerprint(args.dataset, comm=comm)
+    say(f"{value}  {args.dataset}")
     return 0
 
 
-def info_lines() -> list[str]:
-    import platform
+def cmd_info(args, comm) -> int:
+    from .commands.info import info_lines
 
-    import h5py
-
-    from .engines import available_engines
-    from .engines.toolchain import configure_cache, describe
-
-    configure_cache()  # before available_engines() imports cuda.tile
-    lines = [f"ozhpc {__version__}", f"python {platform.python_version()}", f"numpy {np.__version__}",
-             f"h5py {h5py.__version__} (HDF5 {h5py.version.hdf5_version}, parallel: {h5io.PARALLEL_HDF5})"]
-    from .parallel import mpi
-
-    lines.append(mpi.describe())
-    lines.extend(mpi_layout_lines(mpi.MPI.COMM_WORLD))
-    lines.extend(gpu_layout_lines(mpi.MPI.COMM_WORLD))
-    for name, status in available_engines().items():
-        lines.append(f"engine {name}: {status}")
-    lines.append(describe())
-    return lines
-
-
-def mpi_layout_lines(comm) -> list[str]:
-    """Ranks, nodes and ranks per node (collective over ``comm``)."""
-    import socket
-
-    hosts = comm.allgather(socket.gethostname())
-    per_node: dict[str, list[int]] = {}
-    for rank, host in enumerate(hosts):
-        per_node.setdefault(host, []).append(rank)
-    lines = [f"MPI ranks: {comm.Get_size()} on {len(per_node)} node(s)"]
-    lines += [f"  {host}: {len(ranks)} rank(s) {_ranges(ranks)}" for host, ranks in per_node.items()]
-    return lines
-
-
-def gpu_layout_lines(comm) -> list[str]:
-    """Rank -> host / local rank / GPU, and the transports usable here (collective over ``comm``)."""
-    from .parallel.localrank import format_layout, rank_layout
-    from .parallel.transport_choice import mpi_cuda_support, nccl_available
-
-    count = 0
-    try:
-        import cupy
-
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # noqa: BLE001 -- no CuPy / driver / device
-        count = 0
-    layout = rank_layout(comm, device_count=count)
-    nccl = nccl_available()
-    lines = [f"transports: nccl {'available' if nccl is None else 'unavailable (' + nccl + ')'}, "
-             f"cuda-mpi {'available' if mpi_cuda_support() else 'unavailable (MPI reports no CUDA support)'}, "
-             "mpi-host available"]
-    if layout is not None:
-        lines += ["rank -> GPU:"] + ["  " + line for line in format_layout(layout)]
-    return lines
-
-
-def _ranges(ranks: list[int]) -> str:
-    parts, start = [], ranks[0]
-    for prev, cur in zip(ranks, ranks[1:] + [None]):
-        if cur != prev + 1:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = cur
-    return "[" + ",".join(parts) + "]"
-
-
-def cmd_info(args) -> int:
-    lines = info_lines()  # collective under MPI: every rank runs it
-    if launcher_rank() == 0:
-        print("\n".join(lines))
+    say(*info_lines(comm))  # collective under MPI: every rank runs it
     return 0
 
 
-def cmd_demo(args) -> int:
-    os.makedirs(args.dir, exist_ok=True)
-    src, out = os.path.join(args.dir, "in.h5"), os.path.join(args.dir, "out.h5")
-    report_path = os.path.join(args.dir, "run.json")
-    n = args.n
-    steps = [
-        ["gen", "--phi", str(args.phi), "--shape", f"{n}x{n}", "--seed", "1", "--force", f"{src}:/A"],
-        ["gen", "--phi", str(args.phi), "--shape", f"{n}x{n}", "--seed", "2", "--force", f"{src}:/B"],
-        ["gemm", f"{src}:/A", f"{src}:/B", "-o", f"{out}:/C", "--force", "--report", report_path],
-        ["check", f"{out}:/C", "--a", f"{src}:/A", "--b", f"{src}:/B"],
-    ]
-    for step in steps:
-        print("$ ozhpc " + " ".join(step))
-        code = main(step)
-        if code:
-            return code
-    return 0
+def cmd_demo(args, comm) -> int:
+    from .commands.demo import demo
+
+    return demo(args.dir, args.n, args.phi, main)
 
 
 COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,
             "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo, "report": cmd_report, "plan": cmd_plan}
 
 
-# -- MPI behaviour --------------------------------------------------------------------------------
-# Arguments are parsed before MPI starts, so a usage error cannot hang anything: every rank
-# parses the same argv and exits 2; only the launcher's rank 0 prints. Commands that use MPI
-# agree on user errors collectively before raising (ozhpc.parallel.collective), so every rank
-# raises the same InputError and only rank 0 prints it. Anything else raised on any rank
-# prints a rank-tagged traceback and aborts the whole job (entry_point).
-def launcher_rank() -> int:
-    """This process's rank, from MPI when it is running, else from the launcher's environment."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        return mpi.COMM_WORLD.Get_rank()
-    return signals.env_rank()
-
-
+# -- MPI behaviour: ozhpc/lifecycle.py --------------------------------------------------------------
 def _parse(parser: argparse.ArgumentParser, argv):
     """``parser.parse_args`` with usage/help output on rank 0 only (all ranks exit alike)."""
     if launcher_rank() == 0:
@@ -586,26 +436,21 @@ def main(argv=None, comm=None) -> int:
     """Run one command; ``comm`` (default COMM_WORLD) is what MPI commands run on."""
     parser = build_parser()
     args = _parse(parser, argv)
-    args.comm = comm
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="ozhpc: %(message)s")
     try:
-        from .parallel.mpi import MISSING, MPI, check_launch
-
-        if args.command != "info":  # info says why instead
-            check_launch()  # without an MPI library one process runs alone; several ranks cannot
-        if args.command in MPI_COMMANDS and comm is None and MISSING is None:
-            signals.forget_mpi_segments(MPI)   # nothing of MPI's may outlive the run in /dev/shm
+        lifecycle.join(check_launch=args.command != "info",  # info says why instead
+                       forget_segments=args.command in MPI_COMMANDS and comm is None)
         with warnings.catch_warnings():
             warnings.simplefilter("always", AccuracyWarning)
             warnings.showwarning = _one_line_warnings(warnings.showwarning, args.command)
-            return COMMANDS[args.command](args)
+            return COMMANDS[args.command](args, comm)
     except InputError as exc:
         if launcher_rank() == 0:
             print(f"ozhpc {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MemoryError as exc:  # a limit the memory check could not see: one line, not a traceback
-        return _out_of_memory(args, exc)
+        return _out_of_memory(args.command, comm, exc)
     except AccuracyError as exc:  # raised on every rank alike: the certificate is global
         if launcher_rank() == 0:
             print(f"ozhpc {args.command}: error: {exc}; nothing was written ({_strict_spelling(args)})",
@@ -613,20 +458,15 @@ def main(argv=None, comm=None) -> int:
         return EXIT_ACCURACY
 
 
-def _out_of_memory(args, exc: MemoryError) -> int:
-    """Only this rank ran out: it says so, and under MPI takes the others (blocked in a collective)
-    down with MPI_Abort(2) (with its stderr closed first: MPICH would add a line of its own)."""
+def _out_of_memory(command: str, comm, exc: MemoryError) -> int:
+    """Only this rank ran out: it says so, and under MPI takes the others down (exit 2)."""
     import socket
 
     detail = f": {exc}" if str(exc) else ""
-    sys.stderr.write(f"ozhpc {args.command}: error: out of memory on rank {launcher_rank()} "
+    sys.stderr.write(f"ozhpc {command}: error: out of memory on rank {launcher_rank()} "
                      f"({socket.gethostname()}){detail}; use more ranks or nodes, or a smaller problem\n")
     sys.stderr.flush()
-    mpi = sys.modules.get("mpi4py.MPI")
-    comm = getattr(args, "comm", None) or (mpi.COMM_WORLD if mpi is not None else None)
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and comm.Get_size() > 1:
-        _silence(sys.stderr)
-        mpi.COMM_WORLD.Abort(EXIT_USAGE)
+    lifecycle.abort_others(comm, EXIT_USAGE)
     return EXIT_USAGE
 
 
@@ -650,79 +490,26 @@ def _strict_spelling(args) -> str:
     return (job_spelling if from_job else cli_spelling)("accuracy", "strict")
 
 
-ABORT_GRACE_S = 1.0
-"""Pause between printing a failing rank's traceback and MPI_Abort: the launcher forwards output
-asynchronously and drops what it has not forwarded when the job is killed."""
-
-
 def entry_point() -> None:
     """The ``ozhpc`` command (``ozhpc/__main__.py`` installs the signal handlers before this
     module is imported). A signal at any point, the end included, exits 128 + signal with one line."""
-    from .engines.toolchain import skip_foreign_frameworks
-
-    signals.install(_command_name(sys.argv[1:]), launcher_rank() == 0)
-    skip_foreign_frameworks()  # the command never uses PyTorch: spare cuda.tile's import of it
+    lifecycle.begin(_command_name(sys.argv[1:]))
     try:
         code = main()
-        _finish()
+        lifecycle.finish()
     except SystemExit:
         raise
     except signals.Interrupted as exc:
         signals.leave(exc.signum)
     except BrokenPipeError:  # `ozhpc ... | head`: the reader is gone, which is not an error
-        _silence_stdout()
+        lifecycle.silence(sys.stdout)  # so that the interpreter's final flush does not fail again
         sys.exit(0)
     except BaseException:  # noqa: BLE001 -- report, then take the whole MPI job down
         if signals.received():  # e.g. an MPI error because the other ranks left on the signal
             signals.leave(signals.received())
-        _abort_job()
+        lifecycle.abort_job()
     signals.exit(code)
-
-
-def _finish() -> None:
-    """What the interpreter's exit would do, while the signal handlers still hold: flush the
-    output, MPI_Finalize, the atexit functions (HDF5's close, logging). :func:`signals.exit`
-    then leaves at once, so a signal after the run cannot kill the process with a wrong status."""
-    import atexit
-
-    sys.stdout.flush()
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        mpi.Finalize()
-    atexit._run_exitfuncs()  # noqa: SLF001 -- documented as the interpreter's own exit step
 
 
 def _command_name(argv) -> str:
     return next((a for a in argv if a in COMMANDS), "")
-
-
-def _silence(stream) -> None:
-    """Point ``stream``'s file descriptor at /dev/null."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, stream.fileno())
-    except (OSError, ValueError):
-        pass
-    os.close(devnull)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
-    _silence(sys.stdout)
-
-
-def _abort_job() -> None:
-    """Print this rank's traceback tagged with its rank, then abort every rank (exit 1)."""
-    import traceback
-
-    rank = launcher_rank()
-    text = traceback.format_exc()
-    sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
-    sys.stderr.flush()
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is None and any(name in os.environ for name in signals.LAUNCHER_RANK_VARS):
-        from .parallel.mpi import MPI as mpi  # the other ranks may be in MPI already: join to abort them
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
-        time.sleep(ABORT_GRACE_S)
-        mpi.COMM_WORLD.Abort(1)
-    sys.exit(1)

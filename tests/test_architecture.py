@@ -1,5 +1,6 @@
 """The package's shape (docs/architecture.md): imports go one way down the layers, no import
-cycle, the numerics (ozaki/, engines/) never import MPI, no function body over 60 lines."""
+cycle, the numerics (ozaki/, engines/) never import MPI, the command line reaches only the run
+layer, no function body over 60 lines."""
 from __future__ import annotations
 
 import ast
@@ -12,6 +13,10 @@ LAYERS = {"engines": 0, "ozaki": 1, "parallel": 2, "io": 3}
 SHARED = {"errors", "signals"}
 """Imported by any layer: the error classes, and the signal state (a commit defers a Ctrl-C)."""
 FRONT = 4
+"""The run layer: the package's top-level modules and ozhpc/commands/ (a command's work)."""
+FACE = {"ozhpc.cli": 5, "ozhpc.__main__": 6}
+"""The command line: parsing, dispatch and exit codes, above everything else."""
+BELOW_THE_RUN_LAYER = [f"ozhpc.{package}" for package in LAYERS]
 MAX_BODY_LINES = 60
 
 
@@ -25,6 +30,8 @@ MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
 
 def layer(name: str) -> int:
     parts = name.split(".")
+    if name in FACE:
+        return FACE[name]
     if len(parts) == 1:
         return FRONT
     if parts[1] in SHARED:
@@ -57,7 +64,7 @@ def imports(name: str) -> set[str]:
 
 def test_imports_go_down_the_layers():
     upward = [(name, dep) for name in MODULES for dep in imports(name)
-              if layer(dep) > layer(name) and layer(name) != FRONT and dep != "ozhpc"]
+              if layer(dep) > layer(name) and dep != "ozhpc"]
     assert upward == []
 
 
@@ -68,6 +75,16 @@ def test_numerics_never_import_mpi():
     found = [(name, dep) for name in MODULES if name.split(".")[1:2] in (["ozaki"], ["engines"])
              for dep, _ in import_statements(name) if any(dep == b or dep.startswith(b + ".") for b in banned)]
     assert found == []
+
+
+def test_command_line_reaches_only_the_run_layer():
+    """cli.py parses, dispatches and maps errors to exit codes: the work, MPI included, is below
+    it in the run layer (ozhpc/commands/, runner.py, lifecycle.py, ...), never engines/, ozaki/,
+    parallel/ or io/ reached directly."""
+    past = sorted(dep for dep, _ in import_statements("ozhpc.cli")
+                  if any(dep == low or dep.startswith(low + ".") for low in BELOW_THE_RUN_LAYER + ["mpi4py"]))
+    assert past == []
+    assert {dep for dep in imports("ozhpc.cli") if layer(dep) < FRONT and layer(dep) >= 0} == set()
 
 
 def test_no_import_cycle():

@@ -31,15 +31,15 @@ def main():
     from ozhpc import signals
 
     signals.install()
-    from ozhpc import cli
+    from ozhpc import cli, lifecycle
     if phase == "write":
         from ozhpc.io import distio
 
         write = distio._write_all
         distio._write_all = lambda *a: (churn(SLOW_S), write(*a))[1]
     elif phase == "after":
-        finish = cli._finish
-        cli._finish = lambda: (sys.stdout.flush(), time.sleep(SLOW_S), finish())[-1]
+        finish = lifecycle.finish
+        lifecycle.finish = lambda: (sys.stdout.flush(), time.sleep(SLOW_S), finish())[-1]
     sys.argv = ["ozhpc"] + sys.argv[1:]
     cli.entry_point()
 
