@@ -356,7 +356,7 @@ def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
             entry.update(split_a_seconds=ts,
                          split_gbps=(8 + plan.planes) * n * n / ts / 1e9,
                          multiply_seconds=tf,
-                         pair_tops=2.0 * n**3 * plan.pair_gemms / tf / 1e12)
+                         pair_tops=2.0 * n**3 * plan.int8_gemms / tf / 1e12)
             if s == "auto":
                 # The scales lap of operand A kernel by kernel: row statistics, gap codes, the
                 # two counting passes of the median search (each synchronises on its result).

@@ -38,21 +38,21 @@ def main(argv=None) -> int:
 
     # 1. The product, with what the call did.
     C, info = ozhpc.gemm(A, B, info=True)
-    print(f"C = A @ B, {m}x{n} (k = {k}): engine {info.engine}, {info.slices} slices, "
-          f"{info.groups} groups, {info.pair_gemms} pair GEMMs, certified {info.certified} "
+    print(f"C = A @ B, {m}x{n} (k = {k}): engine {info.engine}, scheme {info.scheme}, {info.bits} bits, "
+          f"{info.moduli} moduli, certified {info.certified} to the guarantee '{info.guarantee}' "
           f"(worst bound ratio {info.worst_ratio:.2g})")
     print("  seconds: " + ", ".join(f"{p} {t:.4f}" for p, t in info.seconds.items()))
 
     # 2. The same product asked for differently: every variant must give the same bits.
-    fixed = ozhpc.gemm(A, B, slices=info.slices, engine="numpy")
+    fixed = ozhpc.gemm(A, B, scheme="ozaki2", bits=info.bits, engine="numpy")
     variants = {
         "transposed storage (transa, transb)":
             (C, ozhpc.gemm(np.ascontiguousarray(A.T), np.ascontiguousarray(B.T), transa=True, transb=True)),
-        f"fixed slices={info.slices}, engine='numpy': the first half of the rows on their own":
-            (fixed, np.vstack([ozhpc.gemm(A[: m // 2], B, slices=info.slices, engine="numpy"),
-                               ozhpc.gemm(A[m // 2:], B, slices=info.slices, engine="numpy")])),
-        f"fixed slices={info.slices}: transposed storage":
-            (fixed, ozhpc.gemm(np.ascontiguousarray(A.T), B, transa=True, slices=info.slices)),
+        f"fixed bits={info.bits}, engine='numpy': the first half of the rows on their own":
+            (fixed, np.vstack([ozhpc.gemm(A[: m // 2], B, scheme="ozaki2", bits=info.bits, engine="numpy"),
+                               ozhpc.gemm(A[m // 2:], B, scheme="ozaki2", bits=info.bits, engine="numpy")])),
+        f"fixed bits={info.bits}: transposed storage":
+            (fixed, ozhpc.gemm(np.ascontiguousarray(A.T), B, transa=True, scheme="ozaki2", bits=info.bits)),
     }
     ok = info.certified is True
     for name, (one, other) in variants.items():

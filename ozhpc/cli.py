@@ -131,7 +131,9 @@ class Parser(argparse.ArgumentParser):
             self.print_usage(sys.stderr)
         handling = sys.exc_info()[1]  # a bad value: our own message names the option or dataset
         if isinstance(handling, argparse.ArgumentError) and isinstance(handling.__context__, argparse.ArgumentTypeError):
-            message = str(handling.__context__)
+            message, name = str(handling.__context__), handling.argument_name or ""
+            if name and not any(part in message for part in name.split("/")):
+                message = f"{name}: {message}"   # a message that does not name its option gets the name
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 

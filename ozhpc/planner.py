@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 
 from .engines.toolchain import cache_dir
 from .ozaki.plan import resolve_plan
-from .ozaki.settings import OzakiSettings
+from .ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
 from .parallel.layout import numroc
 from .parallel.wire import LINK_RATE, SPLIT_RATE, choose_wire
 from .resources import estimate_memory
@@ -109,7 +109,7 @@ class Prediction:
         return asdict(self)
 
 
-def device_for(name: str, calibration: dict | None = None, scheme: str = "ozaki1") -> Device:
+def device_for(name: str, calibration: dict | None = None, scheme: str = "ozaki2") -> Device:
     """The table's device, with this node's measured rates (for ``scheme``) where a calibration
     recorded them."""
     device = DEVICES[name]
@@ -154,7 +154,7 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     share = max(1.0, min(ranks, per_node) / device.cores) if device.cores else 1.0  # CPU ranks beyond its cores
     pair_ops = device.pair_ops / share * kb / (kb + device.k_half)
     split_rate = device.split_rate / share
-    products = 2.0 * rows_a * rows_b * k * (plan.pair_gemms + (1 if settings.auto else 0)) / pair_ops
+    products = 2.0 * rows_a * rows_b * k * (plan.int8_gemms + (1 if settings.auto else 0)) / pair_ops
     split_each = (rows_a + rows_b) * k / split_rate if wire == "fp64" else 0.0
     split_front = 0.0 if wire == "fp64" else (rows_a * ka + rows_b * kbt) / split_rate
     link_row = device.network if _spans_nodes(range(0, q), per_node) else device.nvlink
@@ -321,9 +321,10 @@ def add_arguments(p) -> None:
                    help="device kind (cpu: the NumPy engine on this node's cores); default h200")
     p.add_argument("--gpus-per-node", type=positive, help="GPUs per node / NVLink domain (default: 8, "
                                                           "72 for gb200)")
-    p.add_argument("--scheme", choices=("ozaki1", "ozaki2"), default="ozaki1", help="Ozaki scheme (default ozaki1)")
-    p.add_argument("--slices", default="auto", help="scheme ozaki1: slices, or auto (9 assumed)")
-    p.add_argument("--bits", default="auto", help="scheme ozaki2: bits, or auto (58 assumed)")
+    p.add_argument("--scheme", choices=("ozaki1", "ozaki2"), default=None,
+                   help="Ozaki scheme (default ozaki2, as ozhpc gemm; ozaki1 when --slices is given)")
+    p.add_argument("--slices", default="auto", help=f"scheme ozaki1: slices, or auto ({TYPICAL_SLICES} assumed)")
+    p.add_argument("--bits", default="auto", help=f"scheme ozaki2: bits, or auto ({TYPICAL_BITS} assumed)")
     p.add_argument("--wire", choices=WIRE_NAMES, default="auto", help="panels as fp64 or planes; auto: "
                                                                       "the faster by the model")
     p.add_argument("--calibrate", action="store_true",
@@ -356,7 +357,7 @@ def main(args) -> int:
         key, rates = calibrate()
         print(f"calibrated {key} on {rates['host']}: {rates['pair_ops'] / 1e12:.3g} T pair ops/s, "
               f"{rates['split_rate'] / 1e9:.3g} G entries/s split")
-    device = device_for(args.gpu, load_calibration(), args.scheme)
+    device = device_for(args.gpu, load_calibration(), settings.scheme)
     chosen, candidates = best(args.m, args.n, args.k, args.gpus, device, settings, wire=args.wire,
                               per_node=args.gpus_per_node)
     if args.json:

@@ -147,7 +147,7 @@ def test_the_command_says_it_in_one_line(tmp_path):
 def store(monkeypatch, tmp_path):
     """A private cache dir with the store; cuda.tile's compile replaced by a counting fake."""
     ct = pytest.importorskip("cuda.tile")
-    from ozhpc.engines import cutile_kernels as ck
+    from ozhpc.engines import cutile as ck
     from ozhpc.engines import kernel_store as ks
 
     calls = []
@@ -162,7 +162,7 @@ def store(monkeypatch, tmp_path):
     monkeypatch.setenv(ks.TILE_CACHE_ENV, str(cache))
     monkeypatch.delenv(toolchain.TRUST_ENV, raising=False)
     monkeypatch.setattr(ks, "_STORE", {})
-    return ks, ck._split_kernel, calls, cache
+    return ks, ck.KERNELS["split"], calls, cache
 
 
 def stored_files(cache):

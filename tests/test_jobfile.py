@@ -68,7 +68,7 @@ def error_of(path, **kw):
     ("[ozaki]\nscheme = \"ozaki2\"\nbits = 40.0\n", 'ozaki.bits must be "auto" or an integer, got float 40.0'),
     ("[ozaki]\nbit = 40\n",
      "unknown key ozaki.bit (did you mean ozaki.bits?); allowed in [ozaki]: scheme, slices, groups, bits, "
-     "accuracy, engine"),
+     "guarantee, accuracy, engine"),
     ("[ozaki]\naccuracy = \"bogus\"\n", "ozaki.accuracy must be one of warn, strict, got 'bogus'"),
     ("[ozaki]\naccuracy = true\n", "ozaki.accuracy must be one of warn, strict, got True"),
     ("[ozaki]\nscheme = \"ozaki2\"\nslices = 8\n",
@@ -77,9 +77,6 @@ def error_of(path, **kw):
     ("[ozaki]\ngroups = \"all\"\nscheme = \"ozaki2\"\nslices = 8\nbits = 40\n",
      'ozaki.slices = 8 and ozaki.groups = "all" are options of ozaki.scheme = "ozaki1"; with ozaki.scheme = '
      '"ozaki2" leave them out and set the accuracy with ozaki.bits'),
-    ("[ozaki]\nbits = 40\n",
-     'ozaki.bits = 40 needs ozaki.scheme = "ozaki2" (the scheme here is "ozaki1", whose accuracy is set by '
-     'ozaki.slices)'),
     ("[ozaki]\nscheme = \"ozaki1\"\nslices = 6\nbits = 30\n",
      'ozaki.bits = 30 needs ozaki.scheme = "ozaki2" (the scheme here is "ozaki1", whose accuracy is set by '
      'ozaki.slices)'),
@@ -186,11 +183,12 @@ transport = "mpi-host"
     ('scheme = "ozaki2"\nbits = 40\n', "ozaki2", 40, "auto"),
     ('scheme = "ozaki2"\nbits = "auto"\nslices = "auto"\ngroups = "auto"\n', "ozaki2", "auto", "auto"),
     ('scheme = "ozaki1"\nbits = "auto"\nslices = 6\n', "ozaki1", "auto", 6),
-    ('slices = 6\n', "ozaki1", "auto", 6),
+    ('slices = 6\n', "ozaki1", "auto", 6),        # slices imply scheme I
+    ('bits = 40\n', "ozaki2", 40, "auto"),         # the default scheme II
 ])
 def test_scheme_and_bits_keys(jobdir, ozaki, scheme, bits, slices):
     cfg = load_job(write_job(jobdir, GOOD + "[ozaki]\n" + ozaki))
-    assert (cfg.scheme, cfg.bits, cfg.slices, cfg.groups) == (scheme, bits, slices, "auto")
+    assert (cfg.ozaki.scheme, cfg.bits, cfg.slices, cfg.groups) == (scheme, bits, slices, "auto")
 
 
 def test_defaults_come_from_runconfig_only(jobdir):
@@ -363,7 +361,7 @@ def test_run_under_mpiexec_matches_one_rank(jobdir, tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([mpiexec, "-n", "4", sys.executable, "-m", "ozhpc", "run", str(four)],
                           capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stderr + proc.stdout
     r1 = json.loads((jobdir / "run.json").read_text())
     r4 = json.loads((jobdir / "run4.json").read_text())
     check_report(r4, 13, 7, 11, 4, (2, 2), (5, 5), jobdir / "out4.h5")

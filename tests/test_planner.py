@@ -154,7 +154,7 @@ def test_plan_command(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--gpus", "0"], "ozhpc plan: error: argument --gpus: must be a positive integer, got '0'"),
+    (["--gpus", "0"], "ozhpc plan: error: --gpus: must be a positive integer, got '0'"),
     (["--gpus", "2", "--slices", "99"], "ozhpc plan: error: --slices must be between 1 and 24, got 99"),
     (["--gpus", "2", "--gpu", "a100"], "ozhpc plan: error: argument --gpu: invalid choice: 'a100'"),
 ])
