@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 from .engines.toolchain import cache_dir
-from .ozaki.plan import resolve_plan
+from .ozaki.plan import DataSizes, resolve_plan
 from .ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
 from .parallel.layout import numroc
 from .parallel.wire import LINK_RATE, SPLIT_RATE, choose_wire
@@ -128,7 +128,7 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     p, q = grid
     ranks, per_node = p * q, per_node or device.per_node
     mb, nb = block
-    plan = resolve_plan(settings.typical(), 0, max(k, 1))
+    plan = resolve_plan(settings.typical(), 0, max(k, 1), sizes=DataSizes.typical(k))
     depth = plan.planes + (1 if settings.auto else 0)
     wire, why = choose_wire(wire, depth, ranks=ranks, engine=device.engine, one_node=ranks <= per_node,
                             split_rate=device.split_rate,

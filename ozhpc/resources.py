@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from .errors import InputError
 
-BASE_BYTES = 80 << 20
-"""Python, NumPy, h5py and mpi4py loaded, before any matrix (measured 60-95 MiB)."""
+BASE_BYTES = 64 << 20
+"""Python, NumPy, h5py and mpi4py loaded, before any matrix (measured 63 MiB on 2026-12-02, the
+package importing its modules as it needs them; 60-95 MiB before)."""
 DISK_SLACK = 1 << 20  # HDF5 metadata and rounding, bytes
 PACK_K = 4096  # the NumPy engine's k chunk of its BLAS products
 
@@ -44,10 +45,10 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     the device and only the operands and C on the host. ``bench/results/memory_cpu_2026-12-01.md``
     compares it with the measured peak.
     """
-    from .ozaki.plan import resolve_plan
+    from .ozaki.plan import DataSizes, resolve_plan
 
     (m, ka), (n, kbt) = local_a, local_bt
-    plan = resolve_plan(settings.typical(), 0, k)
+    plan = resolve_plan(settings.typical(), 0, k, sizes=DataSizes.typical(k))
     planes, acc_planes = plan.planes, plan.accumulators
     note = plan.summary() + (", assumed for auto" if settings.auto else "")
     a, b, c = m * ka, n * kbt, m * n

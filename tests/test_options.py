@@ -113,7 +113,7 @@ BAD = [
      "ozhpc gemm: error: argument --engine: invalid choice: 'gpu' (choose from 'auto', 'numpy', 'cutile')"),
     (["check", "in.h5:/C", "--a", "in.h5:/A"], "ozhpc check: error: the following arguments are required: --b"),
     (["gemn"], "ozhpc: error: argument COMMAND: invalid choice: 'gemn' (choose from 'gen', 'gemm', 'run', "
-               "'check', 'fingerprint', 'warmup', 'info', 'demo')"),
+               "'check', 'fingerprint', 'warmup', 'plan', 'report', 'info', 'demo')"),
 ]
 
 

@@ -128,8 +128,8 @@ def test_best_layout_and_why():
 def test_calibration_replaces_the_table_rates():
     calibration = {"cpu": {"pair_ops": 1.0, "split_rate": 2.0, "host": "n1", "date": "d",
                            "by_scheme": {"ozaki2": {"pair_ops": 3.0, "split_rate": 4.0}}}}
-    assert (device_for("cpu", calibration).pair_ops, device_for("cpu", calibration).split_rate) == (1.0, 2.0)
-    assert device_for("cpu", calibration, "ozaki2").pair_ops == 3.0
+    assert (device_for("cpu", calibration, "ozaki1").pair_ops, device_for("cpu", calibration, "ozaki1").split_rate) == (1.0, 2.0)
+    assert device_for("cpu", calibration).pair_ops == 3.0   # the default scheme II's own rates
     assert device_for("h200", calibration) == DEVICES["h200"]
     assert device_for("cpu", calibration).source.startswith("calibrated on n1 d")
 

@@ -115,9 +115,9 @@ def test_config_transport_and_panel(tmp_path):
     with pytest.raises(InputError, match="transport"):
         RunConfig(a=ref, b=ref, out=ref, transport="tcp")
     assert parse_panel("auto") is None and parse_panel("128") == 128
-    with pytest.raises(InputError, match="--panel must be 'auto' or a positive integer, got 'wide'"):
+    with pytest.raises(InputError, match="--panel must be 'auto' or an integer between 1 and 2147483647, got 'wide'"):
         parse_panel("wide")
-    with pytest.raises(InputError, match="--panel must be 'auto' or a positive integer, got 0"):
+    with pytest.raises(InputError, match="--panel must be 'auto' or an integer between 1 and 2147483647, got 0"):
         RunConfig(a=ref, b=ref, out=ref, kb=parse_panel("0"))
 
 

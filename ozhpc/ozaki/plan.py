@@ -393,6 +393,14 @@ class DataSizes:
     norm_bits: int = 32
     mean_gap: float = 0.0
 
+    @classmethod
+    def typical(cls, k: int) -> "DataSizes":
+        """What well-scaled data (the standard matrices with phi = 0.5) has, for estimates made
+        before the data is read (memory, the run planner): a row's squared 2-norm over its scale
+        about ``k / 64``, its entries about 4 bits below it."""
+        k = max(int(k), 1)
+        return cls(sq=(k << 26, k << 26), nnz=(k, k), norm_min=(k << 29, k << 29), k=k, mean_gap=4.0)
+
     def product_bound(self, bits: int) -> int | None:
         """:func:`ozhpc.engines.crt.data_product_bound` (None when k is too long for the exact int64
         sums behind it: then the worst case ``k 4**bits`` decides)."""

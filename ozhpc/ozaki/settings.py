@@ -24,7 +24,7 @@ ACCURACY = ("warn", "strict")
 """What "auto" does when its certificate fails on some entry at the widest plan: "warn" (return /
 write C, say so in the info, the report, the HDF5 attributes and one warning) or "strict" (an
 :class:`~ozhpc.errors.AccuracyError`: exit 3, nothing written)."""
-TYPICAL_SLICES, TYPICAL_BITS = 9, 55
+TYPICAL_SLICES, TYPICAL_BITS = 9, 54
 """What certified "auto" ends at for well-scaled data (standard matrices with phi = 0.5): the plan
 a memory estimate assumes before the data is read."""
 MIN_SLICES, MAX_SLICES = 1, 24
