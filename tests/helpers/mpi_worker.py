@@ -123,6 +123,7 @@ def wire(comm, engine="numpy") -> dict:
     one GPU), against the NumPy engine's one-process bits."""
     import warnings
 
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/
     from test_certified import structured_cases
 
     rank = comm.Get_rank()
