@@ -24,6 +24,7 @@ from ozhpc.io import h5out
 from ozhpc.io.h5io import DatasetRef, dataset_path
 from ozhpc.matrices import standard_matrix
 from test_output_safety import N, assert_refused, digest, env, gemm, leftovers, run, temp_datasets
+from helpers.inputs import square_inputs
 
 pytestmark = pytest.mark.mpi
 
@@ -32,10 +33,7 @@ NUMPY = ["--engine", "numpy", "--progress", "off", "--block", "16"]
 
 @pytest.fixture
 def d(tmp_path):
-    with h5py.File(tmp_path / "in.h5", "w") as f:
-        f["A"] = standard_matrix(N, N, 0.5, 1)
-        f["B"] = standard_matrix(N, N, 0.5, 2)
-    return tmp_path
+    return square_inputs(tmp_path, N)
 
 
 def one(args, cwd, env_extra=None):

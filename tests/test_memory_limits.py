@@ -11,15 +11,14 @@ import subprocess
 import sys
 import time
 
-import h5py
 import pytest
 
 from ozhpc.errors import InputError
-from ozhpc.matrices import standard_matrix
 from ozhpc.resources import BASE_BYTES, MemoryEstimate, MemorySources, binding_limit, check_matrix_fits, \
     check_memory, memory_limits
 
 from conftest import REPO
+from helpers.inputs import square_inputs
 
 GIB, MIB = 1 << 30, 1 << 20
 INF = resource.RLIM_INFINITY
@@ -148,10 +147,7 @@ N = 1200  # the product's estimate (about 0.45 GiB) is above the room left under
 
 @pytest.fixture
 def d(tmp_path):
-    with h5py.File(tmp_path / "in.h5", "w") as f:
-        f["A"] = standard_matrix(N, N, 0.5, 1)
-        f["B"] = standard_matrix(N, N, 0.5, 2)
-    return tmp_path
+    return square_inputs(tmp_path, N)
 
 
 def env():

@@ -21,6 +21,7 @@ import pytest
 from ozhpc.io import filelock
 from ozhpc.matrices import standard_matrix
 from ozhpc.report import sha256_of_matrix
+from helpers.inputs import square_inputs
 
 pytestmark = pytest.mark.mpi
 
@@ -83,10 +84,7 @@ def assert_refused(proc, seconds, needle):
 
 @pytest.fixture
 def d(tmp_path):
-    with h5py.File(tmp_path / "in.h5", "w") as f:
-        f["A"] = standard_matrix(N, N, 0.5, 1)
-        f["B"] = standard_matrix(N, N, 0.5, 2)
-    return tmp_path
+    return square_inputs(tmp_path, N)
 
 
 REFUSED = {

@@ -7,16 +7,17 @@ tests/helpers/signal_worker.py slows down the phase a test signals in."""
 from __future__ import annotations
 
 import os
+
+import h5py
 import shutil
 import signal
 import subprocess
 import sys
 import time
 
-import h5py
 import pytest
 
-from ozhpc.matrices import standard_matrix
+from helpers.inputs import square_inputs
 
 pytestmark = pytest.mark.mpi
 
@@ -31,10 +32,7 @@ if MPIEXEC is None:
 
 @pytest.fixture
 def d(tmp_path):
-    with h5py.File(tmp_path / "in.h5", "w") as f:
-        f["A"] = standard_matrix(N, N, 0.5, 1)
-        f["B"] = standard_matrix(N, N, 0.5, 2)
-    return tmp_path
+    return square_inputs(tmp_path, N)
 
 
 def env(**extra):

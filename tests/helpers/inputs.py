@@ -54,3 +54,16 @@ def assert_same_nonfinite_pattern(got, want, where):
     assert np.array_equal(np.isnan(got)[where], np.isnan(want)[where])
     assert np.array_equal(np.isposinf(got)[where], np.isposinf(want)[where])
     assert np.array_equal(np.isneginf(got)[where], np.isneginf(want)[where])
+
+
+def square_inputs(directory, n: int):
+    """``directory``/in.h5 with the standard n x n phi = 0.5 matrices /A (seed 1) and /B (seed 2):
+    the inputs of the CLI tests that need a real product; returns ``directory``."""
+    import h5py
+
+    from ozhpc.matrices import standard_matrix
+
+    with h5py.File(directory / "in.h5", "w") as f:
+        f["A"] = standard_matrix(n, n, 0.5, 1)
+        f["B"] = standard_matrix(n, n, 0.5, 2)
+    return directory
