@@ -7,14 +7,13 @@ tests/helpers/signal_worker.py slows down the phase a test signals in."""
 from __future__ import annotations
 
 import os
-
-import h5py
 import shutil
 import signal
 import subprocess
 import sys
 import time
 
+import h5py
 import pytest
 
 from helpers.inputs import square_inputs
