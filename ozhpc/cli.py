@@ -8,6 +8,9 @@ Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
 and exit with status 2. A C that "auto" cannot certify gives one warning line (``--accuracy warn``)
 or one error line and exit status 3 with nothing written (``--accuracy strict``).
+
+Longer than 500 lines because it is the parser of ten commands with their help texts; the work
+of each lives below it (``ozhpc/commands/``, ``runner.py``, ``lifecycle.py``).
 """
 from __future__ import annotations
 

@@ -8,6 +8,10 @@ Layout: every slice array this engine makes is padded with zeros to a multiple o
 ``PAD`` rows and columns (so every row is 16-byte aligned, TMA applies, and the pair
 kernels compile once per device instead of once per shape residue). :meth:`split` returns
 the unpadded view; the engine recognises its own views and reuses the padded buffer.
+
+Longer than 500 lines because it is the whole host side of the GPU engine behind one interface
+(padding, blocking, workspaces, device tables for both schemes); the kernels themselves are one op
+per module in :mod:`ozhpc.engines.cutile`.
 """
 from __future__ import annotations
 
