@@ -280,11 +280,11 @@ def test_signal_during_compute(tmp_path, ranks, sig):
     """Ctrl-C / SIGTERM to mpiexec mid-compute: exit 130/143, one line, no traceback, no output."""
     import signal
 
-    n = 1024  # with panels of 16 the compute outlasts the 3 s before the signal, on 2-4 ranks
+    n = 1024  # scheme I's 55 pair products with panels of 16 outlast the 3 s before the signal, on 2-4 ranks
     with h5py.File(tmp_path / "in.h5", "w") as f:
         f["A"], f["B"] = standard_matrix(n, n, 0.5, 1), standard_matrix(n, n, 0.5, 2)
     before = digest(tmp_path / "in.h5")
-    job = _start(ranks, tmp_path, "out.h5:/C")
+    job = _start(ranks, tmp_path, "out.h5:/C", "--slices", "10")
     code, out, err, seconds = _interrupt(job, getattr(signal, sig), 3.0)
     assert code == 128 + getattr(signal, sig), out + err
     lines = [line for line in err.splitlines() if line.strip()]
