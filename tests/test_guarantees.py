@@ -243,3 +243,19 @@ def test_rows_close_to_their_scale_do_not_set_the_range_for_everyone():
     sq = np.array([100, 210, 3000, 20, 0])
     nnz = np.array([100, 100, 100, 1, 0])
     assert range_bumps(sq, nnz, 1000, 1000, 100).tolist() == [0, 1, 2, 0, 0]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("guarantee", LEVELS)
+def test_a_huge_entry_that_meets_only_zeros_does_not_hide_the_rest(scheme, guarantee):
+    """B's column holds 1e300 at a k index where A is all zero, and an ordinary entry elsewhere:
+    the product is the ordinary term, 1000 bits below the column's largest. Equilibration drops
+    the entries that meet only zeros (exact), so C is certified and right (it used to be 0, and
+    before the tiny-factor fix, falsely certified)."""
+    a = np.array([[0.0, -0.13210486], [0.0, 2.5]])
+    b = np.array([[1e300, 1.0], [0.104900117, -3.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ozhpc.AccuracyWarning)
+        c, info = gemm(a, b, scheme=scheme, guarantee=guarantee, info=True)
+    assert info.certified is True and holds_everywhere(c, a, b, scheme, guarantee)
+    assert np.all(np.abs(c - a @ b) <= np.spacing(np.abs(a @ b)))

@@ -333,7 +333,7 @@ def assert_within_info_bound(c, a_op, b_op, info, idx, extra=Fraction(0)):
        st.booleans(), st.booleans())
 def test_error_within_stated_bound(seed, m, n, k, phi, bits, transa, transb):
     """Fixed bits: |C - AB| <= 2**(e_i+f_j) tau k + rounding |C| (GemmInfo's bound); "auto": the
-    certified per-entry guarantee; every entry."""
+    certified per-entry guarantee ("dgemm", the default); every entry."""
     rng = np.random.default_rng(seed)
     a_op = phi_matrix(rng, m, k, phi)
     b_op = phi_matrix(rng, k, n, phi)
@@ -345,9 +345,9 @@ def test_error_within_stated_bound(seed, m, n, k, phi, bits, transa, transb):
         assert info.bits == bits
         assert_within_info_bound(c, a_op, b_op, info, [(i, j) for i in range(m) for j in range(n)])
         return
-    # certified "auto": the per-entry guarantee, u (|A||B|)_ij plus two final roundings
-    assert info.certified
-    u = Fraction(1, 2**53)
+    # certified "auto", guarantee "dgemm" (the default): k u (|A||B|)_ij plus two final roundings
+    assert info.certified and info.guarantee == "dgemm"
+    u = Fraction(k, 2**53)
     for i in range(m):
         for j in range(n):
             exact = exact_entry(a_op[i], b_op[:, j])

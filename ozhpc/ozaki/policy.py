@@ -105,14 +105,16 @@ class Widening:
         return NextPass(plan=self._resolve(self.settings, width))
 
 
-def equilibrated_operands(engine, reduce, given, k: int, k_index):
+def equilibrated_operands(engine, reduce, given, k: int, k_index, finite: bool = False):
     """The given operands (op(A), op(B)^T rows) with column t of op(A) times ``2**s_t`` and row t of
     op(B) times ``2**-s_t`` (None when no column needs it): exact, so the product and
     ``|op(A)||op(B)|`` keep every bit, while the scales see balanced columns (compensated scalings
     no longer hide entries below a row's scale). Per-k statistics are MAX-reduced over every rank
     (``reduce.everywhere_max``) by global k index (``k_index``, None: all of k in order). Tried
     once a pass failed: a diagonal operand, say, certifies at once unbalanced and would spread its
-    range into the other operand."""
+    range into the other operand. With ``finite`` (no inf/NaN anywhere), a k index where one
+    operand is all zero also drops the other operand's entries there (0 times them is 0): a huge
+    entry that meets only zeros no longer sets its row's scale (``[0, x] [1e300, y]^T``)."""
     xp = engine.xp
     a_rows, b_rows = given
     ia, ib = k_index if k_index is not None else (np.arange(k), np.arange(k))
@@ -122,7 +124,16 @@ def equilibrated_operands(engine, reduce, given, k: int, k_index):
     stats = reduce.everywhere_max(stats)
     shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
     shifts[np.abs(shifts) < EQUILIBRATE_MIN_SHIFT] = 0   # balanced enough: no pass over the operands
-    if not shifts.any():
+    idle_a, idle_b = (stats[0] == certificate.NONE_EXP), (stats[2] == certificate.NONE_EXP)
+    drop_a = drop_b = np.zeros(k, dtype=bool)
+    if finite:   # an all-zero k index of one operand: the other's entries there meet only zeros
+        drop_a, drop_b = idle_b & ~idle_a, idle_a & ~idle_b
+    if not (shifts.any() or drop_a.any() or drop_b.any()):
         return None
-    return (certificate.ldexp_columns(xp, a_rows, engine.asarray(shifts[ia])),
-            certificate.ldexp_columns(xp, b_rows, engine.asarray(-shifts[ib])))
+    out = []
+    for rows, index, shift, drop in ((a_rows, ia, shifts, drop_a), (b_rows, ib, -shifts, drop_b)):
+        rows = certificate.ldexp_columns(xp, rows, engine.asarray(shift[index]))
+        if drop[index].any():
+            rows = xp.where(engine.asarray(drop[index]).reshape(1, -1), 0.0, rows)
+        out.append(rows)
+    return tuple(out)

@@ -471,7 +471,8 @@ class Product:
         self.clock.lap("certificate")
         step = self.policy.after(cert, self.plan, sampled=self._lower_stride > 1, support="support" in self._sums)
         if step is not None and step.equilibrate:
-            operands = equilibrated_operands(self.engine, self.reduce, self._given, self.k, self._k_index)
+            operands = equilibrated_operands(self.engine, self.reduce, self._given, self.k, self._k_index,
+                                             finite=not self.nonfinite)
             if operands is not None:
                 self._prepare(*operands)   # a new problem: "auto" picks its first plan afresh
                 return True
