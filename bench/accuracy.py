@@ -9,8 +9,8 @@ native).
 
 ``--scheme ozaki2`` measures Ozaki scheme II instead: fixed integer widths (``--bits``) in
 place of the slice columns, "auto" with its bits and moduli, and ``--margins``: the bits
-"auto" would pick with ``AUTO_BITS_MARGIN`` = M (``53 + spread + M``), which is how that
-constant is chosen.
+"auto" picked with the rule it used until 2026-12-02, ``53 + spread + M``, which is how that
+rule's margin was chosen (``bench/auto_rule.py`` measures today's rule).
 
     python3 bench/accuracy.py --scheme ozaki2 [--bits 48 50 ...] [--margins -8 -7 ...] [--seed 1]
 """
@@ -44,7 +44,7 @@ def main(argv=None):
     p.add_argument("--bits", type=int, nargs="*", default=list(range(48, 61, 2)),
                    help="ozaki2 columns: fixed integer bits per entry (default 48 50 .. 60)")
     p.add_argument("--margins", type=int, nargs="*", default=list(range(-8, 1)),
-                   help="ozaki2 columns: bits = 53 + spread + M, i.e. auto with AUTO_BITS_MARGIN = M "
+                   help="ozaki2 columns: bits = 53 + spread + M, the former auto rule with margin M "
                         "(default -8 .. 0)")
     p.add_argument("--samples", type=int, default=40)
     p.add_argument("--seed", type=int, default=1,
@@ -100,8 +100,8 @@ def main(argv=None):
                         f"Max over {args.samples} sampled entries of |C - exact| / (|A||B|), m = n = {args.m}; "
                         f"ozhpc columns are ratios to native (below 1 = more accurate than native). "
                         f"spread: the exponent-spread statistic (bits); auto bits = 53 + spread + "
-                        f"AUTO_BITS_MARGIN; moduli = int8 GEMMs; b=N: N bits per entry; M=m: bits = "
-                        f"53 + spread + m (what auto gives with AUTO_BITS_MARGIN = m).\n\n")
+                        f"margin; moduli = int8 GEMMs; b=N: N bits per entry; M=m: bits = "
+                        f"53 + spread + m (the former auto rule with margin m).\n\n")
             else:
                 f.write(f"# ozhpc accuracy vs native FP64 GEMM\n\n"
                         f"Date: {datetime.date.today()}, machine: {platform.node()} "

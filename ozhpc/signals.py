@@ -256,12 +256,17 @@ def leave(signum: int) -> None:
     time.sleep(max(0.0, _state["deadline"] - time.monotonic()))
     if _state["agreed"]:
         _unlink(_state["agreed"])
+    _flush_streams()
+    os._exit(128 + _state["signum"])
+
+
+def _flush_streams() -> None:
+    """Flush stdout and stderr, ignoring a closed or broken stream (the process is leaving)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError, RuntimeError):
             pass
-    os._exit(128 + _state["signum"])
 
 
 def exit(code: int) -> None:  # noqa: A001 -- the process's exit, as sys.exit
@@ -270,11 +275,7 @@ def exit(code: int) -> None:  # noqa: A001 -- the process's exit, as sys.exit
     _state["leaving"] = True  # from here the handler only notes a signal
     if _state["signum"] is not None:
         leave(_state["signum"])
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, RuntimeError):
-            pass
+    _flush_streams()
     if _state["signum"] is not None:  # it came during the flush
         leave(_state["signum"])
     # sys.exit, not os._exit: a rank that _exits right after MPI_Finalize is now and then taken
