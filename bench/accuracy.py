@@ -17,12 +17,8 @@ rule's margin was chosen (``bench/auto_rule.py`` measures today's rule).
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
-
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's ozhpc
 
@@ -31,6 +27,7 @@ from ozhpc.engines import crt  # noqa: E402
 from ozhpc.matrices import standard_matrix  # noqa: E402
 from ozhpc.ozaki.plan import FP64_BITS  # noqa: E402
 from ozhpc.reference import exact_entry, relative_errors, sample_indices  # noqa: E402
+from result_file import cpu_run_line, markdown_table  # noqa: E402  (bench/ is on the path when run as a script)
 
 
 def main(argv=None):
@@ -86,27 +83,20 @@ def main(argv=None):
             rows.append(row)
             print(" | ".join(row), flush=True)
 
-    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    table += ["| " + " | ".join(r) + " |" for r in rows]
+    table = markdown_table(header, rows)
     print("\n".join(table))
     if args.out:
         command = f"python3 bench/accuracy.py {' '.join(sys.argv[1:] if argv is None else argv)}"
         with open(args.out, "w") as f:
             if scheme2:
-                f.write(f"# ozhpc accuracy vs native FP64 GEMM: Ozaki scheme II\n\n"
-                        f"Date: {datetime.date.today()}, machine: {platform.node()} "
-                        f"({os.cpu_count()}-core CPU, {platform.machine()}), NumPy {np.__version__}, "
-                        f"engine numpy.\nCommand: `{command}`\n\n"
+                f.write(f"# ozhpc accuracy vs native FP64 GEMM: Ozaki scheme II\n\n{cpu_run_line(command)}"
                         f"Max over {args.samples} sampled entries of |C - exact| / (|A||B|), m = n = {args.m}; "
                         f"ozhpc columns are ratios to native (below 1 = more accurate than native). "
-                        f"spread: the exponent-spread statistic (bits); auto bits = 53 + spread + "
-                        f"margin; moduli = int8 GEMMs; b=N: N bits per entry; M=m: bits = "
+                        f"spread: the exponent-spread statistic (bits); auto bits: what today's \"auto\" rule "
+                        f"took (bench/auto_rule.py measures that rule); moduli = int8 GEMMs; b=N: N bits per entry; M=m: bits = "
                         f"53 + spread + m (the former auto rule with margin m).\n\n")
             else:
-                f.write(f"# ozhpc accuracy vs native FP64 GEMM\n\n"
-                        f"Date: {datetime.date.today()}, machine: {platform.node()} "
-                        f"({platform.processor() or 'cpu'}), NumPy {np.__version__}.\n"
-                        f"Command: `{command}`\n\n"
+                f.write(f"# ozhpc accuracy vs native FP64 GEMM\n\n{cpu_run_line(command)}"
                         f"Max over {args.samples} sampled entries of |C - exact| / (|A||B|), m = n = {args.m}; "
                         f"ozhpc columns are ratios to native (below 1 = more accurate than native); "
                         f"groups = {args.groups}; round-to-nearest int8 digits, 7 bits per slice.\n\n")

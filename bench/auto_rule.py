@@ -14,9 +14,7 @@ margin).
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import sys
 
 import numpy as np
@@ -29,6 +27,7 @@ from ozhpc.ozaki.product import Product  # noqa: E402
 from ozhpc.ozaki.settings import OzakiSettings  # noqa: E402
 from ozhpc.matrices import standard_matrix  # noqa: E402
 from ozhpc.reference import exact_dot, relative_errors, sample_indices  # noqa: E402
+from result_file import cpu_run_line, markdown_table  # noqa: E402  (bench/ is on the path when run as a script)
 
 
 def fewest_bits(a, b, idx, exact, native, start: int) -> int:
@@ -72,16 +71,13 @@ def main(argv=None):
                     row.append(str(fewest_bits(a, b, idx, exact, native, info.bits)))
                 rows.append(row)
                 print(" | ".join(row), flush=True)
-    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    table += ["| " + " | ".join(r) + " |" for r in rows]
+    table = markdown_table(header, rows)
     print("\n".join(table))
     if args.out:
         command = f"python3 bench/auto_rule.py {' '.join(sys.argv[1:] if argv is None else argv)}"
         with open(args.out, "w") as f:
             f.write(f"# Scheme II \"auto\" (guarantee \"dgemm\") against native DGEMM on the CPU\n\n"
-                    f"Date: {datetime.date.today()}, machine: {platform.node()} ({os.cpu_count()}-core CPU, "
-                    f"{platform.machine()}), NumPy {np.__version__} (OpenBLAS), engine numpy.\n"
-                    f"Command: `{command}`\n\n"
+                    f"{cpu_run_line(command)}"
                     f"m = n = 64; errors are the max over 48 sampled entries of |C - exact| / (|A||B|) "
                     f"(exact rational reference); auto/native below 1 means the default product is the "
                     f"more accurate. 'bits' is what \"auto\" took: its rule's bits, raised to the most its "
