@@ -298,12 +298,30 @@ def add_info_and_demo_commands(sub) -> None:
 
 
 def _strict_parse(parser: argparse.ArgumentParser, argv):
-    """``parse_args``, but an unknown option names the closest known one, in one line (exit 2)."""
+    """``parse_args``, but an unknown option names the closest known one, in one line (exit 2).
+
+    An unknown ``--option`` is found before parsing: argparse would otherwise take the value after
+    it as a positional argument and name that instead (``gen --dtype float32 x.h5:/A``)."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    commands = parser._subparsers._group_actions[0].choices  # noqa: SLF001
+    name = next((token for token in argv if token in commands), None)
+    if name is not None:
+        known = list(commands[name]._option_string_actions) + list(parser._option_string_actions)  # noqa: SLF001
+        options = argv[:argv.index("--")] if "--" in argv else argv
+        unknown = [token for token in options if token.startswith("--") and len(token) > 2
+                   and not any(k.startswith(token.split("=", 1)[0]) for k in known)]  # argparse takes prefixes
+        if unknown:
+            _unrecognized(commands[name], unknown, known)
     args, extra = parser.parse_known_args(argv)
     if not extra:
         return args
-    command = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
+    command = commands[args.command]
     known = list(command._option_string_actions) + list(parser._option_string_actions)  # noqa: SLF001
+    _unrecognized(command, extra, known)
+
+
+def _unrecognized(command: argparse.ArgumentParser, extra: list[str], known: list[str]):
+    """One line naming the arguments ``command`` does not know, and the closest known option (exit 2)."""
     hints = []
     for token in (t.split("=", 1)[0] for t in extra if t.startswith("-")):
         close = difflib.get_close_matches(token, known, n=1, cutoff=0.6)

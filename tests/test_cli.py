@@ -203,6 +203,18 @@ def test_bad_dataset_spec_exit_2(tmp_path):
     assert r.returncode == 2 and "must be written FILE.h5:/dataset" in r.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["gen", "--dtype", "float32", "x.h5:/A"], "ozhpc gen: error: unrecognized arguments: --dtype\n"),
+    (["gen", "--shape", "3x3", "--sede=3", "x.h5:/A"],
+     "ozhpc gen: error: unrecognized arguments: --sede=3 (did you mean --seed?)\n"),
+])
+def test_unknown_option_is_named_not_the_value_after_it(tmp_path, args, message):
+    """The value after an unknown option is not taken for the output (``'float32' must be written ...``)."""
+    r = run_cli(args, cwd=tmp_path)
+    assert (r.returncode, r.stderr, r.stdout) == (2, message, "")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_gen_is_reproducible_and_check_reports_errors(inputs, tmp_path):
     out = tmp_path / "out.h5"
     assert run_cli(["gen", "--phi", "1", "--shape", "40x30", "--seed", "1", f"{out}:/A"]).returncode == 0
