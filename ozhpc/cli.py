@@ -177,7 +177,8 @@ def add_gen_command(sub) -> None:
 GUARANTEE_HELP = ("what 'auto' --bits / --slices certify for every entry of C at run time, plus the final "
                   "rounding of C (u = 2^-53): dgemm (default) |C_ij - (op(A) op(B))_ij| <= k u (|op(A)||op(B)|)_ij, "
                   "the bound native FP64 GEMM itself guarantees; tight u (|op(A)||op(B)|)_ij, about 7 more bits per "
-                  "entry on typical data. The plan is widened where an entry fails (see --accuracy)")
+                  "entry (two more moduli) on the standard test matrices. The plan is widened where an entry fails "
+                  "(see --accuracy)")
 ACCURACY_HELP = ("what to do when 'auto' cannot certify C (--guarantee) even at its widest plan: warn (default) "
                  "writes C, prints one warning line and records certified = false in the report and the "
                  "attributes of C; strict writes nothing and exits with status 3. Fixed --slices / --bits are "
