@@ -38,10 +38,10 @@ EPILOG = """examples:
   ozhpc gen --phi 0.5 --shape 2048x2048 --seed 1 in.h5:/A
   ozhpc gen --phi 0.5 --shape 2048x2048 --seed 2 in.h5:/B
   ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --report run.json
-  ozhpc gemm in.h5:/A in.h5:/B -o out2.h5:/C --scheme ozaki2      # Ozaki scheme II
+  ozhpc gemm in.h5:/A in.h5:/B -o out2.h5:/C --scheme ozaki1      # Ozaki scheme I (int8 slices)
   ozhpc check out.h5:/C --a in.h5:/A --b in.h5:/B
   ozhpc run jobs/demo.toml
-  mpiexec -n 4 ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --grid 2x2 --block 256
+  mpiexec -n 4 ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --grid 2x2 --block 128
 """
 
 

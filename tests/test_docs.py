@@ -142,3 +142,42 @@ def test_one_measured_number_of_bits_for_the_tight_guarantee():
     for where, text in quoted.items():
         numbers = set(re.findall(r"about (\d+) more bits per\s+entry", text))
         assert numbers == {str(median)}, where
+
+
+DEVELOPMENT_NOTES = re.compile(r"issue \d|not lent|\$OUT|device call|before the certificate|moved from scheme|"
+                               r"session of 20\d\d|the issue asks|\(call \d+\)|final call|until 20\d\d", re.I)
+"""Words about how the project was built (issues, lent machines, benchmark sessions), not about
+the product; they belong in bench/results/ and commit messages."""
+
+
+def user_texts() -> dict[str, str]:
+    root = pathlib.Path(REPO)
+    paths = [root / "README.md", root / "slurm" / "README.md", *sorted(DOCS.glob("*.md")),
+             *sorted((root / "jobs").glob("*.toml"))]
+    return {str(p.relative_to(root)): p.read_text() for p in paths}
+
+
+def test_user_docs_speak_of_the_product_only():
+    found = {name: DEVELOPMENT_NOTES.findall(text) for name, text in user_texts().items()}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_figure_legends_speak_of_the_product_only():
+    import runpy
+
+    plots = runpy.run_path(str(pathlib.Path(REPO) / "bench" / "plots.py"))
+    legends = [plots["LABELS"].get(mode, mode) for mode in plots["STYLE"]]
+    legends += [label for label, _, _ in plots["ERROR_LINES"].values()]
+    assert [legend for legend in legends if DEVELOPMENT_NOTES.search(legend)] == []
+
+
+@pytest.mark.parametrize("job", sorted(p.name for p in (pathlib.Path(REPO) / "jobs").glob("*.toml")))
+def test_every_key_a_shipped_job_sets_applies_to_its_scheme(job):
+    """``slices = "auto"`` in a job that runs scheme II (the default) says something it does not do."""
+    from ozhpc.jobfile import parse_job
+
+    path = pathlib.Path(REPO) / "jobs" / job
+    kwargs = parse_job(path.read_text(), str(path), str(path.parent))
+    scheme = RunConfig(**{**REQUIRED, **kwargs}).ozaki.scheme
+    other = {"ozaki2": ("slices", "groups"), "ozaki1": ("bits",)}[scheme]
+    assert [key for key in other if key in kwargs] == []
