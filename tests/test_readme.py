@@ -93,3 +93,13 @@ def test_each_option_of_a_gemm_example_shows_something():
             if token in options:
                 width = 1 if options[token].nargs == 0 else 2
                 assert run_of(argv[:i] + argv[i + width:]) != run_of(argv), (line, token)
+
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(REPO, ".git")) and not os.path.isfile(os.path.join(REPO, ".git")),
+                    reason="not a git checkout: nothing to ignore files for")
+def test_what_the_quick_start_and_use_block_leave_is_ignored():
+    """Following the README in the checkout leaves no untracked files behind for ``git status``."""
+    left = ["ozhpc-demo/run.json", "ozhpc-demo/in.h5", "ozhpc-demo/out.h5", "jobs/demo_run.json",
+            "jobs/grid2x2_run.json", "jobs/demo_in.h5", "run.json", "in.h5", "out.h5"]
+    proc = subprocess.run(["git", "check-ignore", "--no-index", *left], cwd=REPO, capture_output=True, text=True)
+    assert sorted(proc.stdout.split()) == sorted(left)
