@@ -1,7 +1,10 @@
-"""The ozhpc command line on one process: results, atomic outputs, error messages and exit codes."""
+"""The ozhpc command line on one process (and one refusal under mpiexec): results, atomic outputs, error messages, exit codes."""
 import hashlib
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -10,7 +13,7 @@ import pytest
 import ozhpc
 from ozhpc.report import sha256_of_matrix
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 
 def file_digest(path):
@@ -213,6 +216,25 @@ def test_integer_datasets_too_wide_for_fp64_are_one_line(inputs, tmp_path, dtype
     assert run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C"]).returncode == 0
     r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/wide", "--samples", "800"])
     assert (r.returncode, r.stderr) == (2, "ozhpc check: error: " + message)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec not found (pip install mpich)")
+def test_an_integer_too_wide_on_one_rank_stops_every_rank(inputs, tmp_path):
+    """The wide value is in rank 1's blocks only: every rank exits 2, one line, nothing written."""
+    wide = np.ones((40, 30), dtype=np.int64)
+    wide[35, 29] = 2**53 + 1
+    with h5py.File(inputs, "a") as f:
+        f["wide"] = wide
+    out = tmp_path / "out.h5"
+    proc = subprocess.run([shutil.which("mpiexec"), "-n", "2", sys.executable, "-m", "ozhpc", "gemm",
+                           f"{inputs}:/wide", f"{inputs}:/B", "-o", f"{out}:/C", "--grid", "2x1", "--block", "8",
+                           "--progress", "off"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr == (f"ozhpc gemm: error: input A {inputs}:/wide holds the integer {2**53 + 1}, which FP64 "
+                           "cannot represent exactly (integers are exact up to 2^53); convert the dataset to float64 "
+                           "first\n")
 
 
 @pytest.mark.parametrize("extra,message", [
