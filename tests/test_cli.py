@@ -1,4 +1,5 @@
-"""The ozhpc command line on one process (and one refusal under mpiexec): results, atomic outputs, error messages, exit codes."""
+"""The ozhpc command line on one process (one refusal under mpiexec): results, atomic outputs,
+error messages and exit codes."""
 import hashlib
 import json
 import os
