@@ -307,22 +307,25 @@ def _strict_parse(parser: argparse.ArgumentParser, argv):
     commands = parser._subparsers._group_actions[0].choices  # noqa: SLF001
     name = next((token for token in argv if token in commands), None)
     if name is not None:
-        known = list(commands[name]._option_string_actions) + list(parser._option_string_actions)  # noqa: SLF001
+        known = _known_options(parser, commands[name])
         options = argv[:argv.index("--")] if "--" in argv else argv
         unknown = [token for token in options if token.startswith("--") and len(token) > 2
                    and not any(k.startswith(token.split("=", 1)[0]) for k in known)]  # argparse takes prefixes
         if unknown:
-            _unrecognized(commands[name], unknown, known)
+            _unrecognized(parser, commands[name], unknown)
     args, extra = parser.parse_known_args(argv)
     if not extra:
         return args
-    command = commands[args.command]
-    known = list(command._option_string_actions) + list(parser._option_string_actions)  # noqa: SLF001
-    _unrecognized(command, extra, known)
+    _unrecognized(parser, commands[args.command], extra)
 
 
-def _unrecognized(command: argparse.ArgumentParser, extra: list[str], known: list[str]):
+def _known_options(parser: argparse.ArgumentParser, command: argparse.ArgumentParser) -> list[str]:
+    return list(command._option_string_actions) + list(parser._option_string_actions)  # noqa: SLF001
+
+
+def _unrecognized(parser: argparse.ArgumentParser, command: argparse.ArgumentParser, extra: list[str]):
     """One line naming the arguments ``command`` does not know, and the closest known option (exit 2)."""
+    known = _known_options(parser, command)
     hints = []
     for token in (t.split("=", 1)[0] for t in extra if t.startswith("-")):
         close = difflib.get_close_matches(token, known, n=1, cutoff=0.6)
