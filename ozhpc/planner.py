@@ -331,8 +331,8 @@ def report_lines(m, n, k, ranks, device: Device, chosen: Prediction, candidates,
             f"  memory per {unit} {_gb(c.memory_bytes)} of {_gb(c.memory_room)}{room}",
             "  communication hidden: " + ("n/a (nothing moves)" if c.hidden is None else f"{100 * c.hidden:.0f}%"),
             f"  why: wire {c.wire}: {c.wire_reason}"] + [f"  why: {line}" for line in explain(c, candidates, unit)] + \
-        [f"  rates: {device.source}" + ("" if device.source.startswith("calibrated") else
-                                        f"; ozhpc plan --calibrate records this node's in {rates_path}")]
+        [f"  rates: {device.source}; " + (f"recorded in {rates_path}" if device.source.startswith("calibrated")
+                                           else f"ozhpc plan --calibrate records this node's in {rates_path}")]
 
 
 def rates_path(environ=os.environ) -> str:
@@ -403,7 +403,11 @@ def calibrate(gpu: str, n: int | None = None, path: str | None = None) -> tuple[
     from .parallel import ProcessGrid, Summa
 
     path = path or rates_path()
-    saved = read_rates(path)   # an untrusted or foreign file: refused, not overwritten
+    try:
+        saved = read_rates(path)   # an untrusted directory or a foreign file: refused, not overwritten
+    except InputError as exc:
+        raise InputError(f"--calibrate records nothing: {exc}; use a directory and file only you can write "
+                         "(move the file away)") from None
     engine = _engine_of(gpu)
     n = n or (8192 if engine.on_device else 768)
     a, b = standard_matrix(n, n, 0.5, 1), standard_matrix(n, n, 0.5, 2)
