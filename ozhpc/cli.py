@@ -258,6 +258,10 @@ def add_run_command(sub) -> None:
                    help="warn or strict: a C that 'auto' cannot certify is written with a warning, or not "
                         "written (exit 3); overrides ozaki.accuracy (see ozhpc gemm --help)")
     r.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    r.add_argument("--dry-run", action="store_true",
+                   help="check the job (inputs, outputs, options, memory and disk on these ranks) and print its "
+                        "plan and per-rank peak memory, as gemm --dry-run; read and write nothing (exit 0, or 2 "
+                        "when it would not fit)")
 
 
 def add_check_command(sub) -> None:
@@ -362,7 +366,7 @@ def cmd_run(args, comm) -> int:
     from .commands.gemm import run
 
     report, report_path = run(args.job, comm=comm, force=args.force, report=args.report, progress=args.progress,
-                              accuracy=args.accuracy, cache_dir=args.cache_dir)
+                              accuracy=args.accuracy, cache_dir=args.cache_dir, dry_run=args.dry_run)
     print_summary(report, report_path)
     return 0
 

@@ -287,3 +287,25 @@ def test_plan_for_cpus_speaks_of_ranks(tmp_path):
     assert "GPU" not in r.stdout and "NVLink" not in r.stdout, r.stdout
     assert "on 4 ranks (CPU, NumPy engine)" in r.stdout and "over shared memory" in r.stdout
     assert "memory per rank" in r.stdout and "(the node's RAM shared by 4 rank(s))" in r.stdout
+
+
+def _gpu_here() -> str:
+    from ozhpc.engines import EngineUnavailable, get_engine
+
+    try:
+        return get_engine("cutile").describe().get("device", "").lower()
+    except EngineUnavailable:
+        return ""
+
+
+@pytest.mark.parametrize("gpu", ["h200", "b200", "gb200"])
+def test_calibrate_refuses_a_device_this_node_lacks(tmp_path, gpu):
+    """--calibrate measures what --gpu names: without that GPU here, one line and exit 2 before
+    any compute, nothing recorded (never this node's CPU under the GPU's name)."""
+    if gpu in _gpu_here().replace("-", " ").split():
+        pytest.skip(f"this node has an {gpu}")
+    r = _plan("--m", 4096, "--n", 4096, "--k", 4096, "--gpus", 8, "--gpu", gpu, "--calibrate", tmp_path=tmp_path)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"ozhpc plan: error: --calibrate --gpu {gpu} measures an {DEVICES[gpu].name}")
+    assert "--gpu cpu" in r.stderr or "give the --gpu it has" in r.stderr
+    assert not (tmp_path / "ozhpc").exists() and not (tmp_path / "cache").exists()
