@@ -301,12 +301,16 @@ def _layout(c: Prediction) -> str:
 
 
 def _gb(nbytes: float) -> str:
-    gb = nbytes / 1e9
-    return f"{gb:.3g} GB" if gb < 1000 else f"{gb:,.0f} GB"
+    return f"{_figure(nbytes / 1e9)} GB"
 
 
 def _s(seconds: float) -> str:
-    return f"{seconds:.3g} s"
+    return f"{_figure(seconds)} s"
+
+
+def _figure(x: float) -> str:
+    """Three significant digits, or the whole number from 1000 on (no exponent)."""
+    return f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
 
 
 def report_lines(m, n, k, ranks, device: Device, chosen: Prediction, candidates, rates_path: str = "") -> list[str]:
