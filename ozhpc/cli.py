@@ -115,8 +115,9 @@ def add_tool_commands(sub) -> None:
     planner.add_arguments(sub.add_parser(
         "plan", help="predict time, bytes and memory of a product on P GPUs and pick grid, panel and wire",
         description="The run planner (docs/planning.md): for the best grid, panel width and wire it finds, the "
-                    "predicted time, TFLOP/s per GPU, bytes per GPU over NVLink and the network, memory per GPU "
-                    "and the share of communication hidden, and why."))
+                    "predicted time of the product, of reading A and B and writing C (--io-rate) and of the "
+                    "start-up, and their total; TFLOP/s per GPU, bytes per GPU over NVLink and the network, "
+                    "memory per GPU and the share of communication hidden, and why. Exit 2 when no layout fits."))
 
     r = sub.add_parser("report", help="read a run report in words, or compare two",
                        description="Read one JSON run report (gemm --report, run) in words, or compare two: "
