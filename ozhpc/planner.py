@@ -527,7 +527,8 @@ def main(args) -> int:
     if args.calibrate:
         rates, path = calibrate(args.gpu, path=path)
         print(f"calibrated {args.gpu} on {rates['host']}: {rates['pair_ops'] / 1e12:.3g} T pair ops/s, "
-              f"{rates['split_rate'] / 1e9:.3g} G entries/s split; recorded in {path}")
+              f"{rates['split_rate'] / 1e9:.3g} G entries/s split; recorded in {path}",
+              file=sys.stderr if args.json else sys.stdout)   # --json: stdout is the JSON alone
     device = device_for(args.gpu, load_calibration(path, _warn), settings.scheme)
     chosen, candidates = best(args.m, args.n, args.k, args.gpus, device, settings, wire=args.wire,
                               per_node=args.gpus_per_node, io_rate=args.io_rate * 1e9)

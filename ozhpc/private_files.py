@@ -39,6 +39,13 @@ def config_dir(environ=os.environ) -> str:
 
 def directory_objection(path: str) -> str | None:
     """Why another user could change what is in the directory ``path`` (existing or not), or None."""
+    try:
+        return _directory_objection(path)
+    except OSError as exc:
+        return f"{path} cannot be checked ({exc.strerror})"
+
+
+def _directory_objection(path: str) -> str | None:
     uid = os.geteuid()
     here = os.sep
     for part in os.path.abspath(path).split(os.sep)[1:]:
