@@ -5,6 +5,7 @@ process under ``mpiexec.mpich`` (tests/helpers/pdgemm_driver.c); ozhpc under the
 ``mpiexec`` (tests/helpers/pdgemm_worker.py). They share only files, so no process ever loads
 two MPI libraries. On the same descriptors and data: ozhpc's C is bitwise ``ozhpc.gemm``'s on
 the gathered sub-matrices (any grid, blocks, offsets) and within the FP64 bound of PDGEMM's.
+Skipped without ScaLAPACK, unless ``OZHPC_REQUIRE_SCALAPACK=1`` (.ci/run installs it and sets that).
 """
 from __future__ import annotations
 
@@ -107,6 +108,8 @@ def scalapack_missing() -> str | None:
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
     why = scalapack_missing()
+    if why and os.environ.get("OZHPC_REQUIRE_SCALAPACK") == "1":
+        pytest.fail(f"OZHPC_REQUIRE_SCALAPACK=1 but {why}; see .ci/run")
     if why:
         pytest.skip(why)
     exe = tmp_path_factory.mktemp("scalapack") / "pdgemm_driver"
