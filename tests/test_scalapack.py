@@ -174,6 +174,8 @@ def test_pdgemm_refuses_bad_input_in_one_line_and_keeps_c():
         "c: the local array is updated in place, so it must be a writable float64 array, got float32":
             dict(c=c.astype(np.float32)),
         "alpha must be a real number, got 1j": dict(alpha=1j),
+        "m must be an integer, got '8'": dict(m="8"),
+        "jc must be an integer, got 1.0": dict(jc=1.0),
         "grid=2x2 needs 4 ranks, the communicator has 1": dict(grid=(2, 2)),
     }
     args = dict(transa="N", transb="N", m=8, n=5, k=6, alpha=1.0, a=a, desca=da, b=b, descb=db, beta=1.0,
@@ -186,3 +188,17 @@ def test_pdgemm_refuses_bad_input_in_one_line_and_keeps_c():
             ozhpc.pdgemm(*pos, **kw)
         assert str(err.value) == message
     assert c.tobytes() == keep.tobytes()
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec not found (pip install mpich)")
+def test_pdgemm_refuses_one_ranks_bad_input_on_every_rank():
+    """A scalar that differs between ranks, a local array too small on one rank: every rank raises
+    the same one-line InputError (no rank left waiting in a collective)."""
+    proc = run([shutil.which("mpiexec"), "-n", "2", sys.executable, os.path.join(HERE, "helpers", "pdgemm_worker.py"),
+                "refusals"], timeout=60)
+    lines = sorted(line for line in proc.stdout.splitlines() if line)
+    assert lines == sorted([
+        f"rank {r}: alpha: rank 1 passed other alpha than rank 0: every rank must pass the same arguments "
+        "(only the local arrays and LLD differ)" for r in (0, 1)] + [
+        f"rank {r}: array: a: the local array is 6x1 on process (0, 1), desca needs at least 6x2" for r in (0, 1)])

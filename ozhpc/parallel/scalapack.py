@@ -147,6 +147,26 @@ def _window(name: str, desc, dims, coords, local, start: tuple[int, int], shape:
     return Window(layout, (i - 1, j - 1), (rows, cols), lambda r, q=dims[1]: divmod(r, q))
 
 
+def _integers(**values) -> list[int]:
+    out = []
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InputError(f"{name} must be an integer, got {value!r}")
+        out.append(int(value))
+    return out
+
+
+def _same_on_every_rank(comm, arguments: dict) -> None:
+    """Every rank must pass the same sizes, scalars, descriptors (but LLD) and offsets, as PDGEMM
+    requires: a difference would make the ranks' moves disagree. One allgather; raised everywhere."""
+    everyone = comm.allgather(arguments)
+    for rank, theirs in enumerate(everyone):
+        odd = next((name for name in arguments if theirs[name] != everyone[0][name]), None)
+        if odd is not None:
+            raise InputError(f"rank {rank} passed other {odd} than rank 0: every rank must pass the same "
+                             f"arguments (only the local arrays and LLD differ)")
+
+
 def _scalar(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(f"{name} must be a real number, got {value!r}")
@@ -215,11 +235,12 @@ def pdgemm(transa, transb, m, n, k, alpha, a, desca, b, descb, beta, c, descc, *
         ``accuracy="strict"`` and some entry not certified (C untouched).
     """
     comm = MPI.COMM_WORLD if comm is None else comm
-    with collective_errors(comm, catch=InputError):
+    with collective_errors(comm):
         dims = _grid_dims(grid, comm.Get_size())
         coords = divmod(comm.Get_rank(), dims[1])
         ta, tb = _trans("transa", transa), _trans("transb", transb)
-        m, n, k = (int(x) for x in (m, n, k))
+        (m, n, k), (ia, ja, ib, jb, ic, jc) = _integers(m=m, n=n, k=k), _integers(ia=ia, ja=ja, ib=ib, jb=jb,
+                                                                                   ic=ic, jc=jc)
         if min(m, n, k) < 0:
             raise InputError(f"m, n, k must be >= 0, got m={m} n={n} k={k}")
         alpha, beta = _scalar("alpha", alpha), _scalar("beta", beta)
@@ -227,6 +248,10 @@ def pdgemm(transa, transb, m, n, k, alpha, a, desca, b, descb, beta, c, descc, *
         wb = _window("B", descb, dims, coords, b, (ib, jb), (n, k) if tb else (k, n))
         wc = _window("C", descc, dims, coords, c, (ic, jc), (m, n), writable=True)
         settings = OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee)
+    _same_on_every_rank(comm, {"transa": ta, "transb": tb, "m": m, "n": n, "k": k, "alpha": alpha.hex(),
+                               "beta": beta.hex(), "desca": wa.layout, "descb": wb.layout, "descc": wc.layout,
+                               "ia, ja": wa.offset, "ib, jb": wb.offset, "ic, jc": wc.offset,
+                               "the Ozaki options": settings})
     if m == 0 or n == 0:
         return None
     with ProcessGrid(comm, dims) as pgrid, Summa(pgrid, m, n, k, block=(wc.layout.mb, wc.layout.nb), engine=engine,

@@ -1,10 +1,13 @@
 """``ozhpc.pdgemm`` on the cases of tests/test_scalapack.py, under mpiexec (mpi4py's MPI).
 
 Usage: mpiexec -n P*Q python pdgemm_worker.py NPROW NPCOL CASES SUFFIX
+       mpiexec -n 2 python pdgemm_worker.py refusals
+
 
 The same case file as tests/helpers/pdgemm_driver.c (ScaLAPACK's PDGEMM): each rank takes its
 blocks of the global column-major A, B, C by the descriptors, as Fortran-order local arrays,
 calls ``ozhpc.pdgemm``, and rank 0 writes the gathered C to ``OUT.bin`` + SUFFIX.
+``refusals``: bad input on one rank only; every rank prints the error it got.
 """
 import sys
 
@@ -43,5 +46,29 @@ def main(nprow: int, npcol: int, cases: str, suffix: str) -> None:
             out.T.tofile(f[34] + suffix)
 
 
+def refusals() -> None:
+    """Rank 1 alone passes another alpha, then a local array too small: both refused on every rank."""
+    from ozhpc.errors import InputError
+
+    comm = MPI.COMM_WORLD
+    me = comm.Get_rank()
+    layout = BlockCyclic(6, 6, 2, 2, 1, comm.Get_size())
+    shape = layout.local_shape(0, me)
+    desc = layout.descriptor()
+    for case in ("alpha", "array"):
+        alpha = 2.0 if case == "alpha" and me == 1 else 1.0
+        a = np.zeros((shape[0], shape[1] - (1 if case == "array" and me == 1 else 0)), order="F")
+        b, c = np.zeros(shape, order="F"), np.zeros(shape, order="F")
+        try:
+            ozhpc.pdgemm("N", "N", 6, 6, 6, alpha, a, desc, b, desc, 0.0, c, desc, comm=comm,
+                         grid=(1, comm.Get_size()), engine="numpy")
+            print(f"rank {me}: {case}: no error", flush=True)
+        except InputError as exc:
+            print(f"rank {me}: {case}: {exc}", flush=True)
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    if sys.argv[1] == "refusals":
+        refusals()
+    else:
+        main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])
