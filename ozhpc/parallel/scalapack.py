@@ -62,13 +62,18 @@ def redistribute(comm, src: Window, src_local, dst: Window, dst_local, *, transp
     """
     size, me = comm.Get_size(), comm.Get_rank()
     to_axis = (1, 0) if transpose else (0, 1)   # dst axis of src rows, src cols
+    known: dict = {}
 
     def routes(rank):
-        """Per src axis of ``rank``: (its local indices, dst process, dst local index)."""
+        """Per src axis of ``rank``: (its local indices, dst process, dst local index); one
+        computation per process row / column of the source."""
         out = []
         for axis in (0, 1):
-            local, pos = src.held(axis, rank)
-            out.append((local, *dst.place(to_axis[axis], pos)))
+            key = (axis, src.coords(rank)[axis])
+            if key not in known:
+                local, pos = src.held(axis, rank)
+                known[key] = (local, *dst.place(to_axis[axis], pos))
+            out.append(known[key])
         return out
 
     def selection(route, coords):
