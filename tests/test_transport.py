@@ -233,15 +233,18 @@ You can install the library by:
 
 def test_info_says_nccl_is_missing_in_one_line_without_cupys_warning(tmp_path):
     """CuPy without libnccl warns over several lines when ``cupy.cuda.nccl`` is imported (its
-    ``_preload_warning``); ``ozhpc info`` prints one line with the reason instead. A CuPy of this
-    shape (no device, NCCL missing) stands in for the real one, which this machine may lack."""
+    ``_preload_warning``); ``ozhpc info`` prints one line with the reason instead, and any other
+    warning met while it probes as one line of its own. A CuPy of this shape (no device, NCCL
+    missing, a warning on import) stands in for the real one, which this machine may lack."""
     import os
 
     from conftest import REPO, run_cli
 
     cuda = tmp_path / "cupy" / "cuda"
     cuda.mkdir(parents=True)
-    (tmp_path / "cupy" / "__init__.py").write_text("from . import cuda\n")
+    (tmp_path / "cupy" / "__init__.py").write_text(
+        "import warnings\nwarnings.warn('CUDA path could not be detected.\\nSet CUDA_PATH if CuPy fails to load.')\n"
+        "from . import cuda\n")
     (cuda / "__init__.py").write_text("from . import runtime\n")
     (cuda / "runtime.py").write_text("def getDeviceCount():\n    raise RuntimeError('no CUDA driver')\n")
     (cuda / "nccl.py").write_text(f"import warnings\navailable = False\nwarnings.warn({CUPY_NCCL_WARNING!r})\n")
@@ -251,3 +254,5 @@ def test_info_says_nccl_is_missing_in_one_line_without_cupys_warning(tmp_path):
     assert ("transports: nccl unavailable (CuPy cannot load NCCL (ImportError (libnccl.so.2: cannot open shared "
             "object file: No such file or directory)); pip install nvidia-nccl-cu13, or ozhpc[gpu]), ") in r.stdout
     assert "could not be loaded" not in r.stdout
+    assert (f"warning (UserWarning from {tmp_path / 'cupy' / '__init__.py'}): CUDA path could not be detected."
+            in r.stdout.splitlines())
