@@ -45,10 +45,10 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     the device and only the operands and C on the host. ``bench/results/memory_cpu_2026-12-01.md``
     compares it with the measured peak.
     """
-    from .ozaki.plan import DataSizes, resolve_plan
+    from .ozaki.plan import assumed_plan
 
     (m, ka), (n, kbt) = local_a, local_bt
-    plan = resolve_plan(settings.typical(), 0, k, sizes=DataSizes.typical(k))
+    plan = assumed_plan(settings, k)
     planes, acc_planes = plan.planes, plan.accumulators
     note = plan.summary() + (", assumed for auto" if settings.auto else "")
     a, b, c = m * ka, n * kbt, m * n
