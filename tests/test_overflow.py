@@ -134,3 +134,21 @@ def test_the_headroom_changes_no_bit(monkeypatch, rng):
     assert any(np.isinf(c).any() for c in got) and any((np.abs(c) < 2.0**-1022).any() for c in got)
     for x, y, kw in zip(got, want, options):
         assert x.tobytes() == y.tobytes(), kw
+
+
+def test_ozhpc_check_agrees_with_the_written_file(tmp_path):
+    """``ozhpc gemm`` writes the reproducer's C certified and right, and ``ozhpc check`` passes it
+    (it failed a certified inf: exit 4, "C is inf/NaN where the exact product is finite")."""
+    import h5py
+
+    from conftest import run_cli
+
+    a, b = reproducer()
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["A"], f["B"] = a, b
+    r = run_cli(["gemm", f"{tmp_path}/in.h5:/A", f"{tmp_path}/in.h5:/B", "-o", f"{tmp_path}/out.h5:/C"])
+    assert r.returncode == 0, r.stderr
+    with h5py.File(tmp_path / "out.h5", "r") as f:
+        assert f["C"][0, 0] == 1.4381545078898528e+308 and bool(f["C"].attrs["ozhpc_certified"]) is True
+    r = run_cli(["check", f"{tmp_path}/out.h5:/C", "--a", f"{tmp_path}/in.h5:/A", "--b", f"{tmp_path}/in.h5:/B"])
+    assert r.returncode == 0 and r.stderr == "", (r.stdout, r.stderr)
