@@ -6,6 +6,11 @@ second lock on the same file would make HDF5's fail. The sidecar is removed on r
 waiter that wakes up on a removed sidecar takes the lock again on the new one, so two jobs
 never hold it at once. Killed jobs release it with their file descriptors (the kernel does),
 and a sidecar they leave behind is empty and harmless (the next job reuses and removes it).
+
+Other users: a sidecar that another user's job left (mode 0644: not writable for us) is opened
+read-only, which is all ``flock`` needs, so it never fails a run after the compute. One that
+another user's job holds right now is refused before the compute (:func:`check`). The sidecar is
+never opened through a symlink, and anything but a regular file there is refused.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import errno
 import fcntl
 import logging
 import os
+import stat
 from contextlib import contextmanager
 
 from ..errors import InputError
@@ -26,13 +32,59 @@ def lock_path(target: str) -> str:
     return os.path.join(head, f".{tail}.ozhpc-lock")
 
 
+NO_LOCKS = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLCK, errno.EINVAL)
+
+
+NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+"""Never through a symlink, and never waiting in ``open`` (a FIFO planted there)."""
+
+
+def _open(path: str, create: bool = True) -> int:
+    """An fd on the sidecar ``path``: read-write (created if ``create``), or read-only where it is
+    another user's file that we may not write (``flock`` needs no write access)."""
+    try:
+        try:
+            fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0) | NO_FOLLOW, 0o644)
+        except PermissionError:
+            fd = os.open(path, os.O_RDONLY | NO_FOLLOW)
+    except OSError as exc:
+        why = "a symbolic link, which ozhpc never follows there" if exc.errno == errno.ELOOP else exc.strerror
+        raise InputError(f"cannot open the lock file {path!r} ({why}); remove it") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"the lock file {path!r} is not a regular file; remove it")
+    return fd
+
+
+def check(target: str, name: str) -> None:
+    """Refuse, before the compute, a lock that the write could not take (a symlink, not a regular
+    file, unreadable) or that another user's job holds now (``name``: the output as the user
+    named it). Our own jobs' locks are waited for when the write starts, as always; a sidecar
+    left by a dead job of anyone is not locked and is taken over then."""
+    path = lock_path(target)
+    try:
+        owner = os.lstat(path).st_uid
+    except FileNotFoundError:
+        return  # created when the write starts (the directory is writable: checked)
+    fd = _open(path, create=False)
+    try:
+        if owner == os.geteuid():
+            return
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: the ranks of this job probe at once
+    except BlockingIOError:
+        raise InputError(f"output file {name!r} is being written by another user's job (its lock file {path!r}, "
+                         f"owned by uid {owner}, is held); try again when that job is done") from None
+    except OSError as exc:
+        if exc.errno not in NO_LOCKS:
+            raise
+    finally:
+        os.close(fd)  # releases the probe's lock
+
+
 def _acquire(path: str) -> int:
     """An fd holding the exclusive lock on the sidecar that ``path`` names right now."""
     while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise InputError(f"cannot create the lock file {path!r} ({exc.strerror})") from None
+        fd = _open(path)
         try:
             if not _lock(fd, path):
                 return fd  # no locks on this file system: not serialised (logged)
@@ -46,9 +98,6 @@ def _acquire(path: str) -> int:
         if same:
             return fd
         os.close(fd)  # the holder removed it while we waited: lock the current one
-
-
-NO_LOCKS = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLCK, errno.EINVAL)
 
 
 def _lock(fd: int, path: str) -> bool:

@@ -19,6 +19,7 @@ import numpy as np
 from h5py import h5z
 
 from ..errors import InputError
+from . import filelock
 
 PARALLEL_HDF5 = bool(h5py.get_config().mpi)
 ATTRS_PREFIX = "ozhpc_"
@@ -197,6 +198,7 @@ def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
     if ref.path.lstrip("/").startswith(TMP_PREFIX):
         raise InputError(f"output {ref}: names starting with {TMP_PREFIX} are ozhpc's temporaries; choose another")
     check_output_file(ref.file, target, "output")
+    filelock.check(target, ref.file)
     inputs = [other for other in inputs if other is not None]
     for other in inputs:
         if other.path == ref.path and same_file(other.file, target):

@@ -1,0 +1,142 @@
+"""Another user of the node or of a shared directory (issue 29, "Data and trust"): lock files,
+reports on special files, HDF5 external links and virtual datasets that lead back into an input
+or the output, and a dead temporary after a full disk.
+
+The other user is uid 2001 (``setpriv --reuid``). The victim is this process's uid 0 stripped of
+every capability (``setpriv --bounding-set=-all``): an ordinary user for the kernel, who may open
+only what the mode bits allow, yet can still run this Python. Tests that need either skip with a
+reason where they cannot (not root, no setpriv); CI runs them as root.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from test_output_safety import REPO, assert_refused, digest, env
+from ozhpc.matrices import standard_matrix
+
+N = 32
+OTHER = 2001
+SETPRIV = shutil.which("setpriv")
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+needs_users = pytest.mark.skipif(not (ROOT and SETPRIV), reason="needs root and setpriv to act as two users")
+UNPRIVILEGED = [SETPRIV or "setpriv", "--bounding-set=-all", "--inh-caps=-all"]
+"""The victim: uid 0 without capabilities (the mode bits of other users' files apply to it)."""
+
+
+def as_other(*cmd: str) -> list[str]:
+    return [SETPRIV or "setpriv", f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups", *cmd]
+
+
+def victim(*args, cwd, prefix=UNPRIVILEGED, timeout=120):
+    """``ozhpc ARGS`` as the victim: (CompletedProcess, seconds)."""
+    t0 = time.monotonic()
+    proc = subprocess.run([*prefix, sys.executable, "-m", "ozhpc", *map(str, args)], cwd=cwd, env=env(),
+                          capture_output=True, text=True, timeout=timeout)
+    return proc, time.monotonic() - t0
+
+
+def gemm(d, out, *extra, prefix=UNPRIVILEGED):
+    return victim("gemm", "in.h5:/A", "in.h5:/B", "-o", out, "--engine", "numpy", "--progress", "log", *extra,
+                  cwd=d, prefix=prefix)
+
+
+@pytest.fixture(params=["1777", "2777"])
+def shared(request):
+    """A directory every user may write (sticky like /tmp, or setgid like a project directory),
+    owned by a third uid, reachable by uid 2001; holds in.h5 (A, B), readable by all."""
+    d = tempfile.mkdtemp(prefix="ozhpc-shared-", dir="/tmp")
+    os.chmod(d, int(request.param, 8))
+    if ROOT:
+        os.chown(d, 2002, 2002)
+    with h5py.File(os.path.join(d, "in.h5"), "w") as f:
+        f["A"] = standard_matrix(N, N, 0.5, 1)
+        f["B"] = standard_matrix(N, N, 0.5, 2)
+    os.chmod(os.path.join(d, "in.h5"), 0o644)
+    from pathlib import Path
+    yield Path(d)
+    shutil.rmtree(d)
+
+
+LOCK = ".out.h5.ozhpc-lock"
+
+
+def assert_written(proc, d, name="C"):
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with h5py.File(d / "out.h5", "r") as f:
+        assert f[name].shape == (N, N) and np.isfinite(f[name][...]).all()
+
+
+# ---- locks ----------------------------------------------------------------------------------
+
+@needs_users
+def test_stale_lock_of_another_user_is_taken_over(shared):
+    """A 0644 lock file that another user's killed job left: the run (and its dry run) works."""
+    subprocess.run(as_other("sh", "-c", f"umask 022; : > {LOCK}"), cwd=shared, check=True)
+    assert os.stat(shared / LOCK).st_uid == OTHER
+    proc, _ = gemm(shared, "out.h5:/C", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    proc, _ = gemm(shared, "out.h5:/C")
+    assert_written(proc, shared)
+
+
+@pytest.fixture
+def held_lock(shared):
+    """Another user's job holding the lock of out.h5 (flock(1) on a 0644 file it created)."""
+    job = subprocess.Popen(as_other("flock", "-x", LOCK, "sleep", "60"), cwd=shared, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            fd = os.open(shared / LOCK, os.O_RDONLY)
+        except FileNotFoundError:
+            time.sleep(0.05)
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            time.sleep(0.05)
+        except BlockingIOError:
+            break
+        finally:
+            os.close(fd)
+    yield shared
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+
+
+@needs_users
+@pytest.mark.parametrize("dry", [False, True])
+def test_lock_held_by_another_users_job_refused_before_the_compute(held_lock, dry):
+    d = held_lock
+    proc, seconds = gemm(d, "out.h5:/C", *(["--dry-run"] if dry else []))
+    assert_refused(proc, seconds, f"output file 'out.h5' is being written by another user's job (its lock file "
+                                  f"'{d / LOCK}', owned by uid {OTHER}, is held)")
+    assert "panel" not in proc.stderr, "refused before the compute"
+    assert sorted(os.listdir(d)) == sorted(["in.h5", LOCK])
+
+
+@needs_users
+def test_lock_path_planted_as_a_symlink_is_not_followed(shared):
+    """A symlink at the lock's name (fs.protected_symlinks = 0 on some nodes) would make the run
+    create the file it points to: refused before the compute, nothing created there."""
+    private = tempfile.mkdtemp(prefix="ozhpc-victim-", dir="/tmp")
+    try:
+        subprocess.run(as_other("ln", "-s", os.path.join(private, "planted"), LOCK), cwd=shared, check=True)
+        proc, seconds = gemm(shared, "out.h5:/C")
+        assert_refused(proc, seconds, "a symbolic link, which ozhpc never follows there")
+        assert "panel" not in proc.stderr
+        assert os.listdir(private) == [] and not (shared / "out.h5").exists()
+    finally:
+        shutil.rmtree(private)
