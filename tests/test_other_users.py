@@ -140,3 +140,65 @@ def test_lock_path_planted_as_a_symlink_is_not_followed(shared):
         assert os.listdir(private) == [] and not (shared / "out.h5").exists()
     finally:
         shutil.rmtree(private)
+
+
+# ---- special files --------------------------------------------------------------------------
+
+def special(d, name, kind):
+    """A FIFO, a character device (a private /dev/null: mknod needs root) or a socket at d/name."""
+    path = str(d / name)
+    if kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "character device":
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("mknod needs root")
+    else:
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(path)
+        sock.close()
+    return os.stat(path)
+
+
+KINDS = ["FIFO", "character device", "socket"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_report_on_a_special_file_is_refused_even_with_force(tmp_path, kind):
+    """``--report /dev/null --force`` as root would have replaced /dev/null by a regular file."""
+    from helpers.inputs import square_inputs
+
+    d = square_inputs(tmp_path, N)
+    before = special(d, "r.json", kind)
+    proc, seconds = gemm(d, "out.h5:/C", "--report", "r.json", "--force", prefix=[])
+    assert_refused(proc, seconds, f"report 'r.json' is a {kind}, not a regular file; ozhpc reads and writes only "
+                                  "regular files and never replaces anything else, even with --force")
+    assert "panel" not in proc.stderr
+    after = os.lstat(d / "r.json")
+    assert (after.st_ino, after.st_mode, after.st_rdev) == (before.st_ino, before.st_mode, before.st_rdev)
+    assert not (d / "out.h5").exists()
+
+
+def test_report_that_became_a_fifo_during_the_run_is_not_replaced(tmp_path):
+    from ozhpc.report import write_report
+
+    os.mkfifo(tmp_path / "r.json")
+    with pytest.raises(OSError, match="it is a FIFO now, not a regular file, and was not replaced"):
+        write_report(str(tmp_path / "r.json"), {"x": 1})
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "r.json").st_mode) and os.listdir(tmp_path) == ["r.json"]
+
+
+@pytest.mark.parametrize("role", ["input", "output"])
+def test_fifo_as_an_hdf5_file_is_refused_not_waited_on(tmp_path, role):
+    """Opening a FIFO waits for a writer: the run hung before the compute."""
+    from helpers.inputs import square_inputs
+
+    d = square_inputs(tmp_path, N)
+    special(d, "f.h5", "FIFO")
+    a, out = ("f.h5:/A", "out.h5:/C") if role == "input" else ("in.h5:/A", "f.h5:/C")
+    proc, seconds = victim("gemm", a, "in.h5:/B", "-o", out, "--engine", "numpy", cwd=d, prefix=[], timeout=30)
+    assert_refused(proc, seconds, f"{'input A' if role == 'input' else 'output'} file 'f.h5' is a FIFO, "
+                                  "not a regular file")

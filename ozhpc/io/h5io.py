@@ -10,6 +10,7 @@ never; other datasets in an existing output file are kept.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -98,12 +99,35 @@ class DatasetRef:
         return f"{self.file}:{self.path}"
 
 
+SPECIAL_FILES = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                 (stat.S_ISSOCK, "a socket"))
+
+
+def special_file(path: str) -> str | None:
+    """What ``path`` (followed through symlinks) is when it is neither a regular file, a directory
+    nor absent: "a FIFO", "a character device", ... Such a file is never opened (opening a FIFO
+    waits for a writer) nor replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return next((kind for test, kind in SPECIAL_FILES if test(mode)), None)
+
+
+def not_regular(what: str, name: str, kind: str) -> InputError:
+    return InputError(f"{what} {name!r} is {kind}, not a regular file; ozhpc reads and writes only regular files "
+                      "and never replaces anything else, even with --force")
+
+
 @contextmanager
 def reading(path: str, what: str = "input"):
     """The one way ozhpc opens a file to read it: waits (up to ``BUSY_WAIT_S``) while another
     program writes it, and says in one line (InputError) why a file cannot be opened."""
     if not os.path.exists(path):
         raise InputError(f"{what} file {path!r} does not exist")
+    kind = special_file(path)
+    if kind:
+        raise not_regular(f"{what} file", path, kind)
     try:
         f = open_file(path, "r")
     except OSError as exc:
@@ -254,6 +278,9 @@ def check_output_file(name: str, target: str, what: str) -> None:
         raise InputError(f"{what} directory {parent!r} is not writable")
     if os.path.isdir(target):
         raise InputError(f"{what} {name!r} is a directory")
+    kind = special_file(target)
+    if kind:
+        raise not_regular(what if what == "report" else f"{what} file", name, kind)
     if os.path.exists(target) and not writable(target):
         raise InputError(f"{what} file {name!r} is read-only (no write permission); ozhpc never changes "
                          "a file's permissions, even with --force: make it writable or choose another file")
