@@ -202,3 +202,95 @@ def test_fifo_as_an_hdf5_file_is_refused_not_waited_on(tmp_path, role):
     proc, seconds = victim("gemm", a, "in.h5:/B", "-o", out, "--engine", "numpy", cwd=d, prefix=[], timeout=30)
     assert_refused(proc, seconds, f"{'input A' if role == 'input' else 'output'} file 'f.h5' is a FIFO, "
                                   "not a regular file")
+
+
+# ---- HDF5 links and virtual datasets that lead into an input ---------------------------------
+
+def inputs_kept_free_space(d):
+    """in.h5 as ``ozhpc gen`` makes it (a persistent free-space map, rewritten whenever the file
+    is opened read-write), with an empty group /G; returns its SHA-256."""
+    with h5py.File(d / "in.h5", "w", fs_strategy="fsm", fs_persist=True, fs_threshold=1) as f:
+        f["A"] = standard_matrix(N, N, 0.5, 1)
+        f["B"] = standard_matrix(N, N, 0.5, 2)
+        f.create_group("G")
+    return digest(d / "in.h5")
+
+
+@pytest.mark.parametrize("out", ["out.h5:/EG/NEW", "out.h5:/S/NEW", "out.h5:/SS/G/NEW"])
+def test_output_through_an_external_link_is_refused_and_the_input_unchanged(tmp_path, out):
+    """/EG in out.h5 is an external link to in.h5:/G (/S a soft link to it, /SS one to the root
+    whose /G is external): the write went through it into the input file, read-write, changed it
+    and failed after the compute with a traceback."""
+    before = inputs_kept_free_space(tmp_path)
+    with h5py.File(tmp_path / "out.h5", "w") as f:
+        f["EG"] = h5py.ExternalLink("in.h5", "/G")
+        f["S"] = h5py.SoftLink("/EG")
+        f["SS"] = h5py.SoftLink("/")
+        f["G"] = h5py.ExternalLink("in.h5", "/G")
+    out_before = digest(tmp_path / "out.h5")
+    proc, seconds = gemm(tmp_path, out, prefix=[])
+    link = "/G" if "SS" in out else "/EG"
+    assert_refused(proc, seconds, f"output {out}: {link} is an external link (to in.h5:/G); ozhpc writes only "
+                                  "into the file named")
+    assert "panel" not in proc.stderr
+    assert (digest(tmp_path / "in.h5"), digest(tmp_path / "out.h5")) == (before, out_before)
+
+
+def test_soft_link_loop_on_the_output_path_is_one_line(tmp_path):
+    inputs_kept_free_space(tmp_path)
+    with h5py.File(tmp_path / "out.h5", "w") as f:
+        f["L1"] = h5py.SoftLink("/L2")
+        f["L2"] = h5py.SoftLink("/L1")
+    proc, seconds = gemm(tmp_path, "out.h5:/L1/C", prefix=[])
+    assert_refused(proc, seconds, "output out.h5:/L1/C: more than 16 soft links on the way (a loop?)")
+
+
+def test_output_through_a_soft_link_within_the_file_is_written(tmp_path):
+    inputs_kept_free_space(tmp_path)
+    with h5py.File(tmp_path / "out.h5", "w") as f:
+        f.create_group("R")
+        f["SR"] = h5py.SoftLink("R")
+    proc, _ = gemm(tmp_path, "out.h5:/SR/C", prefix=[])
+    assert proc.returncode == 0, proc.stderr
+    with h5py.File(tmp_path / "out.h5", "r") as f:
+        assert f["R/C"].shape == (N, N)
+
+
+def virtual(path, name, source_file, source_name):
+    layout = h5py.VirtualLayout(shape=(N, N), dtype="f8")
+    layout[...] = h5py.VirtualSource(source_file, source_name, shape=(N, N))
+    with h5py.File(path, "a") as f:
+        f.create_virtual_dataset(name, layout)
+
+
+VDS = {
+    # name: (input A, output, the source as the message names it)
+    "source is the output": ("vds.h5:/V", "res.h5:/C", "vds.h5:/V, a virtual dataset that reads res.h5:/C"),
+    "through a virtual dataset of virtual datasets": ("vds2.h5:/W", "res.h5:/C",
+                                                     "vds2.h5:/W, a virtual dataset that reads res.h5:/C"),
+    "another name of the source": ("vds.h5:/V", "alias.h5:/HL",
+                                   "vds.h5:/V, a virtual dataset that reads res.h5:/C, the same HDF5 object"),
+    "source in the same file": ("res.h5:/V", "res.h5:/C", "res.h5:/V, a virtual dataset that reads res.h5:/C"),
+}
+
+
+@pytest.mark.parametrize("case", list(VDS))
+def test_virtual_dataset_input_whose_source_is_the_output_is_refused(tmp_path, case):
+    """The run replaced res.h5:/C (--force) and the input then read the new C."""
+    from helpers.inputs import square_inputs
+
+    d = square_inputs(tmp_path, N)
+    with h5py.File(d / "res.h5", "w") as f:
+        f["C"] = standard_matrix(N, N, 0.5, 3)
+        f["HL"] = f["C"]
+    virtual(d / "vds.h5", "V", "res.h5", "/C")
+    virtual(d / "vds2.h5", "W", "vds.h5", "/V")
+    virtual(d / "res.h5", "V", ".", "/C")
+    os.symlink("res.h5", d / "alias.h5")
+    a, out, named = VDS[case]
+    before = digest(d / "res.h5")
+    proc, seconds = victim("gemm", a, "in.h5:/B", "-o", out, "--force", "--engine", "numpy", "--progress", "log",
+                           cwd=d, prefix=[])
+    assert_refused(proc, seconds, f"output {out} is an input of this run ({named}")
+    assert "panel" not in proc.stderr
+    assert digest(d / "res.h5") == before

@@ -10,6 +10,7 @@ never; other datasets in an existing output file are kept.
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 import time
 from contextlib import contextmanager
@@ -223,10 +224,10 @@ def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
         raise InputError(f"output {ref}: names starting with {TMP_PREFIX} are ozhpc's temporaries; choose another")
     check_output_file(ref.file, target, "output")
     filelock.check(target, ref.file)
-    inputs = [other for other in inputs if other is not None]
-    for other in inputs:
-        if other.path == ref.path and same_file(other.file, target):
-            raise InputError(f"output {ref} is an input of this run ({other}); choose another dataset")
+    read = [(source, other) for other in inputs if other is not None for source in datasets_read(other)]
+    for source, other in read:
+        if source.path == ref.path and same_file(source.file, target):
+            raise InputError(f"output {ref} is an input of this run ({_reading(other, source)}); choose another dataset")
     if not os.path.exists(target):
         return
     try:
@@ -240,10 +241,38 @@ def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
     with f:
         check_intact(f, ref.file)
         if target_exists(f, ref, force):
-            for other in inputs:
-                if same_object(f[ref.path], other):
-                    raise InputError(f"output {ref} is an input of this run ({other}, the same HDF5 object); "
-                                     "choose another dataset")
+            for source, other in read:
+                if same_object(f[ref.path], source):
+                    raise InputError(f"output {ref} is an input of this run ({_reading(other, source)}, the same "
+                                     "HDF5 object); choose another dataset")
+
+
+MAX_VDS_DEPTH = 8
+"""Virtual datasets whose sources are virtual datasets, followed this deep."""
+
+
+def datasets_read(ref: DatasetRef, depth: int = 0) -> list[DatasetRef]:
+    """``ref`` and, for a virtual dataset, every dataset it reads (its sources, theirs, ...): an
+    output must be none of them. Sources named by printf-style patterns are not followed."""
+    out = [ref]
+    if depth >= MAX_VDS_DEPTH:
+        return out
+    try:
+        with reading(ref.file) as f:
+            dset = f.get(ref.path)
+            mapped = dset.virtual_sources() if isinstance(dset, h5py.Dataset) and dset.is_virtual else []
+    except (InputError, KeyError, OSError, RuntimeError):
+        return out  # an input that cannot be read is refused as an input
+    for source in mapped:
+        found = None if "%" in source.file_name + source.dset_name else _vds_source(ref.file, source.file_name)
+        if found is not None:
+            name = source.dset_name if source.dset_name.startswith("/") else "/" + source.dset_name
+            out += datasets_read(DatasetRef(found, name), depth + 1)
+    return out
+
+
+def _reading(other: DatasetRef, source: DatasetRef) -> str:
+    return str(other) if source is other else f"{other}, a virtual dataset that reads {source}"
 
 
 def same_object(obj, ref: DatasetRef) -> bool:
@@ -303,7 +332,9 @@ def same_file(a: str, b: str) -> bool:
 
 
 def target_exists(f: h5py.File, ref: DatasetRef, force: bool) -> bool:
-    """Whether ``ref.path`` is a dataset that ``force`` lets us replace; refuse groups and children."""
+    """Whether ``ref.path`` is a dataset that ``force`` lets us replace; refuse groups and children,
+    and a path that leaves the file (:func:`within_file`)."""
+    within_file(f, ref, ref.path)
     parts = ref.path.lstrip("/").split("/")
     node = f
     for i, part in enumerate(parts):
@@ -326,3 +357,30 @@ def target_exists(f: h5py.File, ref: DatasetRef, force: bool) -> bool:
         return True
     raise InputError(f"output {ref} is a group; ozhpc never replaces a group, even with --force: "
                      "name a dataset path")
+
+
+MAX_SOFT_LINKS = 16
+"""Soft links followed on one output path at most (HDF5's own limit, H5L_NUM_LINKS)."""
+
+
+def within_file(f: h5py.File, ref: DatasetRef, path: str, depth: int = 0) -> str:
+    """``path`` in ``f`` with its soft links replaced by what they name, walked link by link
+    without ever following an external link: one on the way, itself or behind a soft link, is
+    refused (the result would go into another file, perhaps an input, opened read-write through
+    the link). Returns the path of hard links it names (as far as it exists)."""
+    group = "/"
+    for part in [p for p in path.split("/") if p not in ("", ".")]:
+        here = posixpath.join(group, part)
+        link = f.get(here, getlink=True)  # ``group`` is reached through hard links only
+        if link is None:
+            return here  # the rest does not exist yet: it is created in this file
+        if isinstance(link, h5py.ExternalLink):
+            raise InputError(f"output {ref}: {here} is an external link (to {link.filename}:{link.path}); ozhpc "
+                             "writes only into the file named, never through a link into another: choose another path")
+        if isinstance(link, h5py.SoftLink):
+            if depth >= MAX_SOFT_LINKS:
+                raise InputError(f"output {ref}: more than {MAX_SOFT_LINKS} soft links on the way (a loop?); "
+                                 "choose another path")
+            here = within_file(f, ref, posixpath.join(group, link.path), depth + 1)
+        group = here
+    return group
