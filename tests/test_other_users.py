@@ -294,3 +294,66 @@ def test_virtual_dataset_input_whose_source_is_the_output_is_refused(tmp_path, c
     assert_refused(proc, seconds, f"output {out} is an input of this run ({named}")
     assert "panel" not in proc.stderr
     assert digest(d / "res.h5") == before
+
+
+# ---- after a full disk ------------------------------------------------------------------------
+
+MiB = 1 << 20
+DEAD = """
+import os, sys
+from ozhpc.errors import InputError
+from ozhpc.io import h5io, h5out
+txn = h5out.OutputTransaction(h5io.DatasetRef("out.h5", "/D"), False, "dead-1")
+with txn:
+    txn.create((512, 512))
+    with txn.open() as f:
+        f[txn.tmp_name][...] = 2.0
+    st = os.statvfs(".")
+    with open("filler", "wb") as g:  # another job takes every byte left
+        os.posix_fallocate(g.fileno(), 0, st.f_bavail * st.f_frsize)
+    try:
+        txn.commit()
+    except InputError as exc:
+        print(exc)
+"""
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """An 8 MiB file system of its own (tmpfs: mount needs root)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True)
+    if proc.returncode:
+        pytest.skip(f"cannot mount a small tmpfs to fill ({proc.stderr.decode().strip()})")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_rerun_after_a_full_disk_works(tmp_path, small_disk):
+    """A full disk during the commit leaves this run's temporary (2 MiB, C's bytes) in the file
+    when not even removing it fits. Once some room is back (1.5 MiB, not enough for a new C
+    beside the temporary), the next run must work, as the docs say: the pre-compute disk check
+    refused every rerun, even into a new dataset, before the write could remove the temporary."""
+    d = small_disk
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["A"] = standard_matrix(512, 8, 0.5, 1)
+        f["B"] = standard_matrix(8, 512, 0.5, 2)
+    args = [f"{tmp_path}/in.h5:/A", f"{tmp_path}/in.h5:/B", "--engine", "numpy", "--progress", "off"]
+    proc, _ = victim("gemm", *args, "-o", "out.h5:/C", cwd=d, prefix=[])
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run([sys.executable, "-c", DEAD], cwd=d, env=env(), capture_output=True, text=True,
+                          timeout=60)
+    assert "no room for" in proc.stdout and "the next write removes it" in proc.stderr, proc.stdout + proc.stderr
+    with h5py.File(d / "out.h5", "r") as f:
+        assert sorted(f) == [".ozhpc-tmp-dead-1", "C"] and f["C"][0, 0] != 2.0
+    os.remove(d / "filler")
+    st = os.statvfs(d)
+    with open(d / "filler", "wb") as g:
+        os.posix_fallocate(g.fileno(), 0, st.f_bavail * st.f_frsize - 3 * MiB // 2)
+    for dry in (True, False):
+        proc, _ = victim("gemm", *args, "-o", "out.h5:/next", *(["--dry-run"] if dry else []), cwd=d, prefix=[])
+        assert proc.returncode == 0, proc.stderr
+    with h5py.File(d / "out.h5", "r") as f:
+        assert sorted(f) == ["C", "next"] and np.array_equal(f["C"][...], f["next"][...])
+    assert sorted(os.listdir(d)) == ["filler", "out.h5"]

@@ -81,12 +81,13 @@ def check(target: str, name: str) -> None:
         os.close(fd)  # releases the probe's lock
 
 
-def _acquire(path: str) -> int:
-    """An fd holding the exclusive lock on the sidecar that ``path`` names right now."""
+def _acquire(path: str, wait: bool) -> int:
+    """An fd holding the exclusive lock on the sidecar that ``path`` names right now
+    (BlockingIOError at once, without ``wait``, where another job holds it)."""
     while True:
         fd = _open(path)
         try:
-            if not _lock(fd, path):
+            if not _lock(fd, path, wait):
                 return fd  # no locks on this file system: not serialised (logged)
             try:
                 same = os.path.samestat(os.fstat(fd), os.stat(path))
@@ -100,17 +101,20 @@ def _acquire(path: str) -> int:
         os.close(fd)  # the holder removed it while we waited: lock the current one
 
 
-def _lock(fd: int, path: str) -> bool:
-    """Wait for the exclusive lock (a signal still ends the wait); False where locks are unsupported.
+def _lock(fd: int, path: str, wait: bool = True) -> bool:
+    """Wait for the exclusive lock (a signal still ends the wait; without ``wait``, BlockingIOError
+    where it is held); False where locks are unsupported.
 
     ``flock`` first, POSIX ``lockf`` where a file system only has those, and a warning
     (not a failure) where it has neither (e.g. Lustre mounted without ``flock``).
     """
     for take in (fcntl.flock, fcntl.lockf):
         try:
-            take(fd, fcntl.LOCK_EX)
+            take(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             return True
         except OSError as exc:
+            if not wait and exc.errno in (errno.EAGAIN, errno.EACCES):  # lockf says EACCES
+                raise BlockingIOError(exc.errno, exc.strerror) from None
             if exc.errno not in NO_LOCKS:
                 raise
     log.warning("%s: this file system supports no file locks; jobs writing the same file at the "
@@ -119,12 +123,17 @@ def _lock(fd: int, path: str) -> bool:
 
 
 @contextmanager
-def locked(target: str):
-    """Hold the exclusive lock of ``target`` for the block (advisory: only ozhpc honours it)."""
+def locked(target: str, wait: bool = True):
+    """Hold the exclusive lock of ``target`` for the block (advisory: only ozhpc honours it).
+    Yields True; without ``wait``, False at once (not holding it) where another job holds it."""
     path = lock_path(target)
-    fd = _acquire(path)
     try:
-        yield
+        fd = _acquire(path, wait)
+    except BlockingIOError:
+        yield False
+        return
+    try:
+        yield True
     finally:
         try:
             os.unlink(path)  # still holding the lock: nobody else can be inside now
