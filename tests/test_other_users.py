@@ -142,6 +142,39 @@ def test_lock_path_planted_as_a_symlink_is_not_followed(shared):
         shutil.rmtree(private)
 
 
+
+@pytest.fixture
+def private():
+    """A directory of the victim's (0700) holding precious.txt and private.h5:/C."""
+    d = tempfile.mkdtemp(prefix="ozhpc-victim-", dir="/tmp")
+    from pathlib import Path
+    d = Path(d)
+    (d / "precious.txt").write_text("precious\n")
+    with h5py.File(d / "private.h5", "w") as f:
+        f["C"] = np.arange(4.0)
+    yield d
+    shutil.rmtree(d)
+
+
+@needs_users
+@pytest.mark.parametrize("shared", ["1777"], indirect=True)  # sticky: where the kernel's rule applies
+@pytest.mark.parametrize("what", ["report", "output"])
+def test_symlink_planted_by_another_user_is_not_written_through(shared, private, what):
+    """With fs.protected_symlinks = 0, another user's symlink in a sticky directory at the name
+    of your report or output file made a --force run overwrite the file it points to."""
+    if what == "report":
+        name, args, victim_file = "run.json", ["out.h5:/C", "--report", "run.json"], private / "precious.txt"
+    else:
+        name, args, victim_file = "out.h5", ["out.h5:/C"], private / "private.h5"
+    subprocess.run(as_other("ln", "-s", str(victim_file), name), cwd=shared, check=True)
+    before = digest(victim_file)
+    proc, seconds = gemm(shared, *args, "--force")
+    assert_refused(proc, seconds, f"{what} {name!r} goes through the symlink '{shared / name}' of uid {OTHER} "
+                                  "in a world-writable sticky directory; ozhpc never writes through another user's")
+    assert "panel" not in proc.stderr
+    assert digest(victim_file) == before
+
+
 # ---- special files --------------------------------------------------------------------------
 
 def special(d, name, kind):

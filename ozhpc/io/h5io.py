@@ -298,8 +298,46 @@ def check_intact(f: h5py.File, name: str) -> None:
                          "datasets you need into a new file and write there") from None
 
 
+def foreign_symlink(path: str) -> tuple[str, int] | None:
+    """The first symlink on the way to ``path`` that the kernel's ``fs.protected_symlinks``
+    would not follow: in a sticky world-writable directory (``/tmp``), owned neither by us nor
+    by the directory's owner. Such a link was planted by another user, and writing through it
+    would write where they chose; nodes that set ``fs.protected_symlinks = 0`` follow it."""
+    parts = [p for p in os.path.join(os.getcwd(), path).split("/") if p][::-1]  # a stack
+    here, hops = "/", 0
+    while parts:
+        part = parts.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            here = os.path.dirname(here)
+            continue
+        step = os.path.join(here, part)
+        try:
+            st = os.lstat(step)
+        except OSError:
+            return None  # the rest does not exist yet
+        if not stat.S_ISLNK(st.st_mode):
+            here = step
+            continue
+        d = os.stat(here)
+        if d.st_mode & stat.S_ISVTX and d.st_mode & stat.S_IWOTH and st.st_uid not in (os.geteuid(), d.st_uid):
+            return step, st.st_uid
+        hops += 1
+        if hops > 40:
+            return None  # a loop: opening it fails on its own
+        target = os.readlink(step)
+        here = "/" if target.startswith("/") else here
+        parts += [p for p in target.split("/") if p][::-1]
+    return None
+
+
 def check_output_file(name: str, target: str, what: str) -> None:
     """The file ``name`` (resolved to ``target``) may be created or written in place."""
+    planted = foreign_symlink(name)
+    if planted:
+        raise InputError(f"{what} {name!r} goes through the symlink {planted[0]!r} of uid {planted[1]} in a "
+                         "world-writable sticky directory; ozhpc never writes through another user's symlink there")
     parent = os.path.dirname(target)
     if not os.path.isdir(parent):
         raise InputError(f"{what} directory {parent!r} does not exist")
