@@ -90,6 +90,10 @@ def test_stale_lock_of_another_user_is_taken_over(shared):
     assert proc.returncode == 0, proc.stderr
     proc, _ = gemm(shared, "out.h5:/C")
     assert_written(proc, shared)
+    # a group directory: removed under a shared lock, and our own sidecar locked (NFS locks
+    # exclusively only what is open for writing); a sticky one: kept, and locked read-only
+    sticky = shared.stat().st_mode & stat.S_ISVTX
+    assert sorted(os.listdir(shared)) == sorted(["in.h5", "out.h5", *([LOCK] if sticky else [])])
 
 
 @pytest.fixture
