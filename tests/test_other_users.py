@@ -179,6 +179,20 @@ def test_symlink_planted_by_another_user_is_not_written_through(shared, private,
     assert digest(victim_file) == before
 
 
+
+@needs_users
+@pytest.mark.parametrize("shared", ["1777"], indirect=True)
+def test_temporary_of_another_user_that_cannot_be_removed_is_left(shared):
+    """A dead job's temporary file of another user in a sticky directory: the write removes
+    temporaries it finds, and failed on this one after the compute."""
+    planted = ".out.h5.ozhpc-1-dead.tmp"
+    subprocess.run(as_other("sh", "-c", f"umask 022; echo x > {planted}"), cwd=shared, check=True)
+    proc, _ = gemm(shared, "out.h5:/C")
+    assert_written(proc, shared)
+    assert f"cannot remove {shared / planted}, left by a job that was killed" in proc.stderr
+    assert sorted(os.listdir(shared)) == sorted(["in.h5", "out.h5", planted])
+
+
 # ---- special files --------------------------------------------------------------------------
 
 def special(d, name, kind):
