@@ -271,14 +271,15 @@ def check_matrix_fits(m: int, n: int, ranks_here: int = 1, sources: MemorySource
                          f"{_under(limit, ranks_here)}")
 
 
-def check_disk(path: str, m: int, n: int) -> None:
-    """Refuse an output file whose file system cannot hold an m x n float64 dataset more."""
+def check_disk(path: str, m: int, n: int, reclaim: int = 0) -> None:
+    """Refuse an output file whose file system cannot hold an m x n float64 dataset more
+    (``reclaim``: bytes that will be free by then, on top of what the file system says)."""
     directory = os.path.dirname(os.path.realpath(path))
     try:
         st = os.statvfs(directory)
     except OSError:
         return  # the output checks say what is wrong with the directory
-    free, need = st.f_bavail * st.f_frsize, 8 * m * n + DISK_SLACK
+    free, need = st.f_bavail * st.f_frsize + reclaim, 8 * m * n + DISK_SLACK
     if need > free:
         raise InputError(f"not enough disk space for output file {path!r}: C needs {_gib(need)}, "
                          f"{directory!r} has {_gib(free)} free")

@@ -46,13 +46,16 @@ def check_outputs(cfg: RunConfig) -> None:
 
 def check_resources(cfg: RunConfig, summa, ranks_here: int):
     """Memory per rank (the model of :mod:`ozhpc.resources` on this rank's layouts) and disk space
-    for C, so a run that cannot fit fails before allocating; returns the memory estimate."""
-    from .io.h5out import check_size_limit
+    for C (on rank 0, after it removed the temporaries of dead jobs, which hold space: a dry run
+    only counts them), so a run that cannot fit fails before allocating; returns the memory
+    estimate."""
+    from .io.h5out import check_size_limit, clear_stale
     from .resources import check_disk, check_memory
 
     estimate = rank_estimate(summa, with_c=cfg.beta != 0.0)
     check_memory(estimate, ranks_here, _device_free(summa.engine))
-    check_disk(cfg.out.file, summa.m, summa.n)
+    if summa.grid.rank == 0:  # one file system; the others would race with the removal
+        check_disk(cfg.out.file, summa.m, summa.n, clear_stale(cfg.out.file, remove=not cfg.dry_run))
     check_size_limit(cfg.out.file, 8 * summa.m * summa.n)
     return estimate
 
