@@ -19,13 +19,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from ozhpc.ozaki.settings import OzakiSettings  # noqa: E402
-from ozhpc.planner import DEVICES, best, predict  # noqa: E402
+from ozhpc.planner import DEVICES, IO_RATE, best, predict  # noqa: E402
 from ozhpc.resources import estimate_memory  # noqa: E402
 
 SCHEMES = (("ozaki2", OzakiSettings("ozaki2")), ("ozaki1", OzakiSettings("ozaki1")))
 HEAD = ("| GPUs | n | scheme | wire | grid | panel | time s | TFLOP/s per GPU | efficiency | NVLink GB/GPU | "
-        "network GB/GPU | memory GB/GPU | hidden |")
-RULE = "|" + "---|" * 13
+        "network GB/GPU | memory GB/GPU | hidden | with I/O and start-up s |")
+RULE = "|" + "---|" * 14
 
 
 def row(gpus, n, scheme, c, base):
@@ -33,7 +33,7 @@ def row(gpus, n, scheme, c, base):
     hidden = "n/a" if c.hidden is None else f"{100 * c.hidden:.0f}%"
     return (f"| {gpus} | {n} | {scheme} | {c.wire} | {c.grid[0]}x{c.grid[1]} | {c.kb} | {c.seconds:.3g} | "
             f"{c.tflops_per_gpu:.3g} | {eff} | {c.nvlink_bytes_max / 1e9:.3g} | {c.network_bytes_max / 1e9:.3g} | "
-            f"{c.memory_bytes / 1e9:.3g}{'' if c.fits else ' (does not fit)'} | {hidden} |")
+            f"{c.memory_bytes / 1e9:.3g}{'' if c.fits else ' (does not fit)'} | {hidden} | {c.total_seconds:.4g} |")
 
 
 def scaling(device, runs, title, base_of):
@@ -88,8 +88,10 @@ def main():
     print("# Run planner: B200 predictions and the model's error (python3 bench/planner_tables.py)\n")
     print(f"Rates: {b200.name}: {b200.source}. H200: {DEVICES['h200'].source}. "
           "Grid, panel width (256-8192, at most k / max(P, Q)) chosen by the planner for each row; "
-          f"{b200.per_node} GPUs per node; 'auto' settings with the plan they typically pick; "
-          "efficiency = TFLOP/s per GPU against the first row of the same scheme and wire.")
+          f"{b200.per_node} GPUs per node; 'auto' settings with the plan assumed before the data is read; "
+          "efficiency = TFLOP/s per GPU against the first row of the same scheme and wire; time = the product "
+          f"(one pass); with I/O: plus reading A and B and writing C at {IO_RATE / 1e9:g} GB/s (ozhpc plan's "
+          f"default --io-rate) and {b200.startup:g} s of start-up.")
     weak = [(g, int(32768 * math.sqrt(g)) // 256 * 256) for g in (1, 8, 64, 512)]
     scaling(b200, weak, "Weak scaling: a 32768 x 32768 block of C per GPU (n = 32768 sqrt(P))", lambda g: g == 1)
     strong = [(g, 131072) for g in (8, 16, 32, 64, 128, 256, 512)]

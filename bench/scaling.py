@@ -79,18 +79,17 @@ def main() -> None:
     from dataclasses import replace
 
     from ozhpc.ozaki.settings import OzakiSettings
-    from ozhpc.planner import device_for, load_calibration, predict
+    from ozhpc.planner import RATES_FILE, device_for, load_calibration, predict
 
     gpu = args.engine != "numpy"
     key = "h200" if gpu else "cpu"
     calibration = {}
     if args.calibrate or not gpu:
-        with tempfile.TemporaryDirectory() as cache:
-            env["OZHPC_CACHE_DIR"] = cache
+        with tempfile.TemporaryDirectory() as config:
             subprocess.run([sys.executable, "-m", "ozhpc", "plan", "--m", "1", "--n", "1", "--k", "1", "--gpus", "1",
-                            "--gpu", key, "--calibrate"], env=env, check=True, capture_output=True)
-            calibration = load_calibration(cache)
-            env.pop("OZHPC_CACHE_DIR")
+                            "--gpu", key, "--calibrate"], env=dict(env, XDG_CONFIG_HOME=config), check=True,
+                           capture_output=True)
+            calibration = load_calibration(os.path.join(config, "ozhpc", RATES_FILE))
     rates = "; ".join(f"{s} {r['pair_ops'] / 1e9:.3g} G pair ops/s, {r['split_rate'] / 1e6:.3g} M entries/s split"
                       for s, r in calibration.get(key, {}).get("by_scheme", {}).items()) or "the table's H200 rates"
     print(f"Machine: {platform.node()} ({os.cpu_count()} cores), n = {args.n}, engine {args.engine}, one BLAS "

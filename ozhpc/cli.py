@@ -115,8 +115,9 @@ def add_tool_commands(sub) -> None:
     planner.add_arguments(sub.add_parser(
         "plan", help="predict time, bytes and memory of a product on P GPUs and pick grid, panel and wire",
         description="The run planner (docs/planning.md): for the best grid, panel width and wire it finds, the "
-                    "predicted time, TFLOP/s per GPU, bytes per GPU over NVLink and the network, memory per GPU "
-                    "and the share of communication hidden, and why."))
+                    "predicted time of the product, of reading A and B and writing C (--io-rate) and of the "
+                    "start-up, and their total; TFLOP/s per GPU, bytes per GPU over NVLink and the network, "
+                    "memory per GPU and the share of communication hidden, and why. Exit 2 when no layout fits."))
 
     r = sub.add_parser("report", help="read a run report in words, or compare two",
                        description="Read one JSON run report (gemm --report, run) in words, or compare two: "
@@ -259,6 +260,10 @@ def add_run_command(sub) -> None:
                    help="warn or strict: a C that 'auto' cannot certify is written with a warning, or not "
                         "written (exit 3); overrides ozaki.accuracy (see ozhpc gemm --help)")
     r.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    r.add_argument("--dry-run", action="store_true",
+                   help="check the job (inputs, outputs, options, memory and disk on these ranks) and print its "
+                        "plan and per-rank peak memory, as gemm --dry-run; read and write nothing (exit 0, or 2 "
+                        "when it would not fit)")
 
 
 def add_check_command(sub) -> None:
@@ -384,7 +389,7 @@ def cmd_run(args, comm) -> int:
     from .commands.gemm import run
 
     report, report_path = run(args.job, comm=comm, force=args.force, report=args.report, progress=args.progress,
-                              accuracy=args.accuracy, cache_dir=args.cache_dir)
+                              accuracy=args.accuracy, cache_dir=args.cache_dir, dry_run=args.dry_run)
     print_summary(report, report_path)
     return 0
 

@@ -5,38 +5,55 @@ the run follows, fed with rates instead of measured times:
 
 * bytes: exactly what the transports count (:mod:`ozhpc.parallel.transport`: a root's panel
   times its receivers), from the block-cyclic layout (``numroc``) and the bytes per entry of
-  the wire (:mod:`ozhpc.parallel.wire`), one pass of the plan "auto" assumes
-  (``OzakiSettings.typical``, plus the certificate's magnitude plane);
+  the wire (:mod:`ozhpc.parallel.wire`), one pass of the plan assumed before the data is read
+  (:func:`ozhpc.ozaki.plan.assumed_plan`, as the run's wire and memory check assume);
 * memory: :func:`ozhpc.resources.estimate_memory` of the largest rank (the ``--dry-run`` figure);
 * time: per pass, the up-front split (planes on the wire), then one panel loop in which panel
   t+1's broadcast hides behind panel t's products (and, FP64 on the wire, its split), then the
   combine. A broadcast takes its bytes over the slowest link it crosses: NVLink inside a node
-  (``--gpus-per-node``), the network between nodes.
+  (``--gpus-per-node``), the network between nodes. Beside it: reading A and B and writing C at
+  the file system's rate (``--io-rate``), and the start-up of the processes.
 
 Rates come from :data:`DEVICES` (sources in ``docs/planning.md``), replaced by this node's own
-where ``ozhpc plan --calibrate`` recorded them (:data:`RATES_FILE` in the kernel cache directory).
+where ``ozhpc plan --calibrate`` recorded them (:data:`RATES_FILE` in the config directory,
+:func:`ozhpc.private_files.config_dir`).
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 
-from .engines.toolchain import cache_dir
-from .ozaki.plan import DataSizes, resolve_plan
+import numpy as np
+
+from .errors import InputError
+from .ozaki.plan import assumed_depth, assumed_plan
 from .ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
 from .parallel.layout import numroc
 from .parallel.wire import LINK_RATE, SPLIT_RATE, choose_wire
+from .private_files import UntrustedFile, config_dir, read_private, write_private
 from .resources import estimate_memory
 
 RATES_FILE = "planner_rates.json"
+IO_RATE = 3e9
+"""Bytes/s the file system reads and writes HDF5 for the whole job, by default (``--io-rate``): what
+one H200 node's local disk gave (h5py read and write 3-4 GB/s, ``bench/results/end_to_end_h200_2026-12-01.md``).
+A parallel file system is usually faster, a shared NFS slower: give yours."""
+GPU_STARTUP, CPU_STARTUP = 2.5, 0.5
+"""Seconds from the launch of one node's processes to the first read, with a warm kernel cache: on
+one H200, 1.2-1.5 s in the report's ``startup`` plus about 1 s of Python before its clock
+(``bench/results/end_to_end_h200_2026-12-01.md``); on a CPU, 0.5 s wall for a small product (NumPy
+engine, one rank). MPI's own start-up on many nodes is not included."""
+MAX_GPUS = 1 << 22
+"""More ranks than this are refused: a plan for them would take long and mean little."""
 
 
 @dataclass(frozen=True)
 class Device:
-    """What one GPU (or this repo's CPU reference) does per second, and what it holds."""
+    """What one GPU (or one CPU rank of the NumPy engine) does per second, and what it holds."""
 
     name: str
     engine: str          # the ozhpc engine it runs ("cutile" or "numpy")
@@ -52,7 +69,18 @@ class Device:
     k_half: int          # panel width at which the products run at half their rate (long k: full rate)
     latency: float       # seconds per panel beyond its bytes (a broadcast's start, kernel launches)
     cores: int = 0       # CPU only: the rates are one rank's; ranks beyond this many share the cores
+    startup: float = GPU_STARTUP   # seconds from the launch to the first read (one node)
     source: str = ""
+
+    @property
+    def unit(self) -> str:
+        """What one rank runs on, in the output: "GPU", or "rank" for the CPU."""
+        return "rank" if self.engine == "numpy" else "GPU"
+
+    @property
+    def near_link(self) -> str:
+        """The link inside a node."""
+        return "shared memory" if self.engine == "numpy" else "NVLink"
 
 
 H200_INT8_PEAK, H200_FP64_PEAK = 1.979e15, 67e12
@@ -73,18 +101,22 @@ DEVICES = {
                     72, True, 256, 50e-6,
                     source="NVIDIA GB200 NVL72 datasheet (dense INT8 5 POPS, FP64 45 TFLOPS, 186 GB, 8 TB/s, "
                            "one NVLink domain of 72 GPUs) at the H200's measured efficiencies"),
-    "cpu": Device("this repo's CPU, NumPy engine", "numpy", 2.9e10, 6.3e10, SPLIT_RATE["numpy"], 1.0e10,
+    "cpu": Device("CPU, NumPy engine", "numpy", 2.9e10, 6.3e10, SPLIT_RATE["numpy"], 1.0e10,
                   float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) if hasattr(os, "sysconf") else 8e9,
                   LINK_RATE[("numpy", True)], LINK_RATE[("numpy", False)], 1 << 20, False, 64, 1e-3,
-                  cores=os.cpu_count() or 1,
+                  cores=os.cpu_count() or 1, startup=CPU_STARTUP,
                   source="one BLAS thread of the development VM (bench/results/planner_cpu_2026-12-02.md, "
-                         "bench/results/dist_cpu_2026-11-30.md); ozhpc plan --calibrate for this node's"),
+                         "bench/results/dist_cpu_2026-11-30.md)"),
 }
+
 
 
 @dataclass
 class Prediction:
-    """One candidate run: its layout, bytes (exact), memory (the estimate) and predicted times."""
+    """One candidate run: its layout, bytes (exact), memory (the estimate) and predicted times.
+
+    ``seconds`` is the product (one pass); ``total_seconds`` adds start-up, reading A and B and
+    writing C. The per-rank bytes are filled for the chosen layout only (:func:`best`)."""
 
     grid: tuple
     kb: int
@@ -98,12 +130,20 @@ class Prediction:
     exposed_seconds: float
     hidden: float | None
     tflops_per_gpu: float
-    bytes_sent: list            # per rank, as the transports count them
-    bytes_received: list
-    nvlink_bytes_max: int       # per GPU: sent to ranks of its own node
-    network_bytes_max: int      # per GPU: sent to ranks of other nodes
     memory_bytes: int           # the largest rank's peak (device memory; host for the CPU)
+    memory_room: float          # what one rank may use (a CPU node's RAM is shared by its ranks)
     fits: bool
+    startup_seconds: float = 0.0
+    read_bytes: int = 0         # A and B from HDF5
+    read_seconds: float = 0.0
+    write_bytes: int = 0        # C to HDF5
+    write_seconds: float = 0.0
+    io_rate: float = IO_RATE
+    total_seconds: float = 0.0
+    bytes_sent: list | None = None        # per rank, as the transports count them
+    bytes_received: list | None = None
+    nvlink_bytes_max: int | None = None   # per GPU: sent to ranks of its own node
+    network_bytes_max: int | None = None  # per GPU: sent to ranks of other nodes
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -123,33 +163,18 @@ def device_for(name: str, calibration: dict | None = None, scheme: str = "ozaki2
 
 
 def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: OzakiSettings, *, kb: int,
-            wire: str = "auto", block=(256, 256), per_node: int | None = None) -> Prediction:
-    """The model for one layout (see the module docstring)."""
+            wire: str = "auto", block=(256, 256), per_node: int | None = None, io_rate: float = IO_RATE,
+            requested: bool = True, per_rank: bool = True) -> Prediction:
+    """The model for one layout (see the module docstring). ``wire`` "fp64" / "planes" is
+    ``--wire`` given (``requested``), or a wire :func:`best` tries for ``--wire auto``; ``per_rank``:
+    also count every rank's bytes (:func:`traffic`)."""
     p, q = grid
     ranks, per_node = p * q, per_node or device.per_node
-    mb, nb = block
-    plan = resolve_plan(settings.typical(), 0, max(k, 1), sizes=DataSizes.typical(k))
-    depth = plan.planes + (1 if settings.auto else 0)
-    wire, why = choose_wire(wire, depth, ranks=ranks, engine=device.engine, one_node=ranks <= per_node,
-                            split_rate=device.split_rate,
-                            link_rate=device.network if ranks > per_node else device.nvlink)
-    why = "--wire auto would pick it: " + why[len("auto: "):] if why.startswith("auto") else why
+    plan, depth = assumed_plan(settings, k), assumed_depth(settings, k)
+    wire, why = _wire(wire, requested, depth, ranks, per_node, device)
     entry = 8 if wire == "fp64" else depth
-    sent, received, nvlink, network = [], [], [], []
-    for r in range(ranks):
-        i, j = divmod(r, q)
-        rows_a, rows_b = numroc(m, mb, i, 0, p), numroc(n, nb, j, 0, q)
-        own_a, own_b = numroc(k, kb, j, 0, q), numroc(k, kb, i, 0, p)
-        row, col = [i * q + jj for jj in range(q)], [ii * q + j for ii in range(p)]
-        near_row = sum(1 for x in row if x != r and x // per_node == r // per_node)
-        near_col = sum(1 for x in col if x != r and x // per_node == r // per_node)
-        a_out, b_out = entry * rows_a * own_a, entry * rows_b * own_b
-        sent.append(a_out * (q - 1) + b_out * (p - 1))
-        received.append(entry * (rows_a * (k - own_a) + rows_b * (k - own_b)))
-        nvlink.append(a_out * near_row + b_out * near_col)
-        network.append(sent[-1] - nvlink[-1])
     # the largest rank (rank 0 holds the most rows and k columns): its time and memory
-    rows_a, rows_b = numroc(m, mb, 0, 0, p), numroc(n, nb, 0, 0, q)
+    rows_a, rows_b = numroc(m, block[0], 0, 0, p), numroc(n, block[1], 0, 0, q)
     ka, kbt = numroc(k, kb, 0, 0, q), numroc(k, kb, 0, 0, p)
     share = max(1.0, min(ranks, per_node) / device.cores) if device.cores else 1.0  # CPU ranks beyond its cores
     pair_ops = device.pair_ops / share * kb / (kb + device.k_half)
@@ -157,8 +182,8 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     products = 2.0 * rows_a * rows_b * k * (plan.int8_gemms + (1 if settings.auto else 0)) / pair_ops
     split_each = (rows_a + rows_b) * k / split_rate if wire == "fp64" else 0.0
     split_front = 0.0 if wire == "fp64" else (rows_a * ka + rows_b * kbt) / split_rate
-    link_row = device.network if _spans_nodes(range(0, q), per_node) else device.nvlink
-    link_col = device.network if _spans_nodes(range(0, ranks, q), per_node) else device.nvlink
+    link_row = device.network if q > per_node else device.nvlink     # rank 0's process row: ranks 0 .. q-1
+    link_col = device.network if (p - 1) * q >= per_node else device.nvlink   # its column: 0, q, .., (p-1) q
     comm = (entry * rows_a * (k - ka) / link_row if q > 1 else 0.0) + \
         (entry * rows_b * (k - kbt) / link_col if p > 1 else 0.0)
     panels = max(1, math.ceil(k / kb))
@@ -169,51 +194,94 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     else:
         loop = compute + comm
     scales_combine = (2 * 8 * (rows_a * ka + rows_b * kbt) + (8 + 4 * plan.accumulators) * rows_a * rows_b) / device.hbm
-    total = split_front + loop + scales_combine / share
+    seconds = split_front + loop + scales_combine / share
     exposed = max(0.0, loop - compute)
     estimate = estimate_memory((rows_a, ka), (rows_b, kbt), kb, k, settings, on_device=device.engine != "numpy",
                                wire=wire)
     memory = estimate.device if device.engine != "numpy" else estimate.host
-    return Prediction(grid=(p, q), kb=kb, wire=wire, wire_reason=why, plan=plan.summary(), bytes_per_entry=entry,
-                      seconds=total, compute_seconds=compute + split_front, comm_seconds=comm,
-                      exposed_seconds=exposed, hidden=None if comm == 0 else max(0.0, 1 - exposed / comm),
-                      tflops_per_gpu=2.0 * m * n * k / total / ranks / 1e12, bytes_sent=sent, bytes_received=received,
-                      nvlink_bytes_max=max(nvlink), network_bytes_max=max(network), memory_bytes=int(memory),
-                      fits=memory <= device.memory)
+    room = device.memory / (min(ranks, per_node) if device.engine == "numpy" else 1)
+    read_bytes, write_bytes = 8 * (m * k + k * n), 8 * m * n
+    io = (read_bytes + write_bytes) / io_rate
+    out = Prediction(grid=(p, q), kb=kb, wire=wire, wire_reason=why, plan=plan.summary(), bytes_per_entry=entry,
+                     seconds=seconds, compute_seconds=compute + split_front, comm_seconds=comm,
+                     exposed_seconds=exposed, hidden=None if comm == 0 else max(0.0, 1 - exposed / comm),
+                     tflops_per_gpu=2.0 * m * n * k / seconds / ranks / 1e12, memory_bytes=int(memory),
+                     memory_room=room, fits=memory <= room, startup_seconds=device.startup,
+                     read_bytes=read_bytes, read_seconds=read_bytes / io_rate, write_bytes=write_bytes,
+                     write_seconds=write_bytes / io_rate, io_rate=io_rate,
+                     total_seconds=device.startup + io + seconds)
+    return traffic(out, m, n, k, block, per_node) if per_rank else out
 
 
-def _spans_nodes(ranks, per_node: int) -> bool:
-    """Whether these ranks (filling nodes of ``per_node`` in order) sit on more than one node."""
-    return len({r // per_node for r in ranks}) > 1
+def _wire(wire: str, requested: bool, depth: int, ranks: int, per_node: int, device: Device) -> tuple[str, str]:
+    """(wire, why): what ``--wire auto`` picks (:func:`choose_wire`, the run's rule), or ``wire``
+    as requested, or ``wire`` as tried for ``--wire auto`` and what auto itself would pick."""
+    pick, why = choose_wire("auto", depth, ranks=ranks, engine=device.engine, one_node=ranks <= per_node,
+                            split_rate=device.split_rate,
+                            link_rate=device.network if ranks > per_node else device.nvlink)
+    why = why[len("auto: "):]
+    if wire == "auto" or (not requested and wire == pick):
+        return pick, f"--wire auto picks it: {why}"
+    if requested:
+        return wire, f"--wire {wire} requested"
+    return wire, (f"the product is faster with it in this model (split, panel loop and overlap) than with {pick}, "
+                  f"which --wire auto picks ({why})")
+
+
+def traffic(c: Prediction, m: int, n: int, k: int, block, per_node: int) -> Prediction:
+    """``c`` with every rank's bytes sent and received (row-major ranks, nodes of ``per_node``
+    consecutive ranks), vectorised over the P x Q ranks."""
+    (p, q), kb, entry = c.grid, c.kb, c.bytes_per_entry
+    i, j = np.arange(p)[:, None], np.arange(q)[None, :]
+    rows_a, own_b = _numroc(m, block[0], i, p), _numroc(k, kb, i, p)
+    rows_b, own_a = _numroc(n, block[1], j, q), _numroc(k, kb, j, q)
+    rank = i * q + j
+    lo = rank // per_node * per_node
+    hi = lo + per_node
+    near_row = np.minimum(hi, (i + 1) * q) - np.maximum(lo, i * q) - 1   # its row: ranks i q .. i q + q - 1
+    near_col = (np.minimum(p, -((j - hi) // q)) - np.maximum(0, -((j - lo) // q))) - 1   # its column: i' q + j
+    a_out, b_out = entry * rows_a * own_a, entry * rows_b * own_b
+    sent = a_out * (q - 1) + b_out * (p - 1)
+    received = entry * (rows_a * (k - own_a) + rows_b * (k - own_b))
+    nvlink = a_out * near_row + b_out * near_col
+    return replace(c, bytes_sent=[int(x) for x in sent.ravel()], bytes_received=[int(x) for x in received.ravel()],
+                   nvlink_bytes_max=int(nvlink.max()), network_bytes_max=int((sent - nvlink).max()))
+
+
+def _numroc(n: int, nb: int, iproc, nprocs: int):
+    """:func:`numroc` for an array of process numbers (source process 0)."""
+    nblocks = n // nb
+    return (nblocks // nprocs) * nb + np.where(iproc < nblocks % nprocs, nb,
+                                               np.where(iproc == nblocks % nprocs, n % nb, 0))
 
 
 def grids(ranks: int) -> list[tuple[int, int]]:
-    return [(p, ranks // p) for p in range(1, ranks + 1) if ranks % p == 0]
+    """Every P x Q = ranks (from the divisors up to the square root)."""
+    small = [p for p in range(1, math.isqrt(ranks) + 1) if ranks % p == 0]
+    return sorted({(p, ranks // p) for p in small} | {(ranks // p, p) for p in small})
 
 
 PANELS = (256, 512, 1024, 2048, 4096, 8192)
 
 
 def best(m: int, n: int, k: int, ranks: int, device: Device, settings: OzakiSettings, *, wire: str = "auto",
-         per_node: int | None = None, block=(256, 256)) -> tuple[Prediction, list[Prediction]]:
-    """The fastest layout that fits (else the one needing the least memory), and every candidate
-    (each grid P x Q = ranks; panel widths of :data:`PANELS` up to k / max(P, Q); both wires for
-    "auto"), fastest first."""
+         per_node: int | None = None, block=(256, 256), io_rate: float = IO_RATE) -> tuple[Prediction, list[Prediction]]:
+    """The fastest layout that fits (else the one needing the least memory), with its per-rank
+    bytes, and every candidate (each grid P x Q = ranks; panel widths of :data:`PANELS` up to
+    k / max(P, Q); both wires for "auto"), fastest first."""
     out = []
     for grid in grids(ranks):
         cap = max(16, -(-k // max(grid)) // 16 * 16)
         for kb in sorted({min(w, cap) for w in PANELS}):
-            picked = predict(m, n, k, grid, device, settings, kb=kb, wire=wire, per_node=per_node, block=block)
-            out.append(picked)
-            if wire == "auto":   # the other wire too, as an explicit --wire
-                other = "planes" if picked.wire == "fp64" else "fp64"
-                out.append(predict(m, n, k, grid, device, settings, kb=kb, wire=other, per_node=per_node,
-                                   block=block))
+            for tried in (("fp64", "planes") if wire == "auto" else (wire,)):
+                out.append(predict(m, n, k, grid, device, settings, kb=kb, wire=tried, per_node=per_node,
+                                   block=block, io_rate=io_rate, requested=wire != "auto", per_rank=False))
     out.sort(key=lambda c: (not c.fits, c.seconds if c.fits else c.memory_bytes))
+    out[0] = traffic(out[0], m, n, k, block, per_node or device.per_node)
     return out[0], out
 
 
-def explain(chosen: Prediction, candidates: list[Prediction]) -> list[str]:
+def explain(chosen: Prediction, candidates: list[Prediction], unit: str = "GPU") -> list[str]:
     """Why: the runner-up of each kind (another grid, panel width or wire) and what it would cost."""
     lines = []
     for what, other in (("grid", lambda c: c.grid != chosen.grid),
@@ -222,11 +290,9 @@ def explain(chosen: Prediction, candidates: list[Prediction]) -> list[str]:
         rival = next((c for c in candidates if other(c)), None)
         if rival is None:
             continue
-        detail = (f"{rival.seconds / chosen.seconds:.2f}x the time" if rival.fits
-                  else f"does not fit ({_gb(rival.memory_bytes)} per GPU)")
-        lines.append(f"{what}: {_layout(rival)} would take {detail}")
-    if not chosen.fits:
-        lines.append("no layout fits the device memory: use more GPUs")
+        verdict = (f"would take {rival.seconds / chosen.seconds:.2f}x the time" if rival.fits
+                   else f"would not fit ({_gb(rival.memory_bytes)} per {unit})")
+        lines.append(f"{what}: {_layout(rival)} {verdict}")
     return lines
 
 
@@ -235,50 +301,118 @@ def _layout(c: Prediction) -> str:
 
 
 def _gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:.3g} GB"
+    return f"{_figure(nbytes / 1e9)} GB"
 
 
-def report_lines(m, n, k, ranks, device: Device, chosen: Prediction, candidates) -> list[str]:
-    """What ``ozhpc plan`` prints."""
-    return [f"C = {m}x{n} (k = {k}) on {ranks} x {device.name}: {chosen.plan}",
-            f"  best: {_layout(chosen)} ({chosen.bytes_per_entry} bytes per entry on the wire): "
-            f"ozhpc gemm --grid {chosen.grid[0]}x{chosen.grid[1]} --panel {chosen.kb} --wire {chosen.wire}",
-            f"  predicted time {chosen.seconds:.3g} s, {chosen.tflops_per_gpu:.3g} TFLOP/s per GPU "
-            f"(FP64-equivalent; DGEMM peak of this device {device.dgemm / 1e12:.3g})",
-            f"  bytes sent per GPU: {_gb(chosen.nvlink_bytes_max)} over NVLink, {_gb(chosen.network_bytes_max)} "
-            f"over the network (total {_gb(sum(chosen.bytes_sent))})",
-            f"  memory per GPU {_gb(chosen.memory_bytes)} of {_gb(device.memory)}"
-            + ("" if chosen.fits else " -- does NOT fit"),
-            "  communication hidden: " + ("n/a (nothing moves)" if chosen.hidden is None
-                                          else f"{100 * chosen.hidden:.0f}%"),
-            f"  why: {chosen.wire_reason}"] + [f"  why: {line}" for line in explain(chosen, candidates)] + \
-        [f"  rates: {device.source}"]
+def _s(seconds: float) -> str:
+    return f"{_figure(seconds)} s"
 
 
-def load_calibration(directory: str | None = None) -> dict:
-    """The rates ``ozhpc plan --calibrate`` recorded on this node ({} when none)."""
-    path = os.path.join(directory or cache_dir(), RATES_FILE)
+def _figure(x: float) -> str:
+    """Three significant digits, or the whole number from 1000 on (no exponent)."""
+    return f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
+
+
+def report_lines(m, n, k, ranks, device: Device, chosen: Prediction, candidates, rates_path: str = "") -> list[str]:
+    """What ``ozhpc plan`` prints: the layout, then each time with what it assumes, the total, the
+    bytes, the memory and why."""
+    unit, c = device.unit, chosen
+    where = (f"{ranks} x {device.name}" if device.engine != "numpy"
+             else f"{ranks} rank{'s' if ranks > 1 else ''} ({device.name})")
+    io = f"at {c.io_rate / 1e9:.3g} GB/s (--io-rate: the file system's rate for the whole job)"
+    room = "" if device.engine != "numpy" else f" (the node's RAM shared by {min(ranks, device.per_node)} rank(s))"
+    return [f"C = {m}x{n} (k = {k}) on {where}: {c.plan}",
+            f"  best: {_layout(c)} ({c.bytes_per_entry} bytes per entry on the wire): "
+            f"ozhpc gemm --grid {c.grid[0]}x{c.grid[1]} --panel {c.kb} --wire {c.wire}",
+            f"  product: {_s(c.seconds)}, {c.tflops_per_gpu:.3g} TFLOP/s per {unit} (FP64-equivalent; DGEMM of one "
+            f"{unit} {device.dgemm / 1e12:.3g}): one pass of this plan, the certificate's wider passes not counted",
+            f"  read A and B: {_s(c.read_seconds)}, {_gb(c.read_bytes)} of HDF5 {io}",
+            f"  write C: {_s(c.write_seconds)}, {_gb(c.write_bytes)} of HDF5 at the same rate",
+            f"  start-up: {_s(c.startup_seconds)} (one node, warm kernel cache; MPI's start-up on many nodes not counted)",
+            f"  predicted time {_s(c.total_seconds)} in all (start-up + read + product + write)",
+            f"  bytes sent per {unit}: {_gb(c.nvlink_bytes_max)} over {device.near_link}, "
+            f"{_gb(c.network_bytes_max)} over the network (total {_gb(sum(c.bytes_sent))})",
+            f"  memory per {unit} {_gb(c.memory_bytes)} of {_gb(c.memory_room)}{room}",
+            "  communication hidden: " + ("n/a (nothing moves)" if c.hidden is None else f"{100 * c.hidden:.0f}%"),
+            f"  why: wire {c.wire}: {c.wire_reason}"] + [f"  why: {line}" for line in explain(c, candidates, unit)] + \
+        [f"  rates: {device.source}; " + (f"recorded in {rates_path}" if device.source.startswith("calibrated")
+                                           else f"ozhpc plan --calibrate records this node's in {rates_path}")]
+
+
+def rates_path(environ=os.environ) -> str:
+    """Where ``--calibrate`` records its rates: :data:`RATES_FILE` in the config directory."""
+    return os.path.join(config_dir(environ), RATES_FILE)
+
+
+def read_rates(path: str) -> dict:
+    """The rates recorded in ``path`` ({} when there is no such file); raises :class:`InputError`
+    with one line for a file another user could have written or that is not a rates file."""
+    data = read_private(path)
+    if data is None:
+        return {}
     try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+        rates = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InputError(f"{path} is not a rates file (not JSON: {str(exc).splitlines()[0][:80]})") from None
+    bad = _rates_problem(rates)
+    if bad:
+        raise InputError(f"{path} is not a rates file ({bad})")
+    return rates
+
+
+RATE_KEYS = ("pair_ops", "split_rate")
+
+
+def _rates_problem(rates) -> str | None:
+    """What is wrong with a rates file's content, or None: {device: {pair_ops, split_rate: positive
+    finite numbers, by_scheme: {scheme: the same}, and text fields}}."""
+    if not isinstance(rates, dict):
+        return "not a JSON object"
+    for key, entry in rates.items():
+        if key not in DEVICES or not isinstance(entry, dict):
+            return f"entry {str(key)[:40]!r} is not a device of --gpu"
+        parts = [("", entry)] + [(f".by_scheme.{s}", e) for s, e in (entry.get("by_scheme") or {}).items()]
+        if not isinstance(entry.get("by_scheme", {}), dict):
+            return f"{key}.by_scheme is not an object"
+        for where, part in parts:
+            for name in RATE_KEYS:
+                value = part.get(name) if isinstance(part, dict) else None
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                    return f"{key}{where}.{name} is not a positive finite number"
+        if not all(isinstance(entry.get(name, ""), str) for name in ("host", "date", "engine")):
+            return f"{key}: host, date and engine must be text"
+    return None
+
+
+def load_calibration(path: str, warn=None) -> dict:
+    """The rates ``ozhpc plan --calibrate`` recorded ({} when none); a file that cannot be believed
+    is ignored with one line through ``warn``."""
+    try:
+        return read_rates(path)
+    except InputError as exc:
+        if warn:
+            warn(f"ignoring the rates file: {exc}; the table's rates are used")
         return {}
 
 
-def calibrate(n: int | None = None, directory: str | None = None) -> tuple[str, dict]:
-    """Measure this node's pair-product and split rates (one short product per scheme on the
-    engine "auto" picks) and record them; returns (device key, rates)."""
+def calibrate(gpu: str, n: int | None = None, path: str | None = None) -> tuple[dict, str]:
+    """Measure the pair-product and split rates of the device ``gpu`` names on this node (one
+    short product per scheme) and record them; returns (rates, the file). Refuses, before any
+    compute, a ``gpu`` this node does not have, and a rates file it cannot trust."""
     import socket
 
-    import numpy as np
     from .parallel.mpi import MPI
 
-    from .engines import get_engine
     from .matrices import standard_matrix
     from .parallel import ProcessGrid, Summa
 
-    engine = get_engine("auto")
-    key = "cpu" if not engine.on_device else _gpu_key(engine)
+    path = path or rates_path()
+    try:
+        saved = read_rates(path)   # an untrusted directory or a foreign file: refused, not overwritten
+    except InputError as exc:
+        raise InputError(f"--calibrate records nothing: {exc}; use a directory and file only you can write "
+                         "(move the file away)") from None
+    engine = _engine_of(gpu)
     n = n or (8192 if engine.on_device else 768)
     a, b = standard_matrix(n, n, 0.5, 1), standard_matrix(n, n, 0.5, 2)
     rates = {}
@@ -295,79 +429,126 @@ def calibrate(n: int | None = None, directory: str | None = None) -> tuple[str, 
              "split_rate": float(np.mean([r["split_rate"] for r in rates.values()])), "by_scheme": rates,
              "n": n, "engine": engine.name, "host": socket.gethostname(),
              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    directory = directory or cache_dir()
-    os.makedirs(directory, exist_ok=True)
-    saved = load_calibration(directory)
-    saved[key] = entry
-    with open(os.path.join(directory, RATES_FILE), "w") as f:
-        json.dump(saved, f, indent=1)
-    return key, entry
+    saved[gpu] = entry
+    write_private(path, json.dumps(saved, indent=1).encode())
+    return entry, path
 
 
-def _gpu_key(engine) -> str:
-    name = engine.describe().get("device", "").lower()
-    return next((key for key in ("gb200", "b200", "h200") if key in name), "h200")
+def _engine_of(gpu: str):
+    """The engine that runs ``gpu`` here: NumPy for "cpu", else the cuTile engine on that GPU."""
+    from .engines import EngineUnavailable, get_engine
+
+    if gpu == "cpu":
+        return get_engine("numpy")
+    try:
+        engine = get_engine("cutile")
+    except EngineUnavailable as exc:
+        reason = str(exc).split(" available: ", 1)[-1].split(". ")[0]
+        raise InputError(f"--calibrate --gpu {gpu} measures an {DEVICES[gpu].name} on this node, and this node "
+                         f"has none the cuTile engine can run ({reason}); calibrate on such a node, or give "
+                         "--gpu cpu to calibrate this node's CPU") from None
+    name = engine.describe().get("device", "")
+    if gpu not in name.lower().replace("-", "").split():
+        raise InputError(f"--calibrate --gpu {gpu} measures an {DEVICES[gpu].name}, but this node's GPU is "
+                         f"{name or 'unknown'}; give the --gpu it has, or calibrate on such a node")
+    return engine
 
 
 def add_arguments(p) -> None:
     """``ozhpc plan``'s options (argparse)."""
     from .parallel.wire import WIRE_NAMES
 
-    positive = _positive
     for name in ("m", "n", "k"):
-        p.add_argument(f"--{name}", type=positive, required=True, help=f"global {name} of C = op(A) op(B)")
-    p.add_argument("--gpus", type=positive, required=True, help="GPUs (MPI ranks, one per GPU)")
+        p.add_argument(f"--{name}", type=_positive, required=True, help=f"global {name} of C = op(A) op(B)")
+    p.add_argument("--gpus", type=_positive_up_to(MAX_GPUS), required=True,
+                   help=f"GPUs (MPI ranks, one per GPU; with --gpu cpu: ranks), at most {MAX_GPUS}")
     p.add_argument("--gpu", choices=sorted(DEVICES), default="h200",
-                   help="device kind (cpu: the NumPy engine on this node's cores); default h200")
-    p.add_argument("--gpus-per-node", type=positive, help="GPUs per node / NVLink domain (default: 8, "
-                                                          "72 for gb200)")
+                   help="device kind (cpu: the NumPy engine, one rank per core); default h200")
+    p.add_argument("--gpus-per-node", type=_positive, help="GPUs per node / NVLink domain (default: 8, "
+                                                          "72 for gb200; cpu: all ranks on one node)")
     p.add_argument("--scheme", choices=("ozaki1", "ozaki2"), default=None,
                    help="Ozaki scheme (default ozaki2, as ozhpc gemm; ozaki1 when --slices is given)")
     p.add_argument("--slices", default="auto", help=f"scheme ozaki1: slices, or auto ({TYPICAL_SLICES} assumed)")
     p.add_argument("--bits", default="auto", help=f"scheme ozaki2: bits, or auto ({TYPICAL_BITS} assumed)")
     p.add_argument("--wire", choices=WIRE_NAMES, default="auto", help="panels as fp64 or planes; auto: "
                                                                       "the faster by the model")
+    p.add_argument("--io-rate", type=_rate, default=IO_RATE / 1e9, metavar="GB/s",
+                   help=f"how fast the file system reads A and B and writes C for the whole job, GB/s (default "
+                        f"{IO_RATE / 1e9:g}: one node's local disk)")
     p.add_argument("--calibrate", action="store_true",
-                   help="first measure this node's pair-product and split rates (a few seconds) and record "
-                        f"them ({RATES_FILE} in the kernel cache directory) for later plans")
+                   help="first measure the pair-product and split rates of the device --gpu names on this node "
+                        "(a few seconds; --gpu cpu: this node's CPU) and record them for later plans "
+                        f"({RATES_FILE} in $XDG_CONFIG_HOME/ozhpc, default ~/.config/ozhpc)")
     p.add_argument("--json", action="store_true", help="print the best layout as JSON")
 
 
 def _positive(text) -> int:
+    return _positive_up_to(None)(text)
+
+
+def _positive_up_to(limit):
+    def parse(text) -> int:
+        import argparse
+
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+        if value < 1 or (limit is not None and value > limit):
+            bound = "a positive integer" if limit is None else f"an integer from 1 to {limit}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text!r}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+def _rate(text) -> float:
     import argparse
 
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number of GB/s, got {text!r}")
     return value
 
 
 def main(args) -> int:
-    """``ozhpc plan``: print the best layout and why (or JSON); 0."""
-    from .errors import InputError, OptionError, cli_spelling
+    """``ozhpc plan``: print the best layout and why (or JSON); 0, or InputError (exit 2) when no
+    layout fits."""
+    from .errors import OptionError, cli_spelling
 
     try:
         settings = OzakiSettings(args.scheme, _count(args.slices), "auto", _count(args.bits))
     except OptionError as exc:
         raise InputError(str(exc.spelled(cli_spelling))) from None
+    path = rates_path()
     if args.calibrate:
-        key, rates = calibrate()
-        print(f"calibrated {key} on {rates['host']}: {rates['pair_ops'] / 1e12:.3g} T pair ops/s, "
-              f"{rates['split_rate'] / 1e9:.3g} G entries/s split")
-    device = device_for(args.gpu, load_calibration(), settings.scheme)
+        rates, path = calibrate(args.gpu, path=path)
+        print(f"calibrated {args.gpu} on {rates['host']}: {rates['pair_ops'] / 1e12:.3g} T pair ops/s, "
+              f"{rates['split_rate'] / 1e9:.3g} G entries/s split; recorded in {path}",
+              file=sys.stderr if args.json else sys.stdout)   # --json: stdout is the JSON alone
+    device = device_for(args.gpu, load_calibration(path, _warn), settings.scheme)
     chosen, candidates = best(args.m, args.n, args.k, args.gpus, device, settings, wire=args.wire,
-                              per_node=args.gpus_per_node)
+                              per_node=args.gpus_per_node, io_rate=args.io_rate * 1e9)
+    if not chosen.fits:
+        unit = device.unit
+        raise InputError(f"no layout of C = {args.m}x{args.n} (k = {args.k}) fits {args.gpus} {unit}(s) "
+                         f"({device.name}): the smallest needs {_gb(chosen.memory_bytes)} per {unit}, "
+                         f"{_gb(chosen.memory_room)} available; use more {unit}s")
     if args.json:
         out = chosen.to_dict()
-        out.update(device=device.name, rates=device.source, why=explain(chosen, candidates),
+        out.update(device=device.name, rates=device.source, rates_file=path, why=explain(chosen, candidates),
                    bytes_sent_total=sum(chosen.bytes_sent))
         print(json.dumps(out, indent=1))
     else:
-        print("\n".join(report_lines(args.m, args.n, args.k, args.gpus, device, chosen, candidates)))
+        print("\n".join(report_lines(args.m, args.n, args.k, args.gpus, device, chosen, candidates, path)))
     return 0
+
+
+def _warn(message: str) -> None:
+    print(f"ozhpc plan: warning: {message}", file=sys.stderr)
 
 
 def _count(text):

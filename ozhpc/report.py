@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import errno
 import importlib.metadata
 import json
 import math
@@ -95,8 +96,16 @@ def write_report(path: str, report: dict) -> None:
     """Write the report atomically: a temporary file beside it (always removed), then rename.
 
     A symlink is written through (its target is replaced); an existing report keeps its mode.
+    Only a regular file is replaced (checked before the compute, and again here).
     """
+    from .io.h5io import foreign_symlink, special_file
+
     target = os.path.realpath(path)
+    kind = special_file(target)
+    if kind:
+        raise OSError(errno.EEXIST, f"it is {kind} now, not a regular file, and was not replaced")
+    if foreign_symlink(path):
+        raise OSError(errno.EPERM, "it is now another user's symlink, which ozhpc does not write through")
     head, tail = os.path.split(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{tail}.", suffix=".tmp", dir=head)
     signals.temporary_files.add(tmp)

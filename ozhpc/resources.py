@@ -45,10 +45,10 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     the device and only the operands and C on the host. ``bench/results/memory_cpu_2026-12-01.md``
     compares it with the measured peak.
     """
-    from .ozaki.plan import DataSizes, resolve_plan
+    from .ozaki.plan import assumed_plan
 
     (m, ka), (n, kbt) = local_a, local_bt
-    plan = resolve_plan(settings.typical(), 0, k, sizes=DataSizes.typical(k))
+    plan = assumed_plan(settings, k)
     planes, acc_planes = plan.planes, plan.accumulators
     note = plan.summary() + (", assumed for auto" if settings.auto else "")
     a, b, c = m * ka, n * kbt, m * n
@@ -271,14 +271,15 @@ def check_matrix_fits(m: int, n: int, ranks_here: int = 1, sources: MemorySource
                          f"{_under(limit, ranks_here)}")
 
 
-def check_disk(path: str, m: int, n: int) -> None:
-    """Refuse an output file whose file system cannot hold an m x n float64 dataset more."""
+def check_disk(path: str, m: int, n: int, reclaim: int = 0) -> None:
+    """Refuse an output file whose file system cannot hold an m x n float64 dataset more
+    (``reclaim``: bytes that will be free by then, on top of what the file system says)."""
     directory = os.path.dirname(os.path.realpath(path))
     try:
         st = os.statvfs(directory)
     except OSError:
         return  # the output checks say what is wrong with the directory
-    free, need = st.f_bavail * st.f_frsize, 8 * m * n + DISK_SLACK
+    free, need = st.f_bavail * st.f_frsize + reclaim, 8 * m * n + DISK_SLACK
     if need > free:
         raise InputError(f"not enough disk space for output file {path!r}: C needs {_gib(need)}, "
                          f"{directory!r} has {_gib(free)} free")

@@ -46,18 +46,29 @@ def check_outputs(cfg: RunConfig) -> None:
 
 def check_resources(cfg: RunConfig, summa, ranks_here: int):
     """Memory per rank (the model of :mod:`ozhpc.resources` on this rank's layouts) and disk space
-    for C, so a run that cannot fit fails before allocating; returns the memory estimate."""
-    from .io.h5out import check_size_limit
-    from .resources import check_disk, check_memory, estimate_memory
+    for C (on rank 0, after it removed the temporaries of dead jobs, which hold space: a dry run
+    only counts them), so a run that cannot fit fails before allocating; returns the memory
+    estimate."""
+    from .io.h5out import check_size_limit, clear_stale
+    from .resources import check_disk, check_memory
 
-    me = summa.grid.coords
-    estimate = estimate_memory(summa.a_layout.local_shape(*me), summa.bt_layout.local_shape(me[1], me[0]),
-                               summa.kb, summa.k, summa.settings, on_device=summa.engine.on_device,
-                               with_c=cfg.beta != 0.0, wire=summa.wire)
+    estimate = rank_estimate(summa, with_c=cfg.beta != 0.0)
     check_memory(estimate, ranks_here, _device_free(summa.engine))
-    check_disk(cfg.out.file, summa.m, summa.n)
+    if summa.grid.rank == 0:  # one file system; the others would race with the removal
+        check_disk(cfg.out.file, summa.m, summa.n, clear_stale(cfg.out.file, remove=not cfg.dry_run))
     check_size_limit(cfg.out.file, 8 * summa.m * summa.n)
     return estimate
+
+
+def rank_estimate(summa, with_c: bool = False):
+    """:func:`ozhpc.resources.estimate_memory` of this rank of ``summa`` (its local shapes, panel
+    width, settings, engine and wire)."""
+    from .resources import estimate_memory
+
+    me = summa.grid.coords
+    return estimate_memory(summa.a_layout.local_shape(*me), summa.bt_layout.local_shape(me[1], me[0]),
+                           summa.kb, summa.k, summa.settings, on_device=summa.engine.on_device,
+                           with_c=with_c, wire=summa.wire)
 
 
 def _largest(comm, estimate):

@@ -33,3 +33,14 @@ def test_hdf5_workflow(tmp_path):
     assert "ozhpc max / native max" in proc.stdout
     for name in ("in.h5", "gemm.h5", "job.h5", "gemm.json", "job.json", "job.toml"):
         assert (tmp_path / "wf" / name).exists(), name
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec not found (pip install mpich)")
+def test_pdgemm_example():
+    proc = subprocess.run([shutil.which("mpiexec"), "-n", "4", sys.executable,
+                           os.path.join(REPO, "examples", "pdgemm_example.py"), "--n", "30"],
+                          capture_output=True, text=True, timeout=300, env=env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "pdgemm on a 2x2 grid" in proc.stdout
+    assert "bitwise equal to ozhpc.gemm on one process" in proc.stdout

@@ -6,6 +6,9 @@ About a minute (pip from PyPI or its cache); skipped when no venv can be made or
 reach a package index. The repository is copied first, so the build leaves nothing in it.
 """
 import hashlib
+import json
+import pathlib
+import platform
 import shutil
 import subprocess
 import tarfile
@@ -19,6 +22,8 @@ pytestmark = pytest.mark.venv
 
 SDIST_DIRS = ("docs", "examples", "jobs", "slurm", "bench", "tools", "tests")
 PIP_OFFLINE = ("--retries", "1", "--timeout", "20")
+CUDA_TOOLCHAIN = ("cuda-toolkit", "nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-tileiras", "nvidia-nvjitlink")
+"""The wheels of the GPU extra's CUDA toolchain, which must share one CUDA minor version."""
 
 
 def _run(cmd, **kw):
@@ -52,6 +57,19 @@ def sdist_venv(tmp_path_factory):
     return bin_dir, sdist
 
 
+def source_files() -> list[str]:
+    """The files this tree is made of: ``git ls-files`` in a git checkout, the sdist's own list
+    (``*.egg-info/SOURCES.txt``) in an unpacked sdist; skips in any other copy."""
+    if (pathlib.Path(REPO) / ".git").exists():
+        r = _run(["git", "-C", REPO, "ls-files"])
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+    listed = sorted(pathlib.Path(REPO).glob("*.egg-info/SOURCES.txt"))
+    if (pathlib.Path(REPO) / "PKG-INFO").exists() and listed:
+        return listed[0].read_text().split()
+    pytest.skip(f"{REPO} is neither a git checkout nor an unpacked sdist: no list of its files to compare")
+
+
 def test_sdist_holds_the_license_docs_examples_jobs_and_slurm(sdist_venv):
     _, sdist = sdist_venv
     with tarfile.open(sdist) as tar:
@@ -59,8 +77,9 @@ def test_sdist_holds_the_license_docs_examples_jobs_and_slurm(sdist_venv):
         top = sdist.name[:-len(".tar.gz")]
         pkg_info = tar.extractfile(f"{top}/PKG-INFO").read().decode()
     assert "LICENSE" in names
+    files = source_files()
     for folder in SDIST_DIRS:
-        tracked = _run(["git", "-C", REPO, "ls-files", folder]).stdout.split()
+        tracked = [f for f in files if f.startswith(folder + "/")]
         assert tracked and set(tracked) <= names, folder
     assert "License-Expression: BSD-3-Clause" in pkg_info
     assert not any(name.endswith((".h5", ".pyc")) for name in names)
@@ -91,3 +110,21 @@ def test_commands_without_mpi_from_the_installed_sdist(sdist_venv, tmp_path):
     theirs = _run([ozhpc, "fingerprint", "out.h5:/C"], cwd=tmp_path).stdout.split()[0]
     assert theirs == run_cli(["fingerprint", "mine.h5:/C"], cwd=tmp_path).stdout.split()[0]
     assert hashlib.sha256((tmp_path / "in.h5").read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.machine() not in ("x86_64", "aarch64"),
+                    reason="the gpu extra's CUDA wheels are for Linux x86_64 / aarch64")
+def test_gpu_extra_resolves_with_nccl_and_one_cuda_minor(sdist_venv, tmp_path):
+    """``pip install "ozhpc[gpu]"`` as pip would resolve it (``--dry-run``: metadata only, not the
+    GBs of wheels): NCCL is among the packages, and the toolchain's wheels share one CUDA minor."""
+    bin_dir, sdist = sdist_venv
+    report = tmp_path / "gpu.json"
+    r = _run([bin_dir / "python", "-m", "pip", "--disable-pip-version-check", *PIP_OFFLINE, "install", "--dry-run",
+              "--ignore-installed", "--quiet", "--report", report, f"ozhpc[gpu] @ {sdist.as_uri()}"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    install = {i["metadata"]["name"].lower(): i["metadata"] for i in json.loads(report.read_text())["install"]}
+    assert any(req.startswith("nvidia-nccl-cu13") and 'extra == "gpu"' in req
+               for req in install["ozhpc"]["requires_dist"])
+    assert "nvidia-nccl-cu13" in install and "cupy-cuda13x" in install
+    minors = {name: ".".join(install[name]["version"].split(".")[:2]) for name in CUDA_TOOLCHAIN}
+    assert len(set(minors.values())) == 1, minors

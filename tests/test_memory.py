@@ -67,3 +67,28 @@ def test_dry_run_states_the_estimate_and_writes_nothing(tmp_path):
                  "--engine", "numpy", "--dry-run"], cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "ozhpc gemm: error: not enough memory: peak per rank: host" in r.stderr
+
+
+def test_run_dry_run_checks_the_job_and_writes_nothing(tmp_path):
+    """``ozhpc run JOB.toml --dry-run`` is ``gemm --dry-run`` for a job file: the plan and the
+    estimate, nothing read or written (no C, no report), exit 0; a job that cannot fit: one line, exit 2."""
+    from conftest import run_cli
+
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["A"], f["B"] = standard_matrix(300, 200, 0.5, 1), standard_matrix(200, 100, 0.5, 2)
+        f.create_dataset("H", shape=(2_000_000, 2_000_000), dtype="f8", chunks=(1000, 1000))
+    job = ('[inputs]\na = "in.h5:/{a}"\nb = "in.h5:/{b}"\n[output]\nc = "out.h5:/C"\nreport = "r.json"\n'
+           '[ozaki]\nscheme = "ozaki2"\nbits = 40\nengine = "numpy"\n')
+    (tmp_path / "job.toml").write_text(job.format(a="A", b="B"))
+    (tmp_path / "huge.toml").write_text(job.format(a="H", b="H"))
+    before = sorted(os.listdir(tmp_path))
+    r = run_cli(["run", "job.toml", "--dry-run"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    want = estimate_memory((300, 200), (100, 200), 200, 200, OzakiSettings("ozaki2", bits=40), wire="fp64")
+    assert r.stdout.startswith(f"dry run: C = 300x100 (k = 200) -> {tmp_path}/out.h5:/C")
+    assert want.describe() in r.stdout and "report:" not in r.stdout
+    assert sorted(os.listdir(tmp_path)) == before
+    r = run_cli(["run", "huge.toml", "--dry-run"], cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("ozhpc run: error: not enough memory: peak per rank: host")
+    assert sorted(os.listdir(tmp_path)) == before

@@ -17,7 +17,7 @@ from conftest import run_cli
 from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.settings import OzakiSettings
 from ozhpc.parallel.layout import numroc
-from ozhpc.planner import DEVICES, best, device_for, predict
+from ozhpc.planner import DEVICES, best, device_for, predict, traffic
 from ozhpc.resources import estimate_memory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,7 +136,7 @@ def test_calibration_replaces_the_table_rates():
 
 def test_plan_command(tmp_path):
     r = run_cli(["plan", "--m", "131072", "--n", "131072", "--k", "131072", "--gpus", "512", "--gpu", "b200",
-                 "--scheme", "ozaki2"], env={"OZHPC_CACHE_DIR": str(tmp_path)})
+                 "--scheme", "ozaki2"], env=_homes(tmp_path))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("C = 131072x131072 (k = 131072) on 512 x NVIDIA B200")
@@ -144,8 +144,7 @@ def test_plan_command(tmp_path):
     for needle in ("predicted time", "TFLOP/s per GPU", "over NVLink", "over the network", "memory per GPU",
                    "communication hidden", "why: grid:", "why: wire:"):
         assert needle in r.stdout
-    r = run_cli(["plan", "--m", "4096", "--n", "4096", "--k", "4096", "--gpus", "8", "--json"],
-                env={"OZHPC_CACHE_DIR": str(tmp_path)})
+    r = run_cli(["plan", "--m", "4096", "--n", "4096", "--k", "4096", "--gpus", "8", "--json"], env=_homes(tmp_path))
     out = json.loads(r.stdout)
     model = predict(4096, 4096, 4096, tuple(out["grid"]), DEVICES["h200"], OzakiSettings(), kb=out["kb"],
                     wire=out["wire"])
@@ -154,10 +153,159 @@ def test_plan_command(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--gpus", "0"], "ozhpc plan: error: --gpus: must be a positive integer, got '0'"),
+    (["--gpus", "0"], "ozhpc plan: error: --gpus: must be an integer from 1 to 4194304, got '0'"),
+    (["--gpus", str(2**31)], "ozhpc plan: error: --gpus: must be an integer from 1 to 4194304, got '2147483648'"),
+    (["--gpus", "2", "--io-rate", "0"], "ozhpc plan: error: --io-rate: must be a positive number of GB/s, got '0'"),
     (["--gpus", "2", "--slices", "99"], "ozhpc plan: error: --slices must be between 1 and 24, got 99"),
     (["--gpus", "2", "--gpu", "a100"], "ozhpc plan: error: argument --gpu: invalid choice: 'a100'"),
 ])
 def test_plan_bad_options_one_line(args, message):
     r = run_cli(["plan", "--m", "10", "--n", "10", "--k", "10", *args])
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(message), r.stderr
+
+
+def _homes(tmp_path) -> dict:
+    """The config directory and the kernel cache of a run, both in ``tmp_path``."""
+    return {"XDG_CONFIG_HOME": str(tmp_path), "OZHPC_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def _plan(*args, tmp_path, timeout=120):
+    return run_cli(["plan", *map(str, args)], env=_homes(tmp_path), timeout=timeout)
+
+
+def _run_wire_and_estimate(settings, m, n, k, ranks, grid, kb, per_node):
+    """What a real run decides, without a GPU: Summa's own wire choice (its method, on ranks
+    filling nodes of ``per_node``, the cuTile engine) and the resource check's estimate of rank 0."""
+    from types import SimpleNamespace
+
+    from ozhpc.parallel.layout import BlockCyclic
+    from ozhpc.parallel.summa import Summa
+    from ozhpc.runner import rank_estimate
+
+    comm = SimpleNamespace(allgather=lambda _: [f"node{r // per_node}" for r in range(ranks)])
+    run = SimpleNamespace(settings=settings, k=k, grid=SimpleNamespace(size=ranks, comm=comm, coords=(0, 0)),
+                          engine=SimpleNamespace(name="cutile", on_device=True), kb=kb,
+                          a_layout=BlockCyclic(m, k, 256, kb, *grid), bt_layout=BlockCyclic(n, k, 256, kb, grid[1], grid[0]))
+    run.wire, _ = Summa._choose_wire(run, "auto")
+    return run.wire, rank_estimate(run).device
+
+
+@pytest.mark.parametrize("scheme,width", [("ozaki2", "auto"), ("ozaki2", 53), ("ozaki2", 54), ("ozaki2", 60),
+                                          ("ozaki1", "auto"), ("ozaki1", 7)])
+def test_planner_wire_and_memory_are_the_real_runs(scheme, width):
+    """The planner, SUMMA and the memory check assume one plan before the data is read: for a
+    sweep of bits (slices), k and ranks (one node of 8 GPUs and several), the planner's wire and
+    memory per GPU are what a real run picks and checks."""
+    settings = OzakiSettings(scheme, **{"bits" if scheme == "ozaki2" else "slices": width})
+    for k in (256, 4096, 16384, 131072):
+        for ranks, grid in ((2, (1, 2)), (4, (2, 2)), (8, (2, 4)), (16, (4, 4)), (64, (8, 8))):
+            m = n = 8192
+            kb = min(1024, k // max(grid))
+            model = predict(m, n, k, grid, DEVICES["h200"], settings, kb=kb, per_node=8, per_rank=False)
+            wire, memory = _run_wire_and_estimate(settings, m, n, k, ranks, grid, kb, per_node=8)
+            assert (model.wire, model.memory_bytes) == (wire, memory), (k, ranks)
+
+
+@pytest.mark.parametrize("grid,per_node", [((1, 1), 8), ((2, 3), 4), ((3, 2), 4), ((4, 4), 8), ((2, 8), 3),
+                                           ((5, 3), 7), ((1, 12), 5), ((12, 1), 5), ((3, 3), 100)])
+def test_per_rank_bytes_are_counted_rank_by_rank(grid, per_node):
+    """The vectorised byte count equals a rank-by-rank count of each root's panel times its
+    receivers, split into the ranks of its node and the others."""
+    p, q = grid
+    m, n, k, kb, block = 1000, 700, 900, 64, (48, 80)
+    c = traffic(predict(m, n, k, grid, DEVICES["h200"], OzakiSettings(), kb=kb, block=block, per_rank=False),
+                m, n, k, block, per_node)
+    entry, sent, near = c.bytes_per_entry, [], []
+    for r in range(p * q):
+        i, j = divmod(r, q)
+        a_out = entry * numroc(m, block[0], i, 0, p) * numroc(k, kb, j, 0, q)
+        b_out = entry * numroc(n, block[1], j, 0, q) * numroc(k, kb, i, 0, p)
+        sent.append(a_out * (q - 1) + b_out * (p - 1))
+        near.append(a_out * sum(1 for x in range(i * q, i * q + q) if x != r and x // per_node == r // per_node)
+                    + b_out * sum(1 for x in range(j, p * q, q) if x != r and x // per_node == r // per_node))
+    assert c.bytes_sent == sent
+    assert (c.nvlink_bytes_max, c.network_bytes_max) == (max(near), max(s - x for s, x in zip(sent, near)))
+
+
+@pytest.mark.parametrize("gpus,grid", [(16384, "128x128"), (2**20, "1024x1024")])
+def test_plan_answers_in_seconds_for_many_gpus(tmp_path, gpus, grid):
+    """The grid search walks the divisors and models each layout in closed form: 2^14 and 2^20
+    GPUs answer well within the time limit (a hang or a search over every P fails it)."""
+    r = _plan("--m", 2**20, "--n", 2**20, "--k", 2**20, "--gpus", gpus, "--gpu", "b200", tmp_path=tmp_path,
+              timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"best: grid {grid}," in r.stdout
+
+
+def test_plan_shows_io_and_start_up(tmp_path):
+    """The HDF5 read of A and B and the write of C at --io-rate, and the start-up, each on its own
+    line saying what it assumes, and the total adds them to the product."""
+    m, n, k = 131072, 131072, 65536
+    r = _plan("--m", m, "--n", n, "--k", k, "--gpus", 64, "--gpu", "b200", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    read_gb = 8 * (m * k + k * n) / 1e9
+    assert f"read A and B: {read_gb / 3:.3g} s, {read_gb:.3g} GB of HDF5 at 3 GB/s (--io-rate" in r.stdout
+    assert f"write C: {8 * m * n / 1e9 / 3:.3g} s, {8 * m * n / 1e9:.3g} GB of HDF5 at the same rate" in r.stdout
+    assert "start-up: 2.5 s (one node, warm kernel cache" in r.stdout
+    out = json.loads(_plan("--m", m, "--n", n, "--k", k, "--gpus", 64, "--gpu", "b200", "--io-rate", 40, "--json",
+                           tmp_path=tmp_path).stdout)
+    assert out["read_bytes"] == 8 * (m * k + k * n) and out["write_bytes"] == 8 * m * n
+    assert out["read_seconds"] == out["read_bytes"] / 40e9 and out["write_seconds"] == out["write_bytes"] / 40e9
+    assert out["total_seconds"] == pytest.approx(out["startup_seconds"] + out["read_seconds"] + out["seconds"]
+                                                 + out["write_seconds"], rel=1e-12)
+    assert out["total_seconds"] > out["seconds"] + out["read_seconds"]
+
+
+def test_why_says_requested_only_for_a_requested_wire(tmp_path):
+    """``--wire auto``: the chosen wire is explained by --wire auto's rule or by the model's time,
+    never "requested"; ``--wire planes``: "requested"."""
+    args = ("--m", 4096, "--n", 4096, "--k", 4096, "--gpus", 8)
+    auto = _plan(*args, tmp_path=tmp_path)
+    why = [line for line in auto.stdout.splitlines() if "why:" in line]
+    assert auto.returncode == 0 and why and not any("requested" in line for line in why), auto.stdout
+    assert "why: wire planes: the product is faster with it in this model" in auto.stdout
+    assert "which --wire auto picks (" in auto.stdout
+    fixed = _plan(*args, "--wire", "fp64", tmp_path=tmp_path)
+    assert "why: wire fp64: --wire fp64 requested" in fixed.stdout
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_plan_nothing_fits_is_one_line_and_exit_2(tmp_path, extra):
+    """As ``gemm --dry-run`` does for a run that cannot fit: one line naming the need, exit 2."""
+    r = _plan("--m", 400000, "--n", 400000, "--k", 400000, "--gpus", 1, *extra, tmp_path=tmp_path)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith("ozhpc plan: error: no layout of C = 400000x400000 (k = 400000) fits 1 GPU(s) "
+                               "(NVIDIA H200 SXM): the smallest needs "), r.stderr
+    assert r.stderr.endswith("GB per GPU, 140 GB available; use more GPUs\n")
+
+
+def test_plan_for_cpus_speaks_of_ranks(tmp_path):
+    """``--gpu cpu``: ranks, shared memory and the node's RAM shared by its ranks; no GPU, no NVLink."""
+    r = _plan("--m", 4096, "--n", 4096, "--k", 4096, "--gpus", 4, "--gpu", "cpu", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "GPU" not in r.stdout and "NVLink" not in r.stdout, r.stdout
+    assert "on 4 ranks (CPU, NumPy engine)" in r.stdout and "over shared memory" in r.stdout
+    assert "memory per rank" in r.stdout and "(the node's RAM shared by 4 rank(s))" in r.stdout
+
+
+def _gpu_here() -> str:
+    from ozhpc.engines import EngineUnavailable, get_engine
+
+    try:
+        return get_engine("cutile").describe().get("device", "").lower()
+    except EngineUnavailable:
+        return ""
+
+
+@pytest.mark.parametrize("gpu", ["h200", "b200", "gb200"])
+def test_calibrate_refuses_a_device_this_node_lacks(tmp_path, gpu):
+    """--calibrate measures what --gpu names: without that GPU here, one line and exit 2 before
+    any compute, nothing recorded (never this node's CPU under the GPU's name)."""
+    if gpu in _gpu_here().replace("-", " ").split():
+        pytest.skip(f"this node has an {gpu}")
+    r = _plan("--m", 4096, "--n", 4096, "--k", 4096, "--gpus", 8, "--gpu", gpu, "--calibrate", tmp_path=tmp_path)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"ozhpc plan: error: --calibrate --gpu {gpu} measures an {DEVICES[gpu].name}")
+    assert "--gpu cpu" in r.stderr or "give the --gpu it has" in r.stderr
+    assert not (tmp_path / "ozhpc").exists() and not (tmp_path / "cache").exists()

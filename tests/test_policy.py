@@ -57,3 +57,27 @@ def test_failures_up_to_the_ratio_widen_at_once(worst, slices):
     policy = Widening(OzakiSettings(slices="auto", scheme="ozaki1"), plans_by_width())
     step = policy.after(failed(worst), SlicePlan(9, 9), sampled=False, support=True)
     assert step.plan == SlicePlan(slices, slices) and not policy.equilibrated
+
+
+def test_after_the_equilibrated_problem_fails_at_the_widest_plan_the_given_one_once_more():
+    """Equilibration, then past every cap: the given operands again (their settings back), widened
+    without equilibrating; past every cap once more, done (None)."""
+    policy = Widening(OzakiSettings(), plans_by_width())
+    plan = ModularPlan.for_k(56, 64)
+    assert policy.after(failed(2.0**20), plan, sampled=False, support=True) == NextPass(equilibrate=True)
+    policy.after(failed(2.0**10), ModularPlan.for_k(crt.MAX_BITS, 64), sampled=False, support=True)
+    assert policy.settings.scheme == "ozaki1"
+    widest = SlicePlan(MAX_SLICES, MAX_SLICES)
+    assert policy.after(failed(2.0**10), widest, sampled=False, support=True) == NextPass(restore=True)
+    assert policy.settings == OzakiSettings()
+    step = policy.after(failed(2.0**20), plan, sampled=False, support=True)
+    assert step.plan is not None and not step.equilibrate and step.plan.bits > 56
+    assert policy.after(failed(2.0**10), widest, sampled=False, support=True) is None
+
+
+def test_nothing_to_equilibrate_leaves_nothing_to_restore():
+    policy = Widening(OzakiSettings(), plans_by_width())
+    plan = ModularPlan.for_k(crt.MAX_BITS, 64)
+    assert policy.after(failed(2.0**20), plan, sampled=False, support=True) == NextPass(equilibrate=True)
+    assert policy.nothing_to_equilibrate(failed(2.0**20), plan).plan is not None   # scheme I's digits
+    assert policy.after(failed(2.0**10), SlicePlan(MAX_SLICES, MAX_SLICES), sampled=False, support=True) is None

@@ -219,3 +219,40 @@ def test_ranks_sharing_a_gpu_under_mpiexec(tmp_path, ranks, grid):
     assert hashlib.sha256((tmp_path / "in.h5").read_bytes()).hexdigest() == sha
     with h5py.File(tmp_path / "in.h5", "r") as f, h5py.File(tmp_path / "out.h5", "r") as g:
         assert np.array_equal(g["C"][...], ozhpc.gemm(f["A"][...], f["B"][...], engine="numpy"))
+
+
+CUPY_NCCL_WARNING = '''
+nccl library could not be loaded.
+
+Reason: ImportError (libnccl.so.2: cannot open shared object file: No such file or directory)
+
+You can install the library by:
+  $ pip install nvidia-nccl-cu13
+'''
+
+
+def test_info_says_nccl_is_missing_in_one_line_without_cupys_warning(tmp_path):
+    """CuPy without libnccl warns over several lines when ``cupy.cuda.nccl`` is imported (its
+    ``_preload_warning``); ``ozhpc info`` prints one line with the reason instead, and any other
+    warning met while it probes as one line of its own. A CuPy of this shape (no device, NCCL
+    missing, a warning on import) stands in for the real one, which this machine may lack."""
+    import os
+
+    from conftest import REPO, run_cli
+
+    cuda = tmp_path / "cupy" / "cuda"
+    cuda.mkdir(parents=True)
+    (tmp_path / "cupy" / "__init__.py").write_text(
+        "import warnings\nwarnings.warn('CUDA path could not be detected.\\nSet CUDA_PATH if CuPy fails to load.')\n"
+        "from . import cuda\n")
+    (cuda / "__init__.py").write_text("from . import runtime\n")
+    (cuda / "runtime.py").write_text("def getDeviceCount():\n    raise RuntimeError('no CUDA driver')\n")
+    (cuda / "nccl.py").write_text(f"import warnings\navailable = False\nwarnings.warn({CUPY_NCCL_WARNING!r})\n")
+    r = run_cli(["info"], env={"PYTHONPATH": REPO + os.pathsep + str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert ("transports: nccl unavailable (CuPy cannot load NCCL (ImportError (libnccl.so.2: cannot open shared "
+            "object file: No such file or directory)); pip install nvidia-nccl-cu13, or ozhpc[gpu]), ") in r.stdout
+    assert "could not be loaded" not in r.stdout
+    assert (f"warning (UserWarning from {tmp_path / 'cupy' / '__init__.py'}): CUDA path could not be detected."
+            in r.stdout.splitlines())

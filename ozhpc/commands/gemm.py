@@ -25,9 +25,11 @@ def gemm(cfg: RunConfig, comm=None, cache_dir: str | None = None) -> dict:
 
 
 def run(job: str, comm=None, *, force: bool | None = None, report: str | None = None, progress: str | None = None,
-        accuracy: str | None = None, cache_dir: str | None = None) -> tuple[dict, str | None]:
-    """Run the job file ``job`` (the arguments, when given, override its keys); returns the run
-    report and where it was written."""
+        accuracy: str | None = None, cache_dir: str | None = None, dry_run: bool = False) -> tuple[dict, str | None]:
+    """Run the job file ``job`` (the arguments, when given, override its keys; ``dry_run``: check
+    it and state its plan and memory, as ``gemm --dry-run``); returns the run report and where it
+    was written (None for a dry run, which writes nothing)."""
     use_cache_dir(cache_dir)
-    cfg = load_job(job, comm=world(comm), force=force, report=report, progress=progress, accuracy=accuracy)
-    return execute(cfg, comm=comm), cfg.report
+    cfg = load_job(job, comm=world(comm), force=force, report=report, progress=progress, accuracy=accuracy,
+                   dry_run=dry_run or None)
+    return execute(cfg, comm=comm), None if dry_run else cfg.report

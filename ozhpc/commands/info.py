@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import platform
 import socket
+import warnings
 
 import numpy as np
 
@@ -28,11 +29,17 @@ def info_lines(comm=None) -> list[str]:
              mpi.describe()]
     comm = world(comm)
     lines.extend(mpi_layout_lines(comm))
-    lines.extend(gpu_layout_lines(comm))
-    for name, status in available_engines().items():
-        lines.append(f"engine {name}: {status}")
+    with warnings.catch_warnings(record=True) as caught:   # CuPy's and cuda-tile's, as one line each
+        warnings.simplefilter("always")
+        lines.extend(gpu_layout_lines(comm))
+        for name, status in available_engines().items():
+            lines.append(f"engine {name}: {status}")
     lines.append(describe())
-    return lines
+    return lines + [f"warning ({w.category.__name__} from {w.filename}): {_first_line(w.message)}" for w in caught]
+
+
+def _first_line(message) -> str:
+    return next((line.strip() for line in str(message).splitlines() if line.strip()), "")
 
 
 def mpi_layout_lines(comm) -> list[str]:

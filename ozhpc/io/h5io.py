@@ -10,6 +10,8 @@ never; other datasets in an existing output file are kept.
 from __future__ import annotations
 
 import os
+import posixpath
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ import numpy as np
 from h5py import h5z
 
 from ..errors import InputError
+from . import filelock
 
 PARALLEL_HDF5 = bool(h5py.get_config().mpi)
 ATTRS_PREFIX = "ozhpc_"
@@ -97,12 +100,35 @@ class DatasetRef:
         return f"{self.file}:{self.path}"
 
 
+SPECIAL_FILES = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                 (stat.S_ISSOCK, "a socket"))
+
+
+def special_file(path: str) -> str | None:
+    """What ``path`` (followed through symlinks) is when it is neither a regular file, a directory
+    nor absent: "a FIFO", "a character device", ... Such a file is never opened (opening a FIFO
+    waits for a writer) nor replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return next((kind for test, kind in SPECIAL_FILES if test(mode)), None)
+
+
+def not_regular(what: str, name: str, kind: str) -> InputError:
+    return InputError(f"{what} {name!r} is {kind}, not a regular file; ozhpc reads and writes only regular files "
+                      "and never replaces anything else, even with --force")
+
+
 @contextmanager
 def reading(path: str, what: str = "input"):
     """The one way ozhpc opens a file to read it: waits (up to ``BUSY_WAIT_S``) while another
     program writes it, and says in one line (InputError) why a file cannot be opened."""
     if not os.path.exists(path):
         raise InputError(f"{what} file {path!r} does not exist")
+    kind = special_file(path)
+    if kind:
+        raise not_regular(f"{what} file", path, kind)
     try:
         f = open_file(path, "r")
     except OSError as exc:
@@ -221,10 +247,11 @@ def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
     if ref.path.lstrip("/").startswith(TMP_PREFIX):
         raise InputError(f"output {ref}: names starting with {TMP_PREFIX} are ozhpc's temporaries; choose another")
     check_output_file(ref.file, target, "output")
-    inputs = [other for other in inputs if other is not None]
-    for other in inputs:
-        if other.path == ref.path and same_file(other.file, target):
-            raise InputError(f"output {ref} is an input of this run ({other}); choose another dataset")
+    filelock.check(target, ref.file)
+    read = [(source, other) for other in inputs if other is not None for source in datasets_read(other)]
+    for source, other in read:
+        if source.path == ref.path and same_file(source.file, target):
+            raise InputError(f"output {ref} is an input of this run ({_reading(other, source)}); choose another dataset")
     if not os.path.exists(target):
         return
     try:
@@ -238,10 +265,38 @@ def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
     with f:
         check_intact(f, ref.file)
         if target_exists(f, ref, force):
-            for other in inputs:
-                if same_object(f[ref.path], other):
-                    raise InputError(f"output {ref} is an input of this run ({other}, the same HDF5 object); "
-                                     "choose another dataset")
+            for source, other in read:
+                if same_object(f[ref.path], source):
+                    raise InputError(f"output {ref} is an input of this run ({_reading(other, source)}, the same "
+                                     "HDF5 object); choose another dataset")
+
+
+MAX_VDS_DEPTH = 8
+"""Virtual datasets whose sources are virtual datasets, followed this deep."""
+
+
+def datasets_read(ref: DatasetRef, depth: int = 0) -> list[DatasetRef]:
+    """``ref`` and, for a virtual dataset, every dataset it reads (its sources, theirs, ...): an
+    output must be none of them. Sources named by printf-style patterns are not followed."""
+    out = [ref]
+    if depth >= MAX_VDS_DEPTH:
+        return out
+    try:
+        with reading(ref.file) as f:
+            dset = f.get(ref.path)
+            mapped = dset.virtual_sources() if isinstance(dset, h5py.Dataset) and dset.is_virtual else []
+    except (InputError, KeyError, OSError, RuntimeError):
+        return out  # an input that cannot be read is refused as an input
+    for source in mapped:
+        found = None if "%" in source.file_name + source.dset_name else _vds_source(ref.file, source.file_name)
+        if found is not None:
+            name = source.dset_name if source.dset_name.startswith("/") else "/" + source.dset_name
+            out += datasets_read(DatasetRef(found, name), depth + 1)
+    return out
+
+
+def _reading(other: DatasetRef, source: DatasetRef) -> str:
+    return str(other) if source is other else f"{other}, a virtual dataset that reads {source}"
 
 
 def same_object(obj, ref: DatasetRef) -> bool:
@@ -267,8 +322,46 @@ def check_intact(f: h5py.File, name: str) -> None:
                          "datasets you need into a new file and write there") from None
 
 
+def foreign_symlink(path: str) -> tuple[str, int] | None:
+    """The first symlink on the way to ``path`` that the kernel's ``fs.protected_symlinks``
+    would not follow: in a sticky world-writable directory (``/tmp``), owned neither by us nor
+    by the directory's owner. Such a link was planted by another user, and writing through it
+    would write where they chose; nodes that set ``fs.protected_symlinks = 0`` follow it."""
+    parts = [p for p in os.path.join(os.getcwd(), path).split("/") if p][::-1]  # a stack
+    here, hops = "/", 0
+    while parts:
+        part = parts.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            here = os.path.dirname(here)
+            continue
+        step = os.path.join(here, part)
+        try:
+            st = os.lstat(step)
+        except OSError:
+            return None  # the rest does not exist yet
+        if not stat.S_ISLNK(st.st_mode):
+            here = step
+            continue
+        d = os.stat(here)
+        if d.st_mode & stat.S_ISVTX and d.st_mode & stat.S_IWOTH and st.st_uid not in (os.geteuid(), d.st_uid):
+            return step, st.st_uid
+        hops += 1
+        if hops > 40:
+            return None  # a loop: opening it fails on its own
+        target = os.readlink(step)
+        here = "/" if target.startswith("/") else here
+        parts += [p for p in target.split("/") if p][::-1]
+    return None
+
+
 def check_output_file(name: str, target: str, what: str) -> None:
     """The file ``name`` (resolved to ``target``) may be created or written in place."""
+    planted = foreign_symlink(name)
+    if planted:
+        raise InputError(f"{what} {name!r} goes through the symlink {planted[0]!r} of uid {planted[1]} in a "
+                         "world-writable sticky directory; ozhpc never writes through another user's symlink there")
     parent = os.path.dirname(target)
     if not os.path.isdir(parent):
         raise InputError(f"{what} directory {parent!r} does not exist")
@@ -276,6 +369,9 @@ def check_output_file(name: str, target: str, what: str) -> None:
         raise InputError(f"{what} directory {parent!r} is not writable")
     if os.path.isdir(target):
         raise InputError(f"{what} {name!r} is a directory")
+    kind = special_file(target)
+    if kind:
+        raise not_regular(what if what == "report" else f"{what} file", name, kind)
     if os.path.exists(target) and not writable(target):
         raise InputError(f"{what} file {name!r} is read-only (no write permission); ozhpc never changes "
                          "a file's permissions, even with --force: make it writable or choose another file")
@@ -298,7 +394,9 @@ def same_file(a: str, b: str) -> bool:
 
 
 def target_exists(f: h5py.File, ref: DatasetRef, force: bool) -> bool:
-    """Whether ``ref.path`` is a dataset that ``force`` lets us replace; refuse groups and children."""
+    """Whether ``ref.path`` is a dataset that ``force`` lets us replace; refuse groups and children,
+    and a path that leaves the file (:func:`within_file`)."""
+    within_file(f, ref, ref.path)
     parts = ref.path.lstrip("/").split("/")
     node = f
     for i, part in enumerate(parts):
@@ -321,3 +419,30 @@ def target_exists(f: h5py.File, ref: DatasetRef, force: bool) -> bool:
         return True
     raise InputError(f"output {ref} is a group; ozhpc never replaces a group, even with --force: "
                      "name a dataset path")
+
+
+MAX_SOFT_LINKS = 16
+"""Soft links followed on one output path at most (HDF5's own limit, H5L_NUM_LINKS)."""
+
+
+def within_file(f: h5py.File, ref: DatasetRef, path: str, depth: int = 0) -> str:
+    """``path`` in ``f`` with its soft links replaced by what they name, walked link by link
+    without ever following an external link: one on the way, itself or behind a soft link, is
+    refused (the result would go into another file, perhaps an input, opened read-write through
+    the link). Returns the path of hard links it names (as far as it exists)."""
+    group = "/"
+    for part in [p for p in path.split("/") if p not in ("", ".")]:
+        here = posixpath.join(group, part)
+        link = f.get(here, getlink=True)  # ``group`` is reached through hard links only
+        if link is None:
+            return here  # the rest does not exist yet: it is created in this file
+        if isinstance(link, h5py.ExternalLink):
+            raise InputError(f"output {ref}: {here} is an external link (to {link.filename}:{link.path}); ozhpc "
+                             "writes only into the file named, never through a link into another: choose another path")
+        if isinstance(link, h5py.SoftLink):
+            if depth >= MAX_SOFT_LINKS:
+                raise InputError(f"output {ref}: more than {MAX_SOFT_LINKS} soft links on the way (a loop?); "
+                                 "choose another path")
+            here = within_file(f, ref, posixpath.join(group, link.path), depth + 1)
+        group = here
+    return group

@@ -118,13 +118,24 @@ def open_output(path: str, mode: str = "r+", room: int | None = None, name: str 
         yield f
 
 
-def remove_stale(target: str, f: h5py.File | None) -> None:
-    """Delete what killed jobs left (call with the lock held: then no live job owns any)."""
+def stale_files(target: str) -> list[str]:
+    """The temporary files beside ``target`` that writers of a new file left (live or dead)."""
     head, tail = os.path.split(target)
-    for name in os.listdir(head):
-        if name.startswith(f".{tail}.ozhpc-") and name.endswith(".tmp"):
-            log.info("removing %s, left by a job that was killed", name)
-            os.remove(os.path.join(head, name))
+    return [os.path.join(head, name) for name in os.listdir(head)
+            if name.startswith(f".{tail}.ozhpc-") and name.endswith(".tmp")]
+
+
+def remove_stale(target: str, f: h5py.File | None) -> None:
+    """Delete what killed jobs left (call with the lock held: then no live job owns any). A file
+    this user may not remove (another user's, in a sticky directory) is left: its name is unique."""
+    for path in stale_files(target):
+        log.info("removing %s, left by a job that was killed", path)
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("cannot remove %s, left by a job that was killed (%s)", path, exc.strerror)
     for name in [n for n in (f or {}) if n.startswith(TMP_PREFIX)]:
         log.info("removing %s:/%s, left by a job that was killed", target, name)
         try:
@@ -132,6 +143,40 @@ def remove_stale(target: str, f: h5py.File | None) -> None:
         except (KeyError, OSError, RuntimeError) as exc:
             raise InputError(f"output file {target!r} is damaged: HDF5 cannot remove the temporary /{name} "
                              f"of a dead job ({exc}); copy the datasets you need into a new file") from None
+
+
+def stale_bytes(target: str) -> int:
+    """Bytes on disk that the temporaries in and beside ``target`` hold (a temporary holds C's)."""
+    held = sum(os.stat(path).st_blocks * 512 for path in stale_files(target) if os.path.isfile(path))
+    if os.path.isfile(target):
+        with h5io.open_file(target, "r") as f:
+            held += sum(f[n].id.get_storage_size() for n in f if n.startswith(TMP_PREFIX))
+    return held
+
+
+def clear_stale(path: str, remove: bool = True) -> int:
+    """Before the compute: what dead jobs left in and beside the output file ``path`` (after a
+    full disk, a temporary that still holds C's bytes) is removed under the file's lock, so the
+    disk check that follows counts the space it gave back; ``remove`` False (a dry run): only
+    counted, as what removing them would give back at most. Returns the bytes to count as free
+    on top of the file system's (0 once removed). Nothing is touched while another job holds
+    the lock: its temporaries may be live."""
+    target = os.path.realpath(path)
+    try:
+        held = stale_bytes(target)
+    except (OSError, KeyError, RuntimeError):
+        return 0  # a damaged file or an unreadable temporary: check_output says so
+    if not held or not remove:
+        return held
+    with locked(target, wait=False) as mine:
+        if not mine:
+            return 0
+        if os.path.exists(target):
+            with open_output(target, room=0, name=path) as f:
+                remove_stale(target, f)
+        else:
+            remove_stale(target, None)
+    return 0
 
 
 def create_file(path: str) -> None:

@@ -280,10 +280,10 @@ def scaled_bound(xp, bound, factor: int):
     return scaled if factor == 1 else scaled / float(factor) * UP
 
 
-def certify(xp, bound, lower, exclude=None, reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
-    """``E_ij <= factor u L_ij`` per entry (:func:`scaled_bound` ``<= L``); ``exclude`` (e.g. entries
-    that are inf/NaN by the special-value rules) always pass. Count and worst ratio (over every
-    entry, passed or not) are global."""
+def verdicts(xp, bound, lower, exclude=None, factor: int = 1):
+    """``(passed, ratio)`` per entry: ``E_ij <= factor u L_ij`` (:func:`scaled_bound` ``<= L``) and
+    :func:`entry_ratio`; ``exclude`` (entries that are inf/NaN by the special-value rules) always
+    pass, with ratio 0."""
     scaled = scaled_bound(xp, bound, factor)
     passed = scaled <= lower
     if exclude is not None:
@@ -291,9 +291,34 @@ def certify(xp, bound, lower, exclude=None, reduce_sum=_ident, reduce_max=_ident
     ratio = entry_ratio(xp, scaled, lower, passed)
     if exclude is not None:
         ratio = xp.where(exclude, 0.0, ratio)
+    return passed, ratio
+
+
+def certify(xp, bound, lower, exclude=None, reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
+    """:func:`verdicts` of every entry; count and worst ratio (over every entry, passed or not) global."""
+    passed, ratio = verdicts(xp, bound, lower, exclude, factor)
+    return _tally(xp, passed, ratio, reduce_sum, reduce_max)
+
+
+def _tally(xp, passed, ratio, reduce_sum=_ident, reduce_max=_ident) -> Certificate:
     worst = float(reduce_max(xp.asarray([ratio.max() if ratio.size else 0.0]))[0])
     count = int(reduce_sum(xp.asarray([int((~passed).sum())], dtype=xp.int64))[0])
     return Certificate(passed, count, worst)
+
+
+def overflow_verdicts(xp, free, bound, ratio, e, f):
+    """``(passed, ratio)`` of entries of C that overflowed to +-inf from finite inputs: passed where
+    the free lower bound (``free``, normalised, from the entry's total before its last scaling)
+    proves ``|(AB)_ij| >= 2**1024``, so the exact value rounds to the same inf; never passed by the
+    ratio ``ratio`` (the entry's :func:`verdicts` as if C were finite). A failing entry reports the
+    smaller of ``ratio`` and ``E / (|C| - F - 2**1024)``, the factor by which E must shrink for the
+    proof (at least :data:`FAIL_MIN`): what the policy widens by."""
+    s = xp.asarray(e).astype(xp.int64).reshape(-1, 1) + xp.asarray(f).astype(xp.int64).reshape(1, -1)
+    top = xp.ldexp(xp.ones(s.shape), xp.clip(1024 - s, -2200, 2200).astype(xp.int32))
+    passed = free >= top
+    room = free + bound - top     # |C| - F - 2**1024, normalised (rounded: a ratio, not a proof)
+    proof = xp.where(room > 0, bound / xp.where(room > 0, room, 1.0), xp.inf)
+    return passed, xp.where(passed, 0.0, xp.maximum(xp.minimum(ratio, proof), FAIL_MIN))
 
 
 MAGNITUDE_UNIT = 2.0 ** (-2 * BITS)
@@ -317,7 +342,7 @@ def support_bound(xp, sa: OperandStats, sb: OperandStats, plan, support_sums):
     return xp.where(u > 0, per * u * UP + FLOOR, 0.0)
 
 
-def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_sums=None, *,
+def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_sums=None, *, lifted=None,
                     reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
     """The certificate of the product pipeline: every finite entry of ``c`` (this rank's block of
     op(A) op(B), special values applied; inf/NaN entries pass) against the bound
@@ -327,12 +352,15 @@ def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_
     over all k, or None). ``support_sums`` (when known) add :func:`support_bound`, and where they
     are 0 the product is exactly 0 (every term has a zero factor, every split keeps zeros), so
     nothing is rounded. Everything is normalised by ``2**(e_i + f_j)``; the count and the worst
-    ratio are reduced over every rank."""
+    ratio are reduced over every rank. ``lifted`` = ``(low, d_r, d_c)`` where some entry of ``c``
+    overflowed from finite inputs: ``c = final_scale(low, d_r_i + d_c_j)`` with ``low`` finite there
+    (:func:`ozhpc.ozaki.scales.headroom`); such an entry passes only by :func:`overflow_verdicts`
+    (without ``lifted`` no entry can overflow: every non-finite entry is a special value)."""
     import numpy as np
 
     with np.errstate(invalid="ignore", over="ignore"):   # inf/NaN entries of C pass (excluded)
-        return _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max,
-                                factor)
+        return _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, lifted, reduce_sum,
+                                reduce_max, factor)
 
 
 CERTIFY_CHUNK = 1 << 20
@@ -340,8 +368,9 @@ CERTIFY_CHUNK = 1 << 20
 chunks' size instead of a dozen copies of C (the memory model counts them)."""
 
 
-def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, reduce_sum, reduce_max, factor):
-    if acc is None and plan.combine_rounding_terms is not None and _fused(xp):
+def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, lifted, reduce_sum, reduce_max,
+                     factor):
+    if acc is None and lifted is None and plan.combine_rounding_terms is not None and _fused(xp):
         return _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max,
                               factor)
     m, n = c.shape
@@ -352,7 +381,8 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
         rows = slice(r0, r0 + step)
         part = _certify_rows(xp, c[rows], _rows_of(magnitude_sums, rows), [_stats_rows(stats[0], rows), stats[1]],
                              xp.asarray(e)[rows], f, plan, None if acc is None else acc[:, rows],
-                             _rows_of(support_sums, rows), factor)
+                             _rows_of(support_sums, rows), factor,
+                             None if lifted is None else (lifted[0][rows], lifted[1][rows], lifted[2]))
         passed[rows] = part.passed
         count, worst = count + part.uncertified, max(worst, part.worst)
     worst = float(reduce_max(xp.asarray([worst]))[0])
@@ -368,10 +398,14 @@ def _stats_rows(s: "OperandStats", rows) -> "OperandStats":
     return OperandStats(s.delta[rows], s.norm[rows], s.nnz[rows])
 
 
-def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, factor) -> Certificate:
+def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, factor, lifted=None) -> Certificate:
     """:func:`certify_entries` on a block of rows, array at a time (local count and worst)."""
     sa, sb = stats
-    c_lo, c_up = normalised_c(xp, c, e, f)
+    if lifted is None:
+        c_lo, c_up = normalised_c(xp, c, e, f)
+    else:   # the same values, and the totals of the entries that overflowed
+        low, d_r, d_c = lifted
+        c_lo, c_up = normalised_c(xp, low, xp.asarray(e).astype(xp.int64) - d_r, xp.asarray(f).astype(xp.int64) - d_c)
     comb = plan.combine_rounding(xp, acc, c_up, stats, compensated=acc is not None)
     bound = error_bound(xp, sa, sb, plan)
     if support_sums is not None:
@@ -380,10 +414,16 @@ def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, f
     bound = bound + comb
     # a zero row of op(A) or column of op(B): every term is 0, so is C_ij, exactly (no rounding)
     bound = xp.where((sa.norm.reshape(-1, 1) > 0) & (sb.norm.reshape(1, -1) > 0), bound, 0.0)
-    lower = free_lower_bound(xp, c_lo, c_up, bound, plan.final_rounding_ulps, subnormal_unit(xp, e, f))
+    free = lower = free_lower_bound(xp, c_lo, c_up, bound, plan.final_rounding_ulps, subnormal_unit(xp, e, f))
     if magnitude_sums is not None:
         lower = xp.maximum(lower, magnitude_sums.astype(xp.float64) * MAGNITUDE_UNIT)
-    return certify(xp, bound, lower, ~xp.isfinite(c), factor=factor)
+    special = ~xp.isfinite(c if lifted is None else lifted[0])
+    passed, ratio = verdicts(xp, bound, lower, special, factor=factor)
+    if lifted is not None:
+        over = ~xp.isfinite(c) & ~special
+        proved, over_ratio = overflow_verdicts(xp, free, bound, ratio, e, f)
+        passed, ratio = xp.where(over, proved, passed), xp.where(over, over_ratio, ratio)
+    return _tally(xp, passed, ratio)
 
 
 def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max, factor):

@@ -11,7 +11,10 @@ done), which the product starts. In order, while some entry fails:
    gross (a ratio above :data:`EQUILIBRATE_RATIO`) or the widest plan is reached: a new problem,
    "auto" picks its first plan afresh;
 3. a wider plan (``plan.next_width``), and past the widest what ``plan.beyond_cap`` offers
-   (scheme II: scheme I's digits).
+   (scheme II: scheme I's digits);
+4. once, where the equilibrated problem still fails past all of that, the given operands again
+   (equilibration can also push an entry below every plan's reach: a row of op(A) that mixes a
+   column scaled down with one scaled up), from their first plan, widened without step 2.
 
 Every input is global and exact (the certificate's count and worst ratio are reduced over every
 rank), so every rank takes the same decisions and the bits stay grid-independent. Nothing here
@@ -45,11 +48,14 @@ BOUNDS = ("lower", "support")
 @dataclass(frozen=True)
 class NextPass:
     """The pass a failed certificate asks for: the certificate's digits alone (``bounds``, a subset
-    of :data:`BOUNDS`), the operands equilibrated over k (``equilibrate``), or a wider ``plan``."""
+    of :data:`BOUNDS`), the operands equilibrated over k (``equilibrate``), a wider ``plan``, or the
+    given operands again (``restore``)."""
 
     bounds: tuple = ()
     equilibrate: bool = False
     plan: object = None
+    restore: bool = False
+    """The given operands again, their first plan afresh (step 4)."""
 
 
 def bits_to_close(worst: float) -> int:
@@ -73,6 +79,7 @@ class Widening:
     def __init__(self, settings, resolve):
         self.settings, self._resolve = settings, resolve
         self.equilibrated = False
+        self._given_settings = None   # while the equilibrated problem runs: the settings to restore
         self.widths: list = []
 
     def after(self, cert, plan, *, sampled: bool, support: bool) -> NextPass | None:
@@ -93,16 +100,24 @@ class Widening:
         nothing (no column needs it): then this is past step 2."""
         at_cap = plan.width >= plan.max_width
         if not self.equilibrated and (cert.worst > EQUILIBRATE_RATIO or at_cap):
-            self.equilibrated = True
+            self.equilibrated, self._given_settings = True, self.settings
             return NextPass(equilibrate=True)
         need = bits_to_close(cert.worst)
         if not at_cap:
             return NextPass(plan=self._resolve(self.settings, plan.next_width(need)))
         beyond = plan.beyond_cap(self.settings, need)
         if beyond is None:
-            return None
+            if self._given_settings is None:
+                return None
+            self.settings, self._given_settings = self._given_settings, None
+            return NextPass(restore=True)
         self.settings, width = beyond
         return NextPass(plan=self._resolve(self.settings, width))
+
+    def nothing_to_equilibrate(self, cert, plan) -> NextPass | None:
+        """:meth:`wider` past step 2, when equilibration changes nothing (no column needs it)."""
+        self._given_settings = None
+        return self.wider(cert, plan)
 
 
 def equilibrated_operands(engine, reduce, given, k: int, k_index, finite: bool = False):

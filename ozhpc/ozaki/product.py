@@ -31,12 +31,13 @@ from typing import Callable
 
 import numpy as np
 
+from ..engines.base import final_scale
 from ..errors import require_c
 from . import certificate, special
 from .info import GemmInfo, enforce_accuracy  # noqa: F401  (re-exported: summa, runner)
 from .plan import DataSizes, plan_type, resolve_plan
 from .policy import Widening, equilibrated_operands
-from .scales import exponents, range_bumps, spread_bits
+from .scales import exponents, headroom, join_words, range_bumps, spread_bits, word_sums
 from .settings import OzakiSettings
 
 
@@ -236,13 +237,13 @@ class Product:
         self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
         self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
         kind = plan_type(self.policy.settings)
-        self._mags, gaps = None, np.zeros(6, dtype=np.int64)
+        self._mags, gaps = None, np.zeros(8, dtype=np.int64)
         if kind.reads_sizes or self.certifying:
             pieces = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps),
                       certificate.magnitude_stats(xp, self._fin_b, self.col_exps))
             for side, piece in enumerate(pieces):   # every entry lives on one rank: SUM over all
                 gaps[2 * side:2 * side + 2] = [int(piece[3].sum()), int(piece[1].sum())]
-                gaps[4 + side] = int(piece[2].sum())
+                gaps[4 + 2 * side:6 + 2 * side] = word_sums(xp, piece[2])   # squares: past 2**63
             gaps = reduce.everywhere_sum(gaps)
             self._mags = tuple(tuple(self._on_host(row_sum)(v) for v in piece)
                                for piece, row_sum in zip(pieces, (reduce.a_sum, reduce.b_sum)))
@@ -266,6 +267,32 @@ class Product:
                                 mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[0:2], gaps[2:4])))
                       if self._mags is not None else None)
         self.plan = self._resolve_plan(self.policy.settings)
+        lift = (headroom(xp, self.row_exps), headroom(xp, self.col_exps))
+        self._lift = lift if any(bool(v.any()) for v in lift) else None
+        self._low = None
+
+    def _combine_exps(self):
+        """The exponents the combine scales by: the rows' and columns', less their
+        :func:`~ozhpc.ozaki.scales.headroom` (raised back by :meth:`_raise`)."""
+        if self._lift is None:
+            return self.row_exps, self.col_exps
+        return self.row_exps - self._lift[0], self.col_exps - self._lift[1]
+
+    def _lift_of(self):
+        """The power of two per entry that :meth:`_raise` applies (int64 m x n)."""
+        return self._lift[0].reshape(-1, 1) + self._lift[1].reshape(1, -1)
+
+    def _raise(self, low):
+        """C from the combine's result at :meth:`_combine_exps` (special values applied): the same
+        bits as one scaling. Where an entry overflows, ``low`` is kept (:attr:`_low`): it still holds
+        the entry's total, for the certificate and for alpha."""
+        self._low = None
+        if self._lift is None:
+            return low
+        ab = final_scale(self.xp, low, self._lift_of())
+        if bool((self.xp.isinf(ab) & self.xp.isfinite(low)).any()):
+            self._low = low
+        return ab
 
     def _relieve_rows(self, totals) -> None:
         """Rows (of op(A), columns of op(B)) whose entries sit unusually close to their scale would
@@ -277,7 +304,8 @@ class Product:
         mags, exps = list(self._mags), [self.row_exps, self.col_exps]
         for side in (0, 1):
             norm, nnz, sq, gaps = (eng.to_host(v) for v in mags[side])
-            bump = range_bumps(sq, nnz, int(totals[4 + side]), int(totals[2 * side + 1]), self.k)
+            bump = range_bumps(sq, nnz, join_words(totals[4 + 2 * side:6 + 2 * side]), int(totals[2 * side + 1]),
+                               self.k)
             if not bump.any():
                 continue
             step, moved = 2**bump, bump > 0
@@ -453,7 +481,7 @@ class Product:
             if self.k:
                 plan.accumulate(eng, self._acc, self._planes_a, self._planes_b)
         else:
-            self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, self.row_exps, self.col_exps)
+            self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, *self._combine_exps())
 
     # -- the end of a pass -------------------------------------------------------------------
     def settle(self) -> bool:
@@ -476,7 +504,10 @@ class Product:
             if operands is not None:
                 self._prepare(*operands)   # a new problem: "auto" picks its first plan afresh
                 return True
-            step = self.policy.wider(cert, self.plan)   # nothing to equilibrate: past that step
+            step = self.policy.nothing_to_equilibrate(cert, self.plan)
+        if step is not None and step.restore:   # the equilibrated problem failed: the given one, wider
+            self._prepare(*self._given)
+            return True
         if step is None:
             self.cert, self._fin_a, self._fin_b, self._sums, self._group_sums = cert, None, None, {}, None
             self._rows = None
@@ -515,13 +546,13 @@ class Product:
         if ab is None:
             acc = self._acc if self._acc is not None else self.plan.zeros(self.engine, *self.shape, self.k)
             combine = self.plan.certified_combine if self.certifying else self.plan.combine
-            ab = combine(self.engine, acc, self.row_exps, self.col_exps)
+            ab = combine(self.engine, acc, *self._combine_exps())
             self._acc = acc
         self._group_sums = self._acc if self.certifying and self.plan.needs_group_sums else None
         if self.nonfinite:
             counts = self._counts if self._counts is not None else special.zeros_counts(self.xp, *self.shape)
             ab = special.apply_counts(self.xp, ab, counts)
-        self._ab, self._acc, self._settled = ab, None, True
+        self._ab, self._acc, self._settled = self._raise(ab), None, True
         self.clock.lap("combine")
 
     def _certify(self):
@@ -535,6 +566,7 @@ class Product:
         sums = {key: None if value is None else value[0] for key, value in self._sums.items()}
         return certificate.certify_entries(xp, self._ab, sums.get("lower"), stats, self.row_exps, self.col_exps, plan,
                                            self._group_sums, sums.get("support"),
+                                           lifted=None if self._low is None else (self._low, *self._lift),
                                            reduce_sum=self._on_host(r.everywhere_sum),
                                            reduce_max=self._on_host(r.everywhere_max), factor=self.factor)
 
@@ -569,7 +601,12 @@ class Product:
         if not self._settled and self.settle():
             raise RuntimeError("the certificate chose a wider plan: run the products again "
                                "(loop while Product.settle() is True) before finish()")
-        out = epilogue(self.xp, self._ab, alpha, beta, c)
-        self._ab = None
+        ab = self._ab
+        if self._low is not None and alpha not in (0.0, 1.0):   # alpha times an entry's total, then its scale
+            xp = self.xp
+            over = xp.isinf(ab) & xp.isfinite(self._low)
+            ab, alpha = xp.where(over, final_scale(xp, alpha * self._low, self._lift_of()), alpha * ab), 1.0
+        out = epilogue(self.xp, ab, alpha, beta, c)
+        self._ab = self._low = None
         self.clock.lap("combine")
         return out

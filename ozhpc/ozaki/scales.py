@@ -60,6 +60,24 @@ def spread_bits(xp, gaps, sum_rows=None, count_le=None) -> int:
     return int(xp.where(nonzero, lo[:, 0], -1).max()) + 1
 
 
+WORD_BITS = 32
+
+
+def word_sums(xp, values) -> tuple[int, int]:
+    """``(high, low)`` with ``sum(values) = high * 2**32 + low`` exactly (:func:`join_words`), for int64
+    ``values`` (one per row, any sign): the sums of their high and low 32-bit words, which neither
+    wrap here (fewer than 2**31 rows) nor in an int64 SUM over the ranks of a grid, in any order,
+    where the plain sum of squared row norms passes 2**63 at m k ~ 2**31 entries near their scale."""
+    v = xp.asarray(values).astype(xp.int64)
+    return int((v >> WORD_BITS).sum()), int((v & (2**WORD_BITS - 1)).sum())
+
+
+def join_words(words) -> int:
+    """The exact integer of :func:`word_sums` (after the SUM over ranks)."""
+    high, low = (int(w) for w in words)
+    return (high << WORD_BITS) + low
+
+
 RANGE_BUMP_MAX = 8
 """At most this many powers of two per row (:func:`range_bumps`)."""
 
@@ -83,3 +101,18 @@ def range_bumps(sq, nnz, sq_total: int, nnz_total: int, k: int):
     for t in range(RANGE_BUMP_MAX):
         bump += (ratio > 4.0**t) & matters
     return bump
+
+
+HEADROOM_EXP = 480
+"""Row (column) exponents above this are lowered by the excess for the combine (:func:`headroom`)."""
+
+
+def headroom(xp, exps):
+    """int64 ``d_i = max(e_i - HEADROOM_EXP, 0)`` per row: the combine scales by ``2**(e_i - d_i +
+    f_j - d_j)``, so its result (normalised below 2**40: k < 2**39 terms below 1 each) stays below
+    2**1000, never overflows, and is normal wherever ``d_i + d_j > 0`` (a nonzero total is at least
+    2**-336 and ``e_i - d_i + f_j - d_j >= 480 - 1074``); then ``final_scale`` by ``2**(d_i + d_j)``
+    gives the same bits as the one scaling (both round the same significand), while the lowered
+    result still holds the total of an entry that overflows: the certificate's proof that its exact
+    value rounds to inf, and ``alpha * AB`` for ``|alpha| < 1``."""
+    return xp.maximum(xp.asarray(exps).astype(xp.int64) - HEADROOM_EXP, 0)

@@ -2,7 +2,8 @@
 
 Layering: ``layout`` (pure maths), ``mpi`` (mpi4py's MPI, or ``serial_comm``'s one process)
 -> ``collective``, ``grid`` -> ``distmatrix`` ->
-``transport``, ``gpu_transport`` -> ``transport_choice`` -> ``summa``. This package imports
+``transport``, ``gpu_transport`` -> ``transport_choice`` -> ``summa`` -> ``scalapack`` (PDGEMM's
+interface). This package imports
 :mod:`ozhpc.ozaki` and :mod:`ozhpc.engines`, never the reverse. See ``docs/distributed.md``.
 
 Names are imported on first use (PEP 562), so ``ozhpc.parallel.transport_names`` and
@@ -18,6 +19,7 @@ _WHERE = {
     "Summa": "summa", "SummaInfo": "summa", "dist_gemm": "summa",
     "Transport": "transport", "Pending": "transport", "HostMPITransport": "transport",
     "get_transport": "transport_choice",
+    "pdgemm": "scalapack", "redistribute": "scalapack",
 }
 
 __all__ = sorted(_WHERE)

@@ -67,6 +67,11 @@ class Cyclic1D:
     def local_size(self, iproc: int) -> int:
         return numroc(self.n, self.nb, iproc, self.src, self.nprocs)
 
+    def locate(self, ig) -> tuple[np.ndarray, np.ndarray]:
+        """``(processes, local indices)`` of an array of global indices (vectorised :meth:`to_local`)."""
+        block, offset = np.divmod(np.asarray(ig, dtype=np.int64), self.nb)
+        return (self.src + block) % self.nprocs, (block // self.nprocs) * self.nb + offset
+
     def to_local(self, ig: int) -> tuple[int, int]:
         """``(process, local index)`` of global index ``ig``."""
         if not 0 <= ig < self.n:

@@ -171,9 +171,9 @@ class Summa:
         planes per entry of the plan assumed for "auto" settings, the engine, one node or several."""
         import socket
 
-        from ..ozaki.plan import resolve_plan
+        from ..ozaki.plan import assumed_depth
 
-        depth = resolve_plan(self.settings.typical(), 0, max(self.k, 1)).planes + (1 if self.settings.auto else 0)
+        depth = assumed_depth(self.settings, self.k)
         hosts = set(self.grid.comm.allgather(socket.gethostname()))
         return choose_wire(wire, depth, ranks=self.grid.size, engine=self.engine.name, one_node=len(hosts) == 1)
 

@@ -28,13 +28,23 @@ class TransportUnavailable(RuntimeError):
 
 
 def nccl_available() -> str | None:
-    """None when ``cupy.cuda.nccl`` can be used, else the reason it cannot."""
-    try:
-        from cupy.cuda import nccl
-    except Exception as exc:  # noqa: BLE001 -- ImportError, or CuPy built without NCCL
-        return f"cupy.cuda.nccl cannot be imported ({exc})"
+    """None when ``cupy.cuda.nccl`` can be used, else the reason it cannot, in one line.
+
+    CuPy warns, over several lines, when it cannot load libnccl; that warning is caught here and
+    its reason kept, so ``ozhpc info`` and "auto" print one line of their own."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            from cupy.cuda import nccl
+        except Exception as exc:  # noqa: BLE001 -- ImportError, or CuPy built without NCCL
+            return f"cupy.cuda.nccl cannot be imported ({exc})"
     if not getattr(nccl, "available", True):
-        return "CuPy was built without NCCL (pip install nvidia-nccl-cu13, or a CuPy wheel with NCCL)"
+        reasons = [line.strip()[len("Reason:"):].strip() for w in caught for line in str(w.message).splitlines()
+                   if line.strip().startswith("Reason:")]
+        return (f"CuPy cannot load NCCL{' (' + reasons[0] + ')' if reasons else ''}; "
+                "pip install nvidia-nccl-cu13, or ozhpc[gpu]")
     return None
 
 

@@ -1,0 +1,65 @@
+"""The operands' squared row norms summed over a whole operand ("auto"'s range bumps read the
+total): exact past 2**63, whatever the split of the rows over ranks, at the statistics of
+2**17 x 2**17 and 2**16 x 2**16 operands (fed to the product directly, no matrix allocated)."""
+import numpy as np
+import pytest
+
+from ozhpc.engines import get_engine
+from ozhpc.ozaki import certificate, product as product_module
+from ozhpc.ozaki.product import Product
+from ozhpc.ozaki.scales import join_words, range_bumps, word_sums
+from ozhpc.ozaki.settings import OzakiSettings
+
+UNIT = 2**32
+"""``sq`` is in units of 2**-32 (certificate.NORM_BITS)."""
+
+
+def uniform_stats(rows: int, k: int, outlier: int | None = None):
+    """``(norm, nnz, sq, gaps)`` per row as :func:`certificate.magnitude_stats` gives them for a
+    uniform(0, 1) operand with row scale 1 (E x = 1/2, E x**2 = 1/3, a mean gap of one bit); the
+    ``outlier`` row holds entries at their scale (x**2 ~ 1)."""
+    nnz = np.full(rows, k, dtype=np.int64)
+    norm = nnz * (UNIT // 2) + nnz
+    sq = nnz * (UNIT // 3) + nnz
+    if outlier is not None:
+        sq[outlier] = k * UNIT
+    return norm, nnz, sq, nnz.copy()
+
+
+def test_word_sums_are_exact_in_any_split_and_order(rng):
+    """The (high, low) words of any pieces of the rows, summed as int64 in any order, join to the
+    exact total: 131072 rows of 131072 uniform entries give 2.46e19, past 2**63."""
+    sq = uniform_stats(131072, 131072)[2]
+    exact = sum(int(v) for v in sq)
+    assert exact > 2**63 and abs(exact - 131072**2 * UNIT / 3) < 1e-6 * exact
+    assert int(sq.sum()) != exact   # what an int64 sum gives
+    for parts in (1, 3, 64):
+        cuts = np.sort(rng.choice(np.arange(1, sq.size), parts - 1, replace=False))
+        words = [np.array(word_sums(np, piece), dtype=np.int64) for piece in np.split(sq, cuts)]
+        for order in (words, words[::-1]):
+            assert join_words(np.sum(order, axis=0)) == exact
+    negative = np.array([-5, 2**62, -(2**40) + 3], dtype=np.int64)
+    assert join_words(word_sums(np, negative)) == sum(int(v) for v in negative)
+
+
+@pytest.mark.parametrize("rows,k,outlier,total_sign", [(131072, 131072, 77, 1), (65536, 65536, None, -1)])
+def test_range_bumps_read_the_exact_total(monkeypatch, rows, k, outlier, total_sign):
+    """Fed the statistics of a rows x k uniform(0, 1) op(A) (one row of entries at their scale), the
+    product hands range_bumps the exact total (where an int64 sum wraps: 6.1e18 instead of 2.46e19,
+    or negative at 65536**2 entries near their scale) and bumps that one row only."""
+    a_stats = uniform_stats(rows, k, outlier)
+    if outlier is None:   # entries near their scale: 2**64 - rows in all, a negative int64 sum
+        a_stats = (a_stats[0], a_stats[1], np.full(rows, k * UNIT - 1, dtype=np.int64), a_stats[3])
+    exact = sum(int(v) for v in a_stats[2])
+    assert np.sign(int(a_stats[2].sum())) == total_sign and exact > 2**63
+    real = certificate.magnitude_stats
+    monkeypatch.setattr(certificate, "magnitude_stats",
+                        lambda xp, x, exps, *r: a_stats if x.shape[0] == rows else real(xp, x, exps, *r))
+    seen = []
+    monkeypatch.setattr(product_module, "range_bumps",
+                        lambda sq, nnz, total, *rest: seen.append(total) or range_bumps(sq, nnz, total, *rest))
+    a_rows, b_rows = np.full((rows, 1), 0.5), np.full((1, 1), 0.5)
+    prod = Product(OzakiSettings("ozaki2"), get_engine("numpy"), a_rows, b_rows)
+    assert seen[0] == exact
+    bumped = np.flatnonzero(prod.row_exps != 0)
+    assert bumped.tolist() == ([] if outlier is None else [outlier])
