@@ -145,7 +145,7 @@ def test_one_measured_number_of_bits_for_the_tight_guarantee():
 
 
 DEVELOPMENT_NOTES = re.compile(r"issue \d|not lent|\$OUT|device call|before the certificate|moved from scheme|"
-                               r"session of 20\d\d|the issue asks|\(call \d+\)|final call|until 20\d\d", re.I)
+                               r"session of 20\d\d|the issue asks|\(call \d+\)|final call|until 20\d\d|development VM", re.I)
 """Words about how the project was built (issues, lent machines, benchmark sessions), not about
 the product; they belong in bench/results/ and commit messages."""
 
