@@ -116,9 +116,9 @@ def entry_errors(row, col, c: float, c0: float, alpha: float, beta: float) -> tu
     return relative(c), relative(native)
 
 
-def _line(dset, index: int, along_rows: bool) -> np.ndarray:
-    """Row ``index`` (or column, ``along_rows=False``) of a dataset, one hyperslab read."""
-    return np.asarray(dset[index, :] if along_rows else dset[:, index], dtype=np.float64)
+def _line(dset, index: int, along_rows: bool, ref, what: str) -> np.ndarray:
+    """Row ``index`` (or column, ``along_rows=False``) of dataset ``ref``, one hyperslab read."""
+    return h5io.exact_float64(dset[index, :] if along_rows else dset[:, index], ref, what)
 
 
 def local_errors(args, idx, mine) -> list[tuple[int, float, float]]:
@@ -130,8 +130,8 @@ def local_errors(args, idx, mine) -> list[tuple[int, float, float]]:
         c0 = stack.enter_context(h5io.reading(args.c.file, "input C"))[args.c.path] if args.beta != 0.0 else None
         for t in mine:
             i, j = idx[t]
-            row = rows[i] if i in rows else rows.setdefault(i, _line(a, i, along_rows=not args.transa))
-            col = cols[j] if j in cols else cols.setdefault(j, _line(b, j, along_rows=args.transb))
+            row = rows[i] if i in rows else rows.setdefault(i, _line(a, i, not args.transa, args.a, "input A"))
+            col = cols[j] if j in cols else cols.setdefault(j, _line(b, j, args.transb, args.b, "input B"))
             cij0 = float(c0[i, j]) if c0 is not None else 0.0
             out.append((t, *entry_errors(row, col, float(c[i, j]), cij0, args.alpha, args.beta)))
     return out

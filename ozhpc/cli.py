@@ -38,10 +38,10 @@ EPILOG = """examples:
   ozhpc gen --phi 0.5 --shape 2048x2048 --seed 1 in.h5:/A
   ozhpc gen --phi 0.5 --shape 2048x2048 --seed 2 in.h5:/B
   ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --report run.json
-  ozhpc gemm in.h5:/A in.h5:/B -o out2.h5:/C --scheme ozaki2      # Ozaki scheme II
+  ozhpc gemm in.h5:/A in.h5:/B -o out2.h5:/C --scheme ozaki1      # Ozaki scheme I (int8 slices)
   ozhpc check out.h5:/C --a in.h5:/A --b in.h5:/B
   ozhpc run jobs/demo.toml
-  mpiexec -n 4 ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --grid 2x2 --block 256
+  mpiexec -n 4 ozhpc gemm in.h5:/A in.h5:/B -o out.h5:/C --grid 2x2 --block 128
 """
 
 
@@ -178,7 +178,8 @@ def add_gen_command(sub) -> None:
 GUARANTEE_HELP = ("what 'auto' --bits / --slices certify for every entry of C at run time, plus the final "
                   "rounding of C (u = 2^-53): dgemm (default) |C_ij - (op(A) op(B))_ij| <= k u (|op(A)||op(B)|)_ij, "
                   "the bound native FP64 GEMM itself guarantees; tight u (|op(A)||op(B)|)_ij, about 7 more bits per "
-                  "entry on typical data. The plan is widened where an entry fails (see --accuracy)")
+                  "entry (two more moduli) on the standard test matrices. The plan is widened where an entry fails "
+                  "(see --accuracy)")
 ACCURACY_HELP = ("what to do when 'auto' cannot certify C (--guarantee) even at its widest plan: warn (default) "
                  "writes C, prints one warning line and records certified = false in the report and the "
                  "attributes of C; strict writes nothing and exits with status 3. Fixed --slices / --bits are "
@@ -303,12 +304,33 @@ def add_info_and_demo_commands(sub) -> None:
 
 
 def _strict_parse(parser: argparse.ArgumentParser, argv):
-    """``parse_args``, but an unknown option names the closest known one, in one line (exit 2)."""
+    """``parse_args``, but an unknown option names the closest known one, in one line (exit 2).
+
+    An unknown ``--option`` is found before parsing: argparse would otherwise take the value after
+    it as a positional argument and name that instead (``gen --dtype float32 x.h5:/A``)."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    commands = parser._subparsers._group_actions[0].choices  # noqa: SLF001
+    name = next((token for token in argv if token in commands), None)
+    if name is not None:
+        known = _known_options(parser, commands[name])
+        options = argv[:argv.index("--")] if "--" in argv else argv
+        unknown = [token for token in options if token.startswith("--") and len(token) > 2
+                   and not any(k.startswith(token.split("=", 1)[0]) for k in known)]  # argparse takes prefixes
+        if unknown:
+            _unrecognized(parser, commands[name], unknown)
     args, extra = parser.parse_known_args(argv)
     if not extra:
         return args
-    command = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
-    known = list(command._option_string_actions) + list(parser._option_string_actions)  # noqa: SLF001
+    _unrecognized(parser, commands[args.command], extra)
+
+
+def _known_options(parser: argparse.ArgumentParser, command: argparse.ArgumentParser) -> list[str]:
+    return list(command._option_string_actions) + list(parser._option_string_actions)  # noqa: SLF001
+
+
+def _unrecognized(parser: argparse.ArgumentParser, command: argparse.ArgumentParser, extra: list[str]):
+    """One line naming the arguments ``command`` does not know, and the closest known option (exit 2)."""
+    known = _known_options(parser, command)
     hints = []
     for token in (t.split("=", 1)[0] for t in extra if t.startswith("-")):
         close = difflib.get_close_matches(token, known, n=1, cutoff=0.6)

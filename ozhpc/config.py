@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -75,6 +76,11 @@ def parse_pair(text, option: str) -> tuple[int, int]:
     return first, second
 
 
+def _absolute(ref: DatasetRef) -> str:
+    """``FILE.h5:/dataset`` with the file's absolute path (a report read elsewhere still names it)."""
+    return f"{os.path.abspath(ref.file)}:{ref.path}"
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything ``ozhpc gemm`` / ``ozhpc run`` needs; built once, passed down."""
@@ -138,8 +144,8 @@ class RunConfig:
     def describe(self) -> dict:
         """The configuration as plain JSON-able values (for the report)."""
         return {
-            "a": str(self.a), "b": str(self.b), "c": str(self.c) if self.c else None,
-            "out": str(self.out), "transa": self.transa, "transb": self.transb,
+            "a": _absolute(self.a), "b": _absolute(self.b), "c": _absolute(self.c) if self.c else None,
+            "out": _absolute(self.out), "transa": self.transa, "transb": self.transb,
             "alpha": self.alpha, "beta": self.beta,
             "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
             "scheme": self.ozaki.scheme, "slices": self.slices, "groups": self.groups, "bits": self.bits,

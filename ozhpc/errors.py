@@ -20,6 +20,20 @@ def require_c(beta: float, c) -> None:
         raise InputError("beta != 0 needs C")
 
 
+def real_scalars(alpha, beta) -> tuple[float, float]:
+    """``alpha`` and ``beta`` as floats, or one TypeError naming the one that is not a real number
+    (a string, a complex: the matrices are real), before the compute rather than from NumPy after it."""
+    import numbers
+
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if isinstance(value, complex) or (hasattr(value, "dtype") and value.dtype.kind == "c"):
+            raise TypeError(f"{name} must be a real number, got complex {value!r} (ozhpc multiplies real matrices)")
+        real_array = getattr(value, "ndim", None) == 0 and value.dtype.kind in "fiub"
+        if not (isinstance(value, numbers.Real) or real_array):
+            raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    return float(alpha), float(beta)
+
+
 _PLACEHOLDER = re.compile(r"\{([a-z_]*)(=[^{}]*)?\}")
 
 

@@ -44,7 +44,7 @@ from .config import RunConfig, parse_pair
 from .engines import ENGINE_NAMES
 from .errors import InputError, OptionError
 from .io import h5io
-from .ozaki.settings import GUARANTEES, SCHEMES, OzakiSettings, option_value
+from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
 from .parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
@@ -113,6 +113,7 @@ def _choice(*choices):
             allowed = ", ".join(json.dumps(c) for c in choices)
             raise InputError(f"{key} must be one of {allowed}, {_got(value)}")
         return value
+    check.choices = choices  # what docs/batch.md lists (tests/test_docs.py)
     return check
 
 
@@ -163,6 +164,9 @@ def _count(name):
 def _accuracy(value, key):
     """``ozaki.accuracy``: checked by the Ozaki settings, as ``--accuracy`` and the API are."""
     return OzakiSettings(accuracy=value).accuracy
+
+
+_accuracy.choices = ACCURACY
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import importlib.metadata
 import json
 import math
 import os
@@ -25,7 +26,32 @@ def base_report() -> dict:
         "host": socket.gethostname(),
         "python": platform.python_version(),
         "numpy": np.__version__,
+        **library_versions(),
     }
+
+
+GPU_DISTRIBUTIONS = {"cupy": ("cupy-cuda13x", "cupy-cuda12x", "cupy"), "cuda_tile": ("cuda-tile",)}
+"""The report's GPU library fields and the pip distributions that install each."""
+
+
+def library_versions() -> dict:
+    """h5py, the MPI library (its own version line) and the GPU libraries installed here (None:
+    no MPI library, or not installed); read from the package metadata, so nothing GPU is loaded."""
+    import h5py
+
+    from .parallel.mpi import library_version
+
+    found = {"h5py": h5py.__version__, "mpi": library_version()}
+    for field, names in GPU_DISTRIBUTIONS.items():
+        found[field] = next((v for v in map(_installed, names) if v), None)
+    return found
+
+
+def _installed(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def gflops(m: int, n: int, k: int, seconds: float) -> float:

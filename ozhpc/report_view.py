@@ -129,7 +129,8 @@ def describe(report: dict) -> list[str]:
     return lines
 
 
-COMPARED = ("m", "n", "k", "scheme", "plan_summary", "engine", "ranks", "grid", "block", "kb", "transport", "certified")
+COMPARED = ("m", "n", "k", "scheme", "plan_summary", "engine", "ranks", "grid", "block", "kb", "transport", "wire",
+            "certified")
 
 
 def compare(a: dict, b: dict, paths=("a", "b")) -> list[str]:
@@ -149,10 +150,15 @@ def compare(a: dict, b: dict, paths=("a", "b")) -> list[str]:
     for phase in ("total", *STEPS):
         if phase in sa or phase in sb:
             x, y = float(sa.get(phase, 0.0)), float(sb.get(phase, 0.0))
-            lines.append(f"  {phase:<22}{x:>10.3f}{y:>10.3f}{(f'{y / x:.2f}' if x > 0 else '-'):>8}")
+            lines.append(f"  {phase:<22}{x:>10.3f}{y:>10.3f}{_ratio(y, round(x, 3)):>8}")
     ra, rb = float(a["gflops"]), float(b["gflops"])
-    lines.append(f"  {'GFLOP/s FP64-equiv.':<22}{ra:>10.3g}{rb:>10.3g}{(f'{rb / ra:.2f}' if ra > 0 else '-'):>8}")
+    lines.append(f"  {'GFLOP/s FP64-equiv.':<22}{ra:>10.3g}{rb:>10.3g}{_ratio(rb, ra):>8}")
     return lines
+
+
+def _ratio(y: float, x: float) -> str:
+    """``y / x``, or '-' against a time that prints as 0.000 (a ratio to it says nothing)."""
+    return f"{y / x:.2f}" if x > 0 else "-"
 
 
 def report_lines(paths: list[str]) -> list[str]:

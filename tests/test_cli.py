@@ -1,7 +1,11 @@
-"""The ozhpc command line on one process: results, atomic outputs, error messages and exit codes."""
+"""The ozhpc command line on one process (one refusal under mpiexec): results, atomic outputs,
+error messages and exit codes."""
 import hashlib
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -10,7 +14,7 @@ import pytest
 import ozhpc
 from ozhpc.report import sha256_of_matrix
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 
 def file_digest(path):
@@ -163,8 +167,8 @@ def test_output_next_to_other_datasets_keeps_them(inputs, tmp_path):
     ("missing.h5:/A", "IN:/B", [], "input A file 'missing.h5' does not exist"),
     ("IN:/nope", "IN:/B", [], "input A dataset '/nope' not found in 'IN'"),
     ("IN:/vec", "IN:/B", [], "input A IN:/vec must be 2-D, has shape (5,)"),
-    ("IN:/A", "IN:/ints", [], "input B IN:/ints must hold real floating-point numbers, has dtype int32"),
-    ("IN:/A", "IN:/cplx", [], "input B IN:/cplx must hold real floating-point numbers, has dtype complex128"),
+    ("IN:/A", "IN:/cplx", [], "input B IN:/cplx must hold real numbers (floating point or integers), has dtype "
+                              "complex128"),
     ("IN:/A", "IN:/grp", [], "input B IN:/grp is a group, not a dataset"),
     ("IN:/A", "IN:/C0", [], "shape mismatch: op(A) from IN:/A is 40x30 but op(B) from IN:/C0 is 40x20"),
     ("IN:/A", "IN:/B", ["--beta", "1"], "--beta 1 needs an input C: add --c FILE.h5:/C"),
@@ -179,6 +183,59 @@ def test_bad_input_is_one_clear_message_and_exit_2(inputs, tmp_path, a, b, extra
     assert message.replace("IN", str(inputs)) in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not out.exists()
+
+
+def test_integer_datasets_exact_in_fp64_are_taken(inputs, tmp_path):
+    """int32 and int64 inputs whose values are float64s (to 2^53, and wider powers of two) give
+    the bits of the same product from float64 inputs; ``check`` reads them alike."""
+    b = np.random.default_rng(5).integers(-2**20, 2**20, (30, 20))
+    b[0, 0], b[1, 1], b[2, 2] = 2**53, -2**53, 2**60
+    with h5py.File(inputs, "a") as f:
+        f["i64"], f["i32"], f["f64"] = b, (b % 1000).astype(np.int32), b.astype(np.float64)
+        f["f64_32"] = (b % 1000).astype(np.float64)
+    out = tmp_path / "out.h5"
+    for name in ("i64", "f64", "i32", "f64_32"):
+        r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/{name}", "-o", f"{out}:/{name}", "--progress", "off"])
+        assert r.returncode == 0, r.stderr
+    assert read(out, "i64").tobytes() == read(out, "f64").tobytes()
+    assert read(out, "i32").tobytes() == read(out, "f64_32").tobytes()
+    r = run_cli(["check", f"{out}:/i64", "--a", f"{inputs}:/A", "--b", f"{inputs}:/i64", "--samples", "800"])
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("dtype, value", [(np.int64, 2**53 + 1), (np.int64, -(2**62 + 1)), (np.uint64, 2**64 - 1)])
+def test_integer_datasets_too_wide_for_fp64_are_one_line(inputs, tmp_path, dtype, value):
+    wide = np.ones((30, 20), dtype=dtype)
+    wide[3, 4] = value
+    with h5py.File(inputs, "a") as f:
+        f["wide"] = wide
+    out = tmp_path / "out.h5"
+    message = (f"input B {inputs}:/wide holds the integer {value}, which FP64 cannot represent exactly (integers "
+               "are exact up to 2^53); convert the dataset to float64 first\n")
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/wide", "-o", f"{out}:/C", "--progress", "off"])
+    assert (r.returncode, r.stderr) == (2, "ozhpc gemm: error: " + message) and not out.exists()
+    assert run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C"]).returncode == 0
+    r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/wide", "--samples", "800"])
+    assert (r.returncode, r.stderr) == (2, "ozhpc check: error: " + message)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec not found (pip install mpich)")
+def test_an_integer_too_wide_on_one_rank_stops_every_rank(inputs, tmp_path):
+    """The wide value is in rank 1's blocks only: every rank exits 2, one line, nothing written."""
+    wide = np.ones((40, 30), dtype=np.int64)
+    wide[35, 29] = 2**53 + 1
+    with h5py.File(inputs, "a") as f:
+        f["wide"] = wide
+    out = tmp_path / "out.h5"
+    proc = subprocess.run([shutil.which("mpiexec"), "-n", "2", sys.executable, "-m", "ozhpc", "gemm",
+                           f"{inputs}:/wide", f"{inputs}:/B", "-o", f"{out}:/C", "--grid", "2x1", "--block", "8",
+                           "--progress", "off"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr == (f"ozhpc gemm: error: input A {inputs}:/wide holds the integer {2**53 + 1}, which FP64 "
+                           "cannot represent exactly (integers are exact up to 2^53); convert the dataset to float64 "
+                           "first\n")
 
 
 @pytest.mark.parametrize("extra,message", [
@@ -201,6 +258,18 @@ def test_bad_options_exit_2(inputs, tmp_path, extra, message):
 def test_bad_dataset_spec_exit_2(tmp_path):
     r = run_cli(["gen", "--shape", "3x3", f"{tmp_path}/x.h5"])
     assert r.returncode == 2 and "must be written FILE.h5:/dataset" in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["gen", "--dtype", "float32", "x.h5:/A"], "ozhpc gen: error: unrecognized arguments: --dtype\n"),
+    (["gen", "--shape", "3x3", "--sede=3", "x.h5:/A"],
+     "ozhpc gen: error: unrecognized arguments: --sede=3 (did you mean --seed?)\n"),
+])
+def test_unknown_option_is_named_not_the_value_after_it(tmp_path, args, message):
+    """The value after an unknown option is not taken for the output (``'float32' must be written ...``)."""
+    r = run_cli(args, cwd=tmp_path)
+    assert (r.returncode, r.stderr, r.stdout) == (2, message, "")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_gen_is_reproducible_and_check_reports_errors(inputs, tmp_path):

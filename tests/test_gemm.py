@@ -112,6 +112,44 @@ def test_bad_arguments_raise_clear_errors(bad, message):
     assert str(err.value) == message
 
 
+@pytest.mark.parametrize("scalars, message", [
+    (dict(alpha="2"), "alpha must be a real number, got str '2'"),
+    (dict(beta=[1.0]), "beta must be a real number, got list [1.0]"),
+    (dict(alpha=1j), "alpha must be a real number, got complex 1j (ozhpc multiplies real matrices)"),
+    (dict(beta=np.complex128(2)),
+     "beta must be a real number, got complex np.complex128(2+0j) (ozhpc multiplies real matrices)"),
+])
+def test_alpha_beta_of_the_wrong_type_are_refused_before_the_compute(product, monkeypatch, scalars, message):
+    """One TypeError naming alpha or beta, raised before any product is run (not NumPy's
+    UFuncTypeError after it, nor a complex C from real operands)."""
+    from ozhpc.ozaki.product import Product
+
+    monkeypatch.setattr(Product, "multiply", lambda self: pytest.fail("the product ran"))
+    with pytest.raises(TypeError) as err:
+        product(np.ones((2, 3)), np.ones((3, 2)), np.ones((2, 2)), **scalars)
+    assert str(err.value) == message
+
+
+def test_real_numbers_of_any_kind_are_alpha_and_beta(product, rng):
+    a, b, c0 = rng.standard_normal((5, 4)), rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    want = product(a, b, c0, alpha=2.0, beta=-1.0)
+    for alpha, beta in ((2, -1), (np.float32(2), np.int64(-1)), (np.array(2.0), np.array(-1))):
+        assert np.array_equal(product(a, b, c0, alpha=alpha, beta=beta), want)
+
+
+def test_lists_are_taken_as_numpy_takes_them(rng):
+    a, b, c0 = rng.standard_normal((5, 4)), rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    got = ozhpc.gemm(a.tolist(), b.tolist(), c0.tolist(), beta=1.0, engine="numpy")
+    assert isinstance(got, np.ndarray) and np.array_equal(got, ozhpc.gemm(a, b, c0, beta=1.0, engine="numpy"))
+    with pytest.raises(TypeError) as err:
+        ozhpc.gemm([[1.0, 2.0], [3.0]], b, engine="numpy")
+    assert str(err.value) == ("A must be a 2-D array, got a list that NumPy cannot make one array of "
+                              "(rows of different lengths?)")
+    with pytest.raises(TypeError) as err:
+        ozhpc.gemm([["x"] * 4], b, engine="numpy")
+    assert str(err.value) == "A must hold real numbers, got dtype <U1"
+
+
 def test_info_reports_what_was_done(product):
     a = standard_matrix(30, 40, 0.5, 1)
     b = standard_matrix(40, 20, 0.5, 2)

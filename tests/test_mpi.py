@@ -55,6 +55,7 @@ def data(tmp_path_factory):
         f["A3"] = np.zeros((4, 5, 6))
         f["Z"] = np.zeros((K, N), dtype=np.complex128)
         f["I"] = np.zeros((K, N), dtype=np.int64)
+        f["I"][K - 1, N - 1] = 2**53 + 1   # an integer FP64 cannot hold, in one rank's blocks
         f["Bshort"] = np.zeros((K - 1, N))
         f.create_group("grp")
     return d
@@ -111,8 +112,8 @@ FAILURES = {
     "missing dataset": (dict(a="nope"), [], "'/nope' not found"),
     "group not dataset": (dict(a="grp"), [], "is a group"),
     "not 2-D": (dict(a="A3"), [], "must be 2-D"),
-    "complex dtype": (dict(b="Z"), [], "real floating-point"),
-    "int dtype": (dict(b="I"), [], "real floating-point"),
+    "complex dtype": (dict(b="Z"), [], "must hold real numbers (floating point or integers)"),
+    "integer too wide for FP64": (dict(b="I"), [], "holds the integer 9007199254740993, which FP64 cannot"),
     "shape mismatch": (dict(b="Bshort"), [], "shape mismatch"),
     "grid mismatch": (dict(), ["--grid", "3x1"], "--grid 3x1 needs 3 MPI ranks"),
     "bad option": (dict(), ["--block", "0"], "--block"),

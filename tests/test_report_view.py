@@ -125,3 +125,43 @@ def test_report_refuses_what_is_not_a_report(runs, tmp_path):
         assert r.stderr.count("\n") == 1
     r = run_cli(["report", *[out["one"][0]] * 3])
     assert r.returncode == 2 and r.stderr == "ozhpc report: error: give one report, or two to compare (got 3)\n"
+
+
+def test_report_config_paths_are_absolute(tmp_path):
+    """``gemm`` with paths relative to the current directory: the report's config names them
+    absolutely (docs/batch.md), as a job file's already are."""
+    for name, shape, seed in (("A", "6x5", 1), ("B", "5x4", 2)):
+        assert run_cli(["gen", "--shape", shape, "--seed", seed, f"{tmp_path}/in.h5:/{name}"]).returncode == 0
+    r = run_cli(["gemm", "in.h5:/A", "in.h5:/B", "-o", "out.h5:/C", "--report", "r.json", "--progress", "off"],
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    cfg = json.loads((tmp_path / "r.json").read_text())["config"]
+    assert (cfg["a"], cfg["b"], cfg["out"]) == (f"{tmp_path}/in.h5:/A", f"{tmp_path}/in.h5:/B", f"{tmp_path}/out.h5:/C")
+
+
+def test_report_records_the_library_versions(runs):
+    import importlib.metadata
+
+    import h5py
+
+    from ozhpc.parallel import mpi
+
+    report = json.loads(runs[1]["one"][0].read_text())
+    assert report["h5py"] == h5py.__version__
+    assert report["mpi"] == (None if mpi.MISSING else " ".join(mpi.MPI.Get_library_version().splitlines()[0].split()))
+    assert report["cuda_tile"] == importlib.metadata.version("cuda-tile")   # a test dependency
+    assert "cupy" in report
+
+
+def test_report_compare_lists_the_wire_and_no_ratio_to_a_zero_time(runs):
+    """A phase of 0.000 s gets '-' rather than a ratio against a rounded zero; a changed wire is listed."""
+    from ozhpc.report_view import compare
+
+    _, out = runs
+    a = json.loads(out["one"][0].read_text())
+    b = json.loads(out["one"][0].read_text())
+    a["seconds"]["split"], b["seconds"]["split"] = 0.0001, 0.7705
+    b["wire"] = "planes" if a["wire"] == "fp64" else "fp64"
+    lines = compare(a, b)
+    assert f"  wire: {a['wire']} -> {b['wire']}" in lines
+    assert f"  {'split':<22}{0.0:>10.3f}{0.7705:>10.3f}{'-':>8}" in lines

@@ -64,8 +64,9 @@ def _selections(axis: Cyclic1D, iproc: int):
     return out
 
 
-def read_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int) -> np.ndarray:
-    """This process's blocks of a 2-D dataset, as C-ordered float64 ``(local rows, local cols)``."""
+def read_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int, ref, what: str) -> np.ndarray:
+    """This process's blocks of a 2-D dataset ``ref``, as C-ordered float64 ``(local rows, local cols)``
+    (integers that FP64 cannot hold exactly refused: :func:`~ozhpc.io.h5io.exact_float64`)."""
     out = np.empty((rows.local_size(prow), cols.local_size(pcol)), dtype=np.float64)
     direct = dset.dtype == np.float64
     for rsel, r0, r1 in _selections(rows, prow):
@@ -74,7 +75,7 @@ def read_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int) -> n
                 # straight into place: no temporary array and copy (a whole operand on one rank)
                 dset.read_direct(out, np.s_[rsel, csel], np.s_[r0:r1, c0:c1])
             else:
-                out[r0:r1, c0:c1] = dset[rsel, csel]
+                out[r0:r1, c0:c1] = h5io.exact_float64(dset[rsel, csel], ref, what)
     return out
 
 
@@ -109,9 +110,9 @@ def read_distributed(ref: h5io.DatasetRef, grid: ProcessGrid, layout: BlockCycli
                 if transpose:
                     # a transposed view, no host copy: the engines read rows of any stride
                     # (the cuTile split reads transposed rows at full speed)
-                    local = read_blocks(dset, layout.cols, pc, layout.rows, pr).T
+                    local = read_blocks(dset, layout.cols, pc, layout.rows, pr, ref, what).T
                 else:
-                    local = read_blocks(dset, layout.rows, pr, layout.cols, pc)
+                    local = read_blocks(dset, layout.rows, pr, layout.cols, pc, ref, what)
         except (OSError, KeyError) as exc:
             raise h5io.InputError(f"cannot read {what} {ref}: {exc}") from None
     return DistMatrix(grid, layout, local, transposed_grid=transposed_grid)

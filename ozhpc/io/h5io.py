@@ -140,8 +140,9 @@ def reading(path: str, what: str = "input"):
 
 
 def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int], np.dtype]:
-    """Shape and dtype of a 2-D real floating dataset that can be read as stored, or an
-    InputError that says what is wrong."""
+    """Shape and dtype of a 2-D dataset of floating-point or integer numbers that can be read as
+    stored, or an InputError that says what is wrong (integers too wide for FP64 are refused
+    where they are read: :func:`exact_float64`)."""
     with reading(ref.file, what) as f:
         try:
             obj = f.get(ref.path)
@@ -153,8 +154,8 @@ def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int],
             raise InputError(f"{what} {ref} is a group, not a dataset")
         if obj.ndim != 2:
             raise InputError(f"{what} {ref} must be 2-D, has shape {obj.shape}")
-        if obj.dtype.kind != "f":
-            raise InputError(f"{what} {ref} must hold real floating-point numbers, has dtype {obj.dtype}")
+        if obj.dtype.kind not in "fiu":
+            raise InputError(f"{what} {ref} must hold real numbers (floating point or integers), has dtype {obj.dtype}")
         check_readable(obj, ref, what)
         return tuple(int(n) for n in obj.shape), obj.dtype
 
@@ -205,11 +206,34 @@ def _vds_source(vds_file: str, name: str) -> str | None:
     return None
 
 
+FP64_EXACT_INT = 2**53
+"""Every integer up to this magnitude is a float64; wider ones only some (checked one by one)."""
+
+
+def exact_float64(values, ref, what: str = "input") -> np.ndarray:
+    """``values`` read from dataset ``ref`` as C-ordered float64; an integer that float64 cannot
+    hold exactly (beyond 2^53 and not a float64 itself) is one InputError, not a rounded input."""
+    values = np.asarray(values)
+    out = np.ascontiguousarray(values, dtype=np.float64)
+    if values.dtype.kind in "iu" and values.dtype.itemsize > 4:
+        wide = values > FP64_EXACT_INT
+        if values.dtype.kind == "i":
+            wide |= values < -FP64_EXACT_INT
+        if wide.any():
+            x, f = values[wide], out[wide]
+            fits = f < 2.0 ** (8 * values.dtype.itemsize - (values.dtype.kind == "i"))  # no overflow back
+            bad = ~fits | (np.where(fits, f, 0).astype(values.dtype) != x)
+            if bad.any():
+                raise InputError(f"{what} {ref} holds the integer {x[bad][0]}, which FP64 cannot represent exactly "
+                                 f"(integers are exact up to 2^53); convert the dataset to float64 first")
+    return out
+
+
 def read_matrix(ref: DatasetRef, what: str = "input", rows=slice(None), cols=slice(None)) -> np.ndarray:
     """The (sub)matrix as C-ordered float64, after :func:`dataset_info` checks."""
     dataset_info(ref, what)
     with reading(ref.file, what) as f:
-        return np.ascontiguousarray(f[ref.path][rows, cols], dtype=np.float64)
+        return exact_float64(f[ref.path][rows, cols], ref, what)
 
 
 def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:

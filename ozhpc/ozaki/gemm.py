@@ -8,9 +8,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..engines import get_engine
-from ..errors import require_c
+from ..errors import real_scalars, require_c
 from .product import GemmInfo, Product, enforce_accuracy, op_rows  # noqa: F401  (GemmInfo re-exported)
 from .settings import OzakiSettings
+
+
+def as_matrix(x, name: str):
+    """``x`` checked as a 2-D real array; a list or other array-like becomes a NumPy array
+    (``numpy.asarray``), as NumPy functions take them."""
+    if getattr(x, "shape", None) is None or getattr(x, "dtype", None) is None:
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError):   # a ragged list
+            raise TypeError(f"{name} must be a 2-D array, got a {type(x).__name__} that NumPy cannot make "
+                            "one array of (rows of different lengths?)") from None
+    check_real_matrix(x, name)
+    return x
 
 
 def check_real_matrix(x, name: str):
@@ -32,9 +45,10 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
 
     Parameters
     ----------
-    A, B : 2-D real arrays (NumPy, or CuPy with the cutile engine)
+    A, B : 2-D real arrays (NumPy, or CuPy with the cutile engine); lists and other array-likes
+        are taken as ``numpy.asarray`` makes them
     C : array of shape (m, n), read only when ``beta != 0``
-    alpha, beta : float
+    alpha, beta : real numbers (a complex alpha or beta is refused: the matrices are real)
     transa, transb : bool
         Use the transpose of A / B.
     slices : "auto" or int
@@ -73,14 +87,14 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     AccuracyError
         ``accuracy="strict"`` and some entry not certified.
     TypeError, ValueError
-        Not 2-D, not real, shapes that do not match, bad slices/groups/bits
+        Not 2-D, not real (matrices, alpha, beta), shapes that do not match, bad slices/groups/bits
         (:class:`ozhpc.errors.InputError`, a ValueError, for the options).
     """
     settings = OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee)
+    alpha, beta = real_scalars(alpha, beta)
     eng = get_engine(engine)
     xp = eng.xp
-    for x, name in ((A, "A"), (B, "B")):
-        check_real_matrix(x, name)
+    A, B = as_matrix(A, "A"), as_matrix(B, "B")
     a_rows = op_rows(eng.asarray(A).astype(xp.float64, copy=False), transa, True)
     b_rows = op_rows(eng.asarray(B).astype(xp.float64, copy=False), transb, False)
     (m, k), (n, kb) = a_rows.shape, b_rows.shape
@@ -101,7 +115,7 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
 
 
 def _input_c(eng, C, shape):
-    check_real_matrix(C, "C")
+    C = as_matrix(C, "C")
     if tuple(C.shape) != shape:
         raise ValueError(f"C has shape {tuple(C.shape)}, expected {shape}")
     return eng.asarray(C).astype(eng.xp.float64, copy=False)

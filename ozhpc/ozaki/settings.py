@@ -19,7 +19,7 @@ scheme I where ``slices`` or ``groups`` are given (they are its options), else t
 GUARANTEES = ("dgemm", "tight")
 """What certified "auto" proves for every finite entry of C, plus the final rounding of C:
 "dgemm" ``k u (|op(A)||op(B)|)_ij``, the bound native DGEMM itself guarantees (the default);
-"tight" ``u (|op(A)||op(B)|)_ij``, about 7 bits more per entry on typical data."""
+"tight" ``u (|op(A)||op(B)|)_ij``, about 7 more bits per entry (bench/results/guarantee_bits_cpu_2026-12-02.md)."""
 ACCURACY = ("warn", "strict")
 """What "auto" does when its certificate fails on some entry at the widest plan: "warn" (return /
 write C, say so in the info, the report, the HDF5 attributes and one warning) or "strict" (an

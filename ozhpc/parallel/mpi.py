@@ -55,12 +55,17 @@ def check_launch(environ: Mapping[str, str] | None = None) -> None:
                          "against the site's MPI: README, 'Install'), or run one process")
 
 
+def library_version() -> str | None:
+    """The MPI library's own version line (``MPICH Version: 4.3.0``), or None without one."""
+    return " ".join(MPI.Get_library_version().splitlines()[0].split()) if MISSING is None else None
+
+
 def describe() -> str:
     """One line for ``ozhpc info``: the MPI library, or why there is none."""
     if MISSING is None:
         import mpi4py
 
-        return f"mpi4py {mpi4py.__version__}: {MPI.Get_library_version().splitlines()[0].strip()}"
+        return f"mpi4py {mpi4py.__version__}: {library_version()}"
     sign = launch_sign()
     return (f"MPI: none ({MISSING}); every command runs as one process; a launch of several "
             "ranks needs an MPI library (pip install 'ozhpc[mpich]', or the site's MPI)"
