@@ -22,8 +22,8 @@ import sys
 import warnings
 
 from . import __version__, lifecycle, planner, signals
-from .config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_SAMPLES, MAX_SEED, PROGRESS_MODES, SCHEMES,
-                     TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value, parse_float, parse_int,
+from .config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED, PROGRESS_MODES,
+                     SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value, parse_float, parse_int,
                      parse_pair, parse_panel)
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
 from .lifecycle import launcher_rank
@@ -218,7 +218,7 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
     """How and where ``gemm`` runs: engine, layout, transport, output and report."""
     m.add_argument("--engine", choices=ENGINE_NAMES, default="auto",
                    help="numpy (CPU) or cutile (NVIDIA GPU); auto picks cutile when it can run")
-    m.add_argument("--grid", type=_option(parse_pair, "--grid"), metavar="PxQ",
+    m.add_argument("--grid", type=_option(parse_pair, "--grid", MAX_RANKS), metavar="PxQ",
                    help="process grid under MPI (default: near-square from the rank count)")
     m.add_argument("--block", type=_option(parse_pair, "--block"), default=(256, 256), metavar="NB|MBxNB",
                    help="block-cyclic block size (default 256)")

@@ -24,7 +24,9 @@ import os
 import time
 from dataclasses import asdict, dataclass, replace
 
+from .config import MAX_EXTENT, MAX_RANKS
 from .engines.toolchain import cache_dir
+from .errors import digit_count, shown
 from .ozaki.plan import DataSizes, resolve_plan
 from .ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
 from .parallel.layout import numroc
@@ -313,13 +315,12 @@ def add_arguments(p) -> None:
     """``ozhpc plan``'s options (argparse)."""
     from .parallel.wire import WIRE_NAMES
 
-    positive = _positive
     for name in ("m", "n", "k"):
-        p.add_argument(f"--{name}", type=positive, required=True, help=f"global {name} of C = op(A) op(B)")
-    p.add_argument("--gpus", type=positive, required=True, help="GPUs (MPI ranks, one per GPU)")
+        p.add_argument(f"--{name}", type=_positive(MAX_EXTENT), required=True, help=f"global {name} of C = op(A) op(B)")
+    p.add_argument("--gpus", type=_positive(MAX_RANKS), required=True, help="GPUs (MPI ranks, one per GPU)")
     p.add_argument("--gpu", choices=sorted(DEVICES), default="h200",
                    help="device kind (cpu: the NumPy engine on this node's cores); default h200")
-    p.add_argument("--gpus-per-node", type=positive, help="GPUs per node / NVLink domain (default: 8, "
+    p.add_argument("--gpus-per-node", type=_positive(MAX_RANKS), help="GPUs per node / NVLink domain (default: 8, "
                                                           "72 for gb200)")
     p.add_argument("--scheme", choices=("ozaki1", "ozaki2"), default=None,
                    help="Ozaki scheme (default ozaki2, as ozhpc gemm; ozaki1 when --slices is given)")
@@ -333,16 +334,21 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the best layout as JSON")
 
 
-def _positive(text) -> int:
+def _positive(hi: int):
+    """An argparse type: an integer from 1 to ``hi`` (the model computes in floats: a bound keeps it finite)."""
     import argparse
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+    def parse(text) -> int:
+        if digit_count(text) or text.strip().isdigit() and int(text) > hi:
+            raise argparse.ArgumentTypeError(f"must be a positive integer up to {hi}, got {shown(text)}")
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown(text)}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown(text)}")
+        return value
+    return parse
 
 
 def main(args) -> int:
@@ -350,7 +356,7 @@ def main(args) -> int:
     from .errors import InputError, OptionError, cli_spelling
 
     try:
-        settings = OzakiSettings(args.scheme, _count(args.slices), "auto", _count(args.bits))
+        settings = OzakiSettings(args.scheme, args.slices, "auto", args.bits)
     except OptionError as exc:
         raise InputError(str(exc.spelled(cli_spelling))) from None
     if args.calibrate:
@@ -368,7 +374,3 @@ def main(args) -> int:
     else:
         print("\n".join(report_lines(args.m, args.n, args.k, args.gpus, device, chosen, candidates)))
     return 0
-
-
-def _count(text):
-    return text if text == "auto" else int(text) if str(text).isdigit() else text

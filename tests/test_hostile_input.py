@@ -155,3 +155,73 @@ def test_the_report_command_of_a_real_report_is_unchanged(report, tmp_path, caps
     path.write_text(json.dumps(doc))
     code, err = outcome(["report", path], capsys)
     assert (code, err) == (0, [])
+
+
+# ---------------------------------------------------------------------------- job files
+
+JOB = {
+    "inputs": {"a": '"in.h5:/A"', "b": '"in.h5:/B"', "c": '"in.h5:/C0"'},
+    "output": {"c": '"out.h5:/C"', "report": '"run.json"', "force": "true"},
+    "gemm": {"alpha": "1.0", "beta": "0.5", "transa": "false", "transb": "false"},
+    "layout": {"grid": '"auto"', "block": "4", "panel": '"auto"'},
+    "ozaki": {"scheme": '"ozaki2"', "bits": '"auto"', "guarantee": '"dgemm"', "accuracy": '"warn"',
+              "engine": '"numpy"'},
+    "run": {"progress": '"off"', "transport": '"auto"'},
+    "summa": {"wire": '"auto"'},
+}
+JOB_VALUES = ['""', '"x"', '"in.h5\\u0000:/A"', '"a\\u0000b"', "{}", "[]", "true", "1.5", "-1", "0", "nan",
+              "1" + "0" * 400, "-1" + "0" * 400, "1" + "0" * 5000, "[" * 3000 + "]" * 3000,
+              "{a = " * 3000 + "1" + "}" * 3000, "1979-05-27", "[1, 2]", '{a = 1}']
+
+
+def job_text(job: dict) -> str:
+    return "".join(f"[{table}]\n" + "".join(f"{key} = {value}\n" for key, value in keys.items())
+                   for table, keys in job.items())
+
+
+def job_cases():
+    for table, keys in JOB.items():
+        yield f"{table}: deleted", {t: k for t, k in JOB.items() if t != table}
+        for key in keys:
+            yield f"{table}.{key}: deleted", {t: {k: v for k, v in ks.items() if (t, k) != (table, key)}
+                                             for t, ks in JOB.items()}
+            for value in JOB_VALUES:
+                yield f"{table}.{key} = {value[:20]}", {t: {**ks, **({key: value} if t == table else {})}
+                                                     for t, ks in JOB.items()}
+    yield "a huge integer in a new table", {**JOB, "extra": {"x": "1" + "0" * 5000}}
+    yield "nested 3000 deep at the top", {**JOB, "deep": {"x": "[" * 3000 + "]" * 3000}}
+
+
+def test_every_key_mutation_of_a_job_file_is_one_line_or_a_run(jobdir, capsys):
+    cases = list(job_cases())
+    assert len(cases) > 400
+    path = jobdir / "job.toml"
+    runs = 0
+    for case, job in cases:
+        path.write_text(job_text(job))
+        code, err = outcome(["run", path], capsys)
+        assert_clean(case, code, err)
+        runs += code == 0
+        if code == 2:
+            assert err[0].startswith("ozhpc run: error: "), (case, err)
+    assert runs > 20   # the valid mutations did run
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("output.c", '"out.h5\\u0000:/C"', "output.c '{d}/out.h5\\x00:/C' must not contain a NUL character"),
+    ("output.report", '"run\\u0000.json"', "output.report '{d}/run\\x00.json' must not contain a NUL character"),
+    ("ozaki.accuracy", "{}", "ozaki.accuracy must be one of warn, strict, got {}"),
+    ("layout.block", "[" * 3000 + "]" * 3000, "arrays or tables are nested too deeply for a job file"),
+    ("gemm.alpha", "1" + "0" * 5000, "line 10: an integer of 5001 digits; TOML integers are 64-bit"),
+    ("gemm.alpha", "1" + "0" * 400, "gemm.alpha must be a finite number, got integer of 401 digits"),
+])
+def test_a_hostile_job_file_names_the_file_and_key(jobdir, capsys, key, value, message):
+    table, name = key.split(".")
+    job = {t: {**ks, **({name: value} if t == table else {})} for t, ks in JOB.items()}
+    path = jobdir / "job.toml"
+    path.write_text(job_text(job))
+    code, err = outcome(["run", path], capsys)
+    assert (code, len(err)) == (2, 1) and err[0].startswith(f"ozhpc run: error: {path}: "), err
+    assert err[0].endswith(": " + message.replace("{d}", str(jobdir))), err
+    r = run_cli(["run", path])
+    assert (r.returncode, r.stderr.splitlines()) == (2, err)
