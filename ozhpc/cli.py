@@ -290,8 +290,10 @@ def add_info_and_demo_commands(sub) -> None:
     d = sub.add_parser("demo", help="generate, multiply, check and report in a directory",
                        description="End-to-end demo on one process: writes A and B (phi = 0.5) to DIR/in.h5, "
                                    "multiplies them into DIR/out.h5:/C with a report DIR/run.json, and checks C "
-                                   "against the exact product.")
+                                   "against the exact product. Files of an earlier demo (or any DIR/in.h5:/A, "
+                                   "/B, DIR/out.h5:/C, DIR/run.json) are refused unless --force.")
     d.add_argument("--dir", default="ozhpc-demo", help="working directory (default ./ozhpc-demo)")
+    d.add_argument("--force", action="store_true", help="replace the demo's datasets and report in DIR")
     d.add_argument("--n", type=_integer("--n", 1, MAX_DEMO_N), default=512, help=f"matrix size, 1 to {MAX_DEMO_N} (default 512)")
     d.add_argument("--phi", type=_number("--phi", 0.0, MAX_PHI), default=0.5,
                    help=f"exponent spread, 0 to {MAX_PHI:g} (default 0.5)")
@@ -412,7 +414,7 @@ def cmd_info(args, comm) -> int:
 def cmd_demo(args, comm) -> int:
     from .commands.demo import demo
 
-    return demo(args.dir, args.n, args.phi, main)
+    return demo(args.dir, args.n, args.phi, main, args.force)
 
 
 COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,
