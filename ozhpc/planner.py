@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 from .config import MAX_EXTENT, MAX_RANKS
-from .engines.toolchain import cache_dir
+from .engines.toolchain import cache_dir, make_private_dir
 from .errors import digit_count, shown
 from .ozaki.plan import DataSizes, resolve_plan
 from .ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
@@ -298,7 +298,7 @@ def calibrate(n: int | None = None, directory: str | None = None) -> tuple[str, 
              "n": n, "engine": engine.name, "host": socket.gethostname(),
              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     directory = directory or cache_dir()
-    os.makedirs(directory, exist_ok=True)
+    make_private_dir(directory)   # as the kernel cache: 0700, whatever the umask
     saved = load_calibration(directory)
     saved[key] = entry
     with open(os.path.join(directory, RATES_FILE), "w") as f:

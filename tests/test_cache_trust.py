@@ -302,6 +302,19 @@ def test_a_link_repointed_after_the_check_changes_nothing(tmp_path, caplog, fres
     assert store.load("ab" * 32) == (b"CUBIN", "sym")
 
 
+def test_a_link_made_while_the_path_is_checked_is_refused(tmp_path, caplog, fresh, monkeypatch):
+    """The path is resolved first, then walked without following links: a component that became a
+    link in between (here: resolving is made to miss it) is not walked through."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.setattr(toolchain.os.path, "realpath", lambda path: os.path.abspath(path))
+    got, said = configure(tmp_path, tmp_path / "link" / "cache", caplog)
+    assert got == str(tmp_path / PRIVATE) and not (tmp_path / "real" / "cache").exists()
+    assert said == [f"kernel cache {tmp_path}/link/cache not used: {tmp_path}/link changed into a symbolic link "
+                    f"while it was checked; compiling with the private cache {tmp_path / PRIVATE} instead (set "
+                    "OZHPC_TRUST_CACHE=1 to trust it)"]
+
+
 VICTIM = """
 import importlib.util, os, sys
 spec = importlib.util.spec_from_file_location("toolchain", sys.argv[1])
@@ -380,9 +393,11 @@ def test_a_fresh_home_under_umask_002_gets_a_cache_it_trusts(tmp_path, caplog, f
             with caplog.at_level(logging.WARNING):
                 got = toolchain.configure_cache(None, env)
             assert got == str(home / ".cache" / "ozhpc" / "cutile") and caplog.records == []
+        assert toolchain.make_private_dir(str(home / "rates" / "dir")) == str(home / "rates" / "dir")  # plan's
     finally:
         os.umask(old)
-    assert [mode(home / p) for p in (".cache", ".cache/ozhpc", ".cache/ozhpc/cutile")] == [0o700] * 3
+    assert [mode(home / p) for p in (".cache", ".cache/ozhpc", ".cache/ozhpc/cutile", "rates", "rates/dir")] == \
+        [0o700] * 5
 
 
 def test_a_cpu_run_says_nothing_of_a_cache_it_does_not_use(tmp_path):

@@ -74,13 +74,16 @@ class Untrusted(Exception):
 
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+PATH_FLAGS = DIR_FLAGS & ~os.O_RDONLY | getattr(os, "O_PATH", os.O_RDONLY)
+"""An ancestor is opened only to be checked and walked through (O_PATH: a directory this user may
+search but not list, such as a home of mode 0711, is fine)."""
 
 
-def _open_component(parent: int, name: str, create: bool) -> int:
+def _open_component(parent: int, name: str, create: bool, flags: int = DIR_FLAGS) -> int:
     """``name`` in the directory ``parent`` opened without following a link (made 0700, whatever
     the umask, when it is missing and ``create``)."""
     try:
-        return os.open(name, DIR_FLAGS, dir_fd=parent)
+        return os.open(name, flags, dir_fd=parent)
     except FileNotFoundError:
         if not create:
             raise
@@ -89,10 +92,17 @@ def _open_component(parent: int, name: str, create: bool) -> int:
         made = True
     except FileExistsError:  # another rank of the node made it meanwhile
         made = False
-    fd = _open_component(parent, name, create=False)
+    fd = os.open(name, DIR_FLAGS, dir_fd=parent)
     if made:
         os.fchmod(fd, 0o700)
     return fd
+
+
+def _is_link(parent: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def open_trusted_dir(path: str, uid: int | None = None, create: bool = False, trust: bool = False) -> tuple[int, str]:
@@ -106,16 +116,16 @@ def open_trusted_dir(path: str, uid: int | None = None, create: bool = False, tr
     uid = os.geteuid() if uid is None else uid
     real = os.path.realpath(path)
     parts = [p for p in real.split(os.sep) if p]
-    fd = os.open(os.sep, DIR_FLAGS)
+    fd = os.open(os.sep, PATH_FLAGS if parts else DIR_FLAGS)
     try:
         here = os.sep
         for i, name in enumerate([None] + parts):
             if name is not None:
                 here = os.path.join(here, name)
                 try:
-                    child = _open_component(fd, name, create)
+                    child = _open_component(fd, name, create, PATH_FLAGS if i < len(parts) else DIR_FLAGS)
                 except OSError as exc:
-                    if exc.errno == errno.ELOOP:  # a link that appeared after the path was resolved
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(fd, name):  # made after the resolve
                         raise Untrusted(f"{here} changed into a symbolic link while it was checked") from None
                     raise
                 os.close(fd)
@@ -127,6 +137,13 @@ def open_trusted_dir(path: str, uid: int | None = None, create: bool = False, tr
         os.close(fd)
         raise
     return fd, real
+
+
+def make_private_dir(path: str) -> str:
+    """Create ``path`` and its missing parents 0700, whatever the umask; returns it resolved."""
+    fd, real = open_trusted_dir(path, create=True, trust=True)
+    os.close(fd)
+    return real
 
 
 def untrusted_entry(fd: int, shown: str, uid: int | None = None) -> str | None:
