@@ -193,7 +193,7 @@ def _setup(cfg: RunConfig, grid):
         m, n, k = validate_inputs(cfg)
     notes: list[str] = []  # what is wrong with the kernel cache: said only if the GPU engine runs
     if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
-        configure_cache(quiet=grid.rank != 0, notes=notes)  # the node's kernel cache, before cuda.tile is imported
+        configure_cache(quiet=grid.rank != 0, notes=notes)  # before cuda.tile is imported
         bind_device(grid.comm)
     with collective_errors(grid.comm, catch=InputError):
         engine = _engine(cfg.engine)
