@@ -80,7 +80,7 @@ def field_paths(doc, prefix=()):
 
 
 MISSING = object()
-REPORT_VALUES = [MISSING, None, "x", "", True, 0, -1, 1.5, BIG, -BIG, [], {}, [1, 2, 3], {"a": 1},
+REPORT_VALUES = [MISSING, None, "x", "", True, 0, -1, 2, 1.5, BIG, -BIG, [], {}, [1, 2, 3], {"a": 1},
                  float("nan"), float("inf"), nested(50)]
 
 
