@@ -101,6 +101,15 @@ def test_a_sticky_parent_is_fine_and_the_fallback_may_be_off(tmp_path, caplog, f
     assert said[-1].endswith("compiling with no disk cache instead (set OZHPC_TRUST_CACHE=1 to trust it)")
 
 
+def test_a_cache_that_cannot_be_made_is_off(tmp_path, caplog, fresh):
+    """cuTile never gets a path that was not checked: one it cannot make means no disk cache."""
+    (tmp_path / "file").write_text("not a directory")
+    got, said = configure(tmp_path, tmp_path / "file" / "cache", caplog)
+    assert got == "off"
+    assert said == [f"kernel cache {tmp_path}/file/cache cannot be created (Not a directory); compiling with no "
+                    "disk cache"]
+
+
 def test_quiet_ranks_do_not_repeat_the_line(tmp_path, caplog, fresh):
     cache = tmp_path / "c"
     cache.mkdir(mode=0o777)

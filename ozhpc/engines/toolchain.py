@@ -219,9 +219,9 @@ def _trusted_cache(path: str, environ, say) -> str:
         return _checked(path, environ)
     except Untrusted as exc:
         reason = str(exc)
-    except OSError as exc:  # a read-only home: cuTile then compiles without a disk cache
-        say(f"kernel cache {path} cannot be created ({exc})")
-        return path
+    except OSError as exc:  # e.g. a read-only home: cuTile gets no path that was not checked
+        say(f"kernel cache {path} cannot be created ({exc.strerror}); compiling with no disk cache")
+        return "off"
     fallback = cache_dir(None, {k: v for k, v in environ.items() if k not in (CACHE_ENV, TILE_CACHE_ENV)})
     try:
         same = os.path.realpath(fallback) == os.path.realpath(path)
