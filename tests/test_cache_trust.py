@@ -29,6 +29,16 @@ def give_away(path, uid=OTHER):
         pytest.skip("chown to another user needs root")
 
 
+def objection_to(path, uid=None) -> str | None:
+    """Why ``uid`` (default: this user) would not use the cache ``path``, whole tree included."""
+    try:
+        fd, _ = toolchain.open_trusted_dir(str(path), uid, tree=True)
+    except toolchain.Untrusted as exc:
+        return str(exc)
+    os.close(fd)
+    return None
+
+
 @pytest.fixture
 def fresh(monkeypatch):
     monkeypatch.delitem(sys.modules, "cuda.tile", raising=False)  # configure as a fresh process would
@@ -129,9 +139,9 @@ def test_an_administrators_read_only_cache_is_trusted(tmp_path):
         path.chmod(m)
         give_away(path, 0)
     tmp_path.chmod(0o755)
-    assert toolchain.untrusted(str(cache), uid=1000) is None
+    assert objection_to(cache, uid=1000) is None
     (cache / "ozhpc-cubins" / "k.cubin").chmod(0o664)
-    assert toolchain.untrusted(str(cache), uid=1000) == (f"{cache}/ozhpc-cubins/k.cubin is writable by its group "
+    assert objection_to(cache, uid=1000) == (f"{cache}/ozhpc-cubins/k.cubin is writable by its group "
                                                          "(mode 0664)")
 
 
@@ -263,7 +273,7 @@ def test_cutiles_own_cache_files_are_private_whatever_the_umask(store, monkeypat
     finally:
         os.umask(old)
     assert [mode(p) for p in written] == [file_mode, file_mode]
-    assert toolchain.untrusted(str(cache)) is None
+    assert objection_to(cache) is None
 
 
 # ------------------------------------------------- a link another user re-points, and the umask

@@ -16,7 +16,7 @@
   can run code in every job that uses it. As ssh and pip do, the cache is created 0700 (every
   directory ozhpc makes, whatever the umask), and a directory (or an ancestor, or an entry
   inside) that is owned by another user than this one or root, or writable by group or others,
-  is not used (:func:`open_trusted_dir`, :func:`untrusted`) unless ``OZHPC_TRUST_CACHE=1`` says
+  is not used (:func:`open_trusted_dir`) unless ``OZHPC_TRUST_CACHE=1`` says
   it is on purpose: the process says so in one line and uses the user's own default cache
   instead (or no disk cache). The path is resolved once and opened component by component
   without following links; what was checked is what is used (cuTile gets the resolved path, the
@@ -53,7 +53,7 @@ def cache_dir(explicit: str | None = None, environ=os.environ) -> str:
 
 
 def trusted_by_user(environ=os.environ) -> bool:
-    """``OZHPC_TRUST_CACHE=1``: use a cache that :func:`untrusted` objects to (a shared one)."""
+    """``OZHPC_TRUST_CACHE=1``: use a cache that :func:`open_trusted_dir` objects to (a shared one)."""
     return environ.get(TRUST_ENV, "").strip().lower() in ("1", "yes", "true")
 
 
@@ -105,10 +105,12 @@ def _is_link(parent: int, name: str) -> bool:
         return False
 
 
-def open_trusted_dir(path: str, uid: int | None = None, create: bool = False, trust: bool = False) -> tuple[int, str]:
+def open_trusted_dir(path: str, uid: int | None = None, create: bool = False, tree: bool = False,
+                     trust: bool = False) -> tuple[int, str]:
     """``path`` resolved once and opened, each component from / down without following links
     (missing ones made 0700 with ``create``), every opened component checked as :func:`objection`
-    says (an ancestor may be sticky, as /tmp); returns (descriptor, resolved path).
+    says (an ancestor may be sticky, as /tmp), and with ``tree`` every entry below it; returns
+    (descriptor, resolved path).
 
     The caller uses the descriptor (or the resolved path, which only this user or root can change)
     from then on, never ``path`` again: a link in ``path`` that another user re-points afterwards
@@ -133,6 +135,9 @@ def open_trusted_dir(path: str, uid: int | None = None, create: bool = False, tr
             reason = None if trust else objection(here, os.fstat(fd), uid, sticky_ok=i < len(parts))
             if reason:
                 raise Untrusted(reason)
+        reason = _untrusted_entry(fd, real, uid) if tree and not trust else None
+        if reason:
+            raise Untrusted(reason)
     except BaseException:
         os.close(fd)
         raise
@@ -146,7 +151,7 @@ def make_private_dir(path: str) -> str:
     return real
 
 
-def untrusted_entry(fd: int, shown: str, uid: int | None = None) -> str | None:
+def _untrusted_entry(fd: int, shown: str, uid: int | None = None) -> str | None:
     """Why an entry below the opened directory ``fd`` (``shown``: its path) could have been written by
     another user, or None."""
     for root, dirs, files, root_fd in os.fwalk(".", dir_fd=fd):
@@ -159,23 +164,6 @@ def untrusted_entry(fd: int, shown: str, uid: int | None = None) -> str | None:
             if reason:
                 return reason
     return None
-
-
-def untrusted(path: str, uid: int | None = None, tree: bool = True) -> str | None:
-    """Why another user could plant code in the cache ``path``, or None when only this user (or
-    root) can: the directory and every ancestor (a sticky one such as /tmp is fine), and with
-    ``tree`` every entry below it, must be owned by ``uid`` (default: this user) or root and not
-    writable by group or others (:func:`open_trusted_dir`)."""
-    try:
-        fd, real = open_trusted_dir(path, uid)
-    except Untrusted as exc:
-        return str(exc)
-    except FileNotFoundError:
-        return None  # nothing there yet: it is created 0700
-    try:
-        return untrusted_entry(fd, real, uid) if tree else None
-    finally:
-        os.close(fd)
 
 
 def configure_cache(explicit: str | None = None, environ=os.environ, quiet: bool = False,
@@ -203,13 +191,8 @@ def configure_cache(explicit: str | None = None, environ=os.environ, quiet: bool
 
 def _checked(path: str, environ) -> str:
     """``path`` created, resolved and checked, whole tree included: its resolved path (Untrusted, OSError)."""
-    fd, real = open_trusted_dir(path, create=True, trust=trusted_by_user(environ))
-    try:
-        reason = None if trusted_by_user(environ) else untrusted_entry(fd, real)
-    finally:
-        os.close(fd)
-    if reason:
-        raise Untrusted(reason)
+    fd, real = open_trusted_dir(path, create=True, tree=True, trust=trusted_by_user(environ))
+    os.close(fd)
     return real
 
 
