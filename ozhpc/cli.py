@@ -22,8 +22,8 @@ import sys
 import warnings
 
 from . import __version__, lifecycle, planner, signals
-from .config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_SAMPLES, MAX_SEED, PROGRESS_MODES, SCHEMES,
-                     TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value, parse_float, parse_int,
+from .config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED, PROGRESS_MODES,
+                     SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value, parse_float, parse_int,
                      parse_pair, parse_panel)
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
 from .lifecycle import launcher_rank
@@ -220,7 +220,7 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
     """How and where ``gemm`` runs: engine, layout, transport, output and report."""
     m.add_argument("--engine", choices=ENGINE_NAMES, default="auto",
                    help="numpy (CPU) or cutile (NVIDIA GPU); auto picks cutile when it can run")
-    m.add_argument("--grid", type=_option(parse_pair, "--grid"), metavar="PxQ",
+    m.add_argument("--grid", type=_option(parse_pair, "--grid", MAX_RANKS), metavar="PxQ",
                    help="process grid under MPI (default: near-square from the rank count)")
     m.add_argument("--block", type=_option(parse_pair, "--block"), default=(256, 256), metavar="NB|MBxNB",
                    help="block-cyclic block size (default 256)")
@@ -296,8 +296,10 @@ def add_info_and_demo_commands(sub) -> None:
     d = sub.add_parser("demo", help="generate, multiply, check and report in a directory",
                        description="End-to-end demo on one process: writes A and B (phi = 0.5) to DIR/in.h5, "
                                    "multiplies them into DIR/out.h5:/C with a report DIR/run.json, and checks C "
-                                   "against the exact product.")
+                                   "against the exact product. Files of an earlier demo (or any DIR/in.h5:/A, "
+                                   "/B, DIR/out.h5:/C, DIR/run.json) are refused unless --force.")
     d.add_argument("--dir", default="ozhpc-demo", help="working directory (default ./ozhpc-demo)")
+    d.add_argument("--force", action="store_true", help="replace the demo's datasets and report in DIR")
     d.add_argument("--n", type=_integer("--n", 1, MAX_DEMO_N), default=512, help=f"matrix size, 1 to {MAX_DEMO_N} (default 512)")
     d.add_argument("--phi", type=_number("--phi", 0.0, MAX_PHI), default=0.5,
                    help=f"exponent spread, 0 to {MAX_PHI:g} (default 0.5)")
@@ -439,7 +441,7 @@ def cmd_info(args, comm) -> int:
 def cmd_demo(args, comm) -> int:
     from .commands.demo import demo
 
-    return demo(args.dir, args.n, args.phi, main)
+    return demo(args.dir, args.n, args.phi, main, args.force)
 
 
 COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check, "fingerprint": cmd_fingerprint,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 # option_value, TRANSPORT_NAMES, WIRE_NAMES, PROGRESS_MODES) are also what cli.py builds its parser
 # from: it takes them here, never from the layers below.
 from .engines import ENGINE_NAMES
-from .errors import InputError, OptionError, cli_spelling
+from .errors import InputError, OptionError, cli_spelling, digit_count, shown
 from .io.h5io import DatasetRef
 from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
@@ -21,6 +21,10 @@ from .progress import MODES as PROGRESS_MODES
 MAX_BLOCK = 2**31 - 1
 """Largest block size and k-panel width: MPI and HDF5 count in C ints (a block larger than the
 matrix is one block: it means the same as the matrix's extent)."""
+MAX_EXTENT = 2**63 - 1
+"""Largest matrix extent (``--shape``, ``plan --m``): NumPy and HDF5 index in int64."""
+MAX_RANKS = 2**31 - 1
+"""Most MPI ranks (``--grid``, ``plan --gpus``): MPI counts them in C ints."""
 MAX_SEED = 2**63 - 1
 """Largest random seed: ``ozhpc gen`` stores it as an int64 attribute."""
 MAX_SAMPLES = 10**7
@@ -32,10 +36,12 @@ MAX_PHI = 80.0
 
 def parse_int(text, option: str, lo: int, hi: int) -> int:
     """An integer option in [lo, hi] (CLI text or a job file's integer)."""
+    if digit_count(text):
+        raise InputError(f"{option} must be between {lo} and {hi}, got {shown(text)}")
     try:
         value = int(text)
     except (TypeError, ValueError):
-        raise InputError(f"{option} must be an integer, got {text!r}") from None
+        raise InputError(f"{option} must be an integer, got {shown(text)}") from None
     if not lo <= value <= hi:
         raise InputError(f"{option} must be between {lo} and {hi}, got {value}")
     return value
@@ -46,9 +52,9 @@ def parse_float(text, option: str, lo: float = -math.inf, hi: float = math.inf) 
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise InputError(f"{option} must be a number, got {text!r}") from None
+        raise InputError(f"{option} must be a number, got {shown(text)}") from None
     if not math.isfinite(value):
-        raise InputError(f"{option} must be a finite number, got {text!r}")
+        raise InputError(f"{option} must be a finite number, got {shown(text)}")
     if not lo <= value <= hi:
         raise InputError(f"{option} must be between {lo:g} and {hi:g}, got {value:g}")
     return value
@@ -59,16 +65,20 @@ def parse_panel(text) -> int | None:
     if text in (None, "auto"):
         return None
     try:
+        if digit_count(text):
+            raise ValueError(text)
         return int(text)
     except (TypeError, ValueError):
-        raise InputError(f"--panel must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {text!r}") from None
+        raise InputError(f"--panel must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {shown(text)}") from None
 
 
-def parse_pair(text, option: str) -> tuple[int, int]:
-    """``"N"`` -> (N, N); ``"MxN"`` -> (M, N); positive integers only."""
+def parse_pair(text, option: str, hi: int = MAX_EXTENT) -> tuple[int, int]:
+    """``"N"`` -> (N, N); ``"MxN"`` -> (M, N); positive integers up to ``hi`` only."""
     match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+)\s*)?", str(text))
     if not match:
-        raise InputError(f"{option} must be N or MxN with positive integers, got {text!r}")
+        raise InputError(f"{option} must be N or MxN with positive integers, got {shown(text)}")
+    if any(len(part) > len(str(hi)) or int(part) > hi for part in match.groups() if part):
+        raise InputError(f"{option} must be at most {hi}, got {shown(text)}")
     first = int(match.group(1))
     second = int(match.group(2)) if match.group(2) else first
     if first < 1 or second < 1:
@@ -137,9 +147,9 @@ class RunConfig:
                 raise OptionError(f"{{{name}}} must be one of {', '.join(choices)}, got {value!r}")
         if self.kb is not None and (isinstance(self.kb, bool) or not isinstance(self.kb, int)
                                     or not 1 <= self.kb <= MAX_BLOCK):
-            raise OptionError(f"{{panel}} must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {self.kb!r}")
+            raise OptionError(f"{{panel}} must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {shown(self.kb)}")
         if max(self.block) > MAX_BLOCK:
-            raise OptionError(f"{{block}} must be at most {MAX_BLOCK}, got {'x'.join(map(str, self.block))}")
+            raise OptionError(f"{{block}} must be at most {MAX_BLOCK}, got {'x'.join(map(shown, self.block))}")
 
     def describe(self) -> dict:
         """The configuration as plain JSON-able values (for the report)."""

@@ -34,13 +34,45 @@ def real_scalars(alpha, beta) -> tuple[float, float]:
     return float(alpha), float(beta)
 
 
+LONG_DIGITS = 30
+"""A number typed with more digits than this is named by its length in messages (it may have thousands)."""
+
+
+def digit_count(value) -> int | None:
+    """How many digits an integer (or the text of one) has when that is more than :data:`LONG_DIGITS`."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) < 10**LONG_DIGITS:
+            return None
+        try:
+            return len(str(abs(value)))
+        except ValueError:  # past Python's limit on decimal digits: from the bit length
+            return int(abs(value).bit_length() * 0.30103) + 1
+    core = value.strip().lstrip("+-").replace("_", "") if isinstance(value, str) else ""
+    return len(core) if core.isdigit() and len(core) > LONG_DIGITS else None
+
+
+def shown(value) -> str:
+    """A user's value as a message quotes it: text as repr, a number as written, but a number of
+    more than :data:`LONG_DIGITS` digits by its length and a long text cut short."""
+    digits = digit_count(value)
+    if digits:
+        return f"a {digits}-digit integer"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 60 else f"{value[:40]!r}... ({len(value)} characters)"
+    return str(value)
+
+
 _PLACEHOLDER = re.compile(r"\{([a-z_]*)(=[^{}]*)?\}")
 
 
 def _render(template: str, spell) -> str:
     """``{name}`` -> the option, ``{name=value}`` -> an option with its value, ``{=value}`` ->
     a value alone, each as ``spell(name, value)`` writes it."""
-    return _PLACEHOLDER.sub(lambda m: spell(m.group(1), m.group(2)[1:] if m.group(2) else None), template)
+    def one(m):
+        if not (m.group(1) or m.group(2)):
+            return m.group(0)  # "{}": a user's value quoted in the message, not a placeholder
+        return spell(m.group(1), m.group(2)[1:] if m.group(2) else None)
+    return _PLACEHOLDER.sub(one, template)
 
 
 def api_spelling(name: str, value: str | None = None) -> str:

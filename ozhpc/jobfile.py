@@ -36,11 +36,12 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .config import RunConfig, parse_pair
+from .config import MAX_RANKS, RunConfig, parse_pair
 from .engines import ENGINE_NAMES
 from .errors import InputError, OptionError
 from .io import h5io
@@ -82,6 +83,10 @@ def _toml_repr(value) -> str:
         return json.dumps(value)
     if isinstance(value, dict):
         return "{...}"
+    if isinstance(value, list):
+        return "[...]"
+    if isinstance(value, int) and abs(value) >= 10**40:
+        return f"of {len(str(abs(value)))} digits"
     return str(value)
 
 
@@ -98,12 +103,22 @@ def _boolean(value, key):
 def _number(value, key):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{key} must be a number, {_got(value)}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise InputError(f"{key} must be a finite number, {_got(value)}") from None
 
 
 def _string(value, key):
     if not isinstance(value, str):
         raise InputError(f"{key} must be a string, {_got(value)}")
+    return value
+
+
+def _file(value, key):
+    """A file path: a string without NUL (which no file name holds)."""
+    if "\0" in _string(value, key):
+        raise InputError(f"{key} {value!r} must not contain a NUL character")
     return value
 
 
@@ -127,7 +142,7 @@ def _grid(value, key):
     if value == "auto":
         return None
     if isinstance(value, str):
-        return parse_pair(value, key)
+        return parse_pair(value, key, MAX_RANKS)
     raise InputError(f"{key} must be \"auto\" or a string \"PxQ\", {_got(value)}")
 
 
@@ -187,7 +202,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     },
     "output": {
         "c": Key("out", _dataset, required=True, path=True, doc="where C is written (a temporary dataset renamed when complete)"),
-        "report": Key("report", _string, path=True, doc="JSON run report (never an input or output file)"),
+        "report": Key("report", _file, path=True, doc="JSON run report (never an input or output file)"),
         "force": Key("force", _boolean, doc="replace an existing output dataset and report"),
     },
     "gemm": {
@@ -275,6 +290,10 @@ def parse_job(text: str, source: str = "<job>", base_dir: str = ".") -> dict:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise fail(f"TOML syntax error: {exc}") from None
+    except RecursionError:
+        raise fail("arrays or tables are nested too deeply for a job file") from None
+    except ValueError:  # an integer past Python's limit on decimal digits
+        raise fail(_huge_integer(text)) from None
 
     kwargs: dict[str, Any] = {}
     for table, content in doc.items():
@@ -307,6 +326,15 @@ def parse_job(text: str, source: str = "<job>", base_dir: str = ".") -> dict:
     if kwargs.get("beta", 0.0) == 0.0:
         kwargs.pop("c", None)  # never read when beta == 0
     return kwargs
+
+
+def _huge_integer(text: str) -> str:
+    """Where the integer too long to read is (tomllib says only that one is)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        found = max(re.findall(r"[0-9_]+", line), key=len, default="")
+        if len(found) > 1000:
+            return f"line {number}: an integer of {len(found.replace('_', ''))} digits; TOML integers are 64-bit"
+    return "an integer too long to read; TOML integers are 64-bit"
 
 
 def check_inputs(kwargs: dict, source: str) -> None:

@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .errors import InputError
+from .config import MAX_EXTENT, MAX_RANKS
+from .errors import InputError, digit_count, shown
 from .ozaki.plan import assumed_depth, assumed_plan
 from .ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
 from .parallel.layout import numroc
@@ -459,12 +460,12 @@ def add_arguments(p) -> None:
     from .parallel.wire import WIRE_NAMES
 
     for name in ("m", "n", "k"):
-        p.add_argument(f"--{name}", type=_positive, required=True, help=f"global {name} of C = op(A) op(B)")
-    p.add_argument("--gpus", type=_positive_up_to(MAX_GPUS), required=True,
+        p.add_argument(f"--{name}", type=_positive(MAX_EXTENT), required=True, help=f"global {name} of C = op(A) op(B)")
+    p.add_argument("--gpus", type=_positive(MAX_GPUS), required=True,
                    help=f"GPUs (MPI ranks, one per GPU; with --gpu cpu: ranks), at most {MAX_GPUS}")
     p.add_argument("--gpu", choices=sorted(DEVICES), default="h200",
                    help="device kind (cpu: the NumPy engine, one rank per core); default h200")
-    p.add_argument("--gpus-per-node", type=_positive, help="GPUs per node / NVLink domain (default: 8, "
+    p.add_argument("--gpus-per-node", type=_positive(MAX_RANKS), help="GPUs per node / NVLink domain (default: 8, "
                                                           "72 for gb200; cpu: all ranks on one node)")
     p.add_argument("--scheme", choices=("ozaki1", "ozaki2"), default=None,
                    help="Ozaki scheme (default ozaki2, as ozhpc gemm; ozaki1 when --slices is given)")
@@ -482,21 +483,18 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the best layout as JSON")
 
 
-def _positive(text) -> int:
-    return _positive_up_to(None)(text)
+def _positive(hi: int):
+    """An argparse type: an integer from 1 to ``hi`` (the model computes in floats: a bound keeps it
+    finite, and a number of thousands of digits is named by its length)."""
+    import argparse
 
-
-def _positive_up_to(limit):
     def parse(text) -> int:
-        import argparse
-
         try:
-            value = int(text)
+            value = None if digit_count(text) else int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-        if value < 1 or (limit is not None and value > limit):
-            bound = "a positive integer" if limit is None else f"an integer from 1 to {limit}"
-            raise argparse.ArgumentTypeError(f"must be {bound}, got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown(text)}") from None
+        if value is None or not 1 <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer from 1 to {hi}, got {shown(text)}")
         return value
     parse.__name__ = "integer"
     return parse
@@ -520,7 +518,7 @@ def main(args) -> int:
     from .errors import OptionError, cli_spelling
 
     try:
-        settings = OzakiSettings(args.scheme, _count(args.slices), "auto", _count(args.bits))
+        settings = OzakiSettings(args.scheme, args.slices, "auto", args.bits)
     except OptionError as exc:
         raise InputError(str(exc.spelled(cli_spelling))) from None
     path = rates_path()
@@ -549,7 +547,3 @@ def main(args) -> int:
 
 def _warn(message: str) -> None:
     print(f"ozhpc plan: warning: {message}", file=sys.stderr)
-
-
-def _count(text):
-    return text if text == "auto" else int(text) if str(text).isdigit() else text

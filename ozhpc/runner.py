@@ -8,6 +8,8 @@ report, memory, disk), collectively, so a bad run fails in seconds with one line
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from .config import RunConfig
@@ -17,6 +19,8 @@ from .io import h5io
 from .ozaki.product import enforce_accuracy
 from .progress import make_progress, step
 from .report import base_report, check_report, gflops, write_report
+
+log = logging.getLogger(__name__)
 
 
 def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
@@ -198,11 +202,14 @@ def _setup(cfg: RunConfig, grid):
 
     with collective_errors(grid.comm, catch=InputError):
         m, n, k = validate_inputs(cfg)
+    notes: list[str] = []  # what is wrong with the kernel cache: said only if the GPU engine runs
     if cfg.engine != "numpy":  # this rank's GPU: node-local rank % visible devices
-        configure_cache(quiet=grid.rank != 0)  # the node's kernel cache, before cuda.tile is imported
+        configure_cache(quiet=grid.rank != 0, notes=notes)  # before cuda.tile is imported
         bind_device(grid.comm)
     with collective_errors(grid.comm, catch=InputError):
         engine = _engine(cfg.engine)
+    for line in notes if engine.on_device else ():
+        log.warning(line)
     return m, n, k, engine
 
 

@@ -5,6 +5,7 @@ store's compile step is a counting fake (as in tests/test_kernel_store.py)."""
 from __future__ import annotations
 
 import logging
+import pathlib
 import os
 import stat
 import sys
@@ -26,6 +27,16 @@ def give_away(path, uid=OTHER):
         os.chown(path, uid, -1)
     except PermissionError:
         pytest.skip("chown to another user needs root")
+
+
+def objection_to(path, uid=None) -> str | None:
+    """Why ``uid`` (default: this user) would not use the cache ``path``, whole tree included."""
+    try:
+        fd, _ = toolchain.open_trusted_dir(str(path), uid, tree=True)
+    except toolchain.Untrusted as exc:
+        return str(exc)
+    os.close(fd)
+    return None
 
 
 @pytest.fixture
@@ -100,6 +111,15 @@ def test_a_sticky_parent_is_fine_and_the_fallback_may_be_off(tmp_path, caplog, f
     assert said[-1].endswith("compiling with no disk cache instead (set OZHPC_TRUST_CACHE=1 to trust it)")
 
 
+def test_a_cache_that_cannot_be_made_is_off(tmp_path, caplog, fresh):
+    """cuTile never gets a path that was not checked: one it cannot make means no disk cache."""
+    (tmp_path / "file").write_text("not a directory")
+    got, said = configure(tmp_path, tmp_path / "file" / "cache", caplog)
+    assert got == "off"
+    assert said == [f"kernel cache {tmp_path}/file/cache cannot be created (Not a directory); compiling with no "
+                    "disk cache"]
+
+
 def test_quiet_ranks_do_not_repeat_the_line(tmp_path, caplog, fresh):
     cache = tmp_path / "c"
     cache.mkdir(mode=0o777)
@@ -119,9 +139,9 @@ def test_an_administrators_read_only_cache_is_trusted(tmp_path):
         path.chmod(m)
         give_away(path, 0)
     tmp_path.chmod(0o755)
-    assert toolchain.untrusted(str(cache), uid=1000) is None
+    assert objection_to(cache, uid=1000) is None
     (cache / "ozhpc-cubins" / "k.cubin").chmod(0o664)
-    assert toolchain.untrusted(str(cache), uid=1000) == (f"{cache}/ozhpc-cubins/k.cubin is writable by its group "
+    assert objection_to(cache, uid=1000) == (f"{cache}/ozhpc-cubins/k.cubin is writable by its group "
                                                          "(mode 0664)")
 
 
@@ -253,4 +273,170 @@ def test_cutiles_own_cache_files_are_private_whatever_the_umask(store, monkeypat
     finally:
         os.umask(old)
     assert [mode(p) for p in written] == [file_mode, file_mode]
-    assert toolchain.untrusted(str(cache)) is None
+    assert objection_to(cache) is None
+
+
+# ------------------------------------------------- a link another user re-points, and the umask
+
+
+def pinned_case(base):
+    """The victim's private cache reached through a link in another user's directory."""
+    victim = base / "victim"
+    (victim / "cache").mkdir(parents=True)
+    victim.chmod(0o700)
+    attacker = base / "att"
+    (attacker / "evil").mkdir(parents=True)
+    (attacker / "cache").symlink_to(victim / "cache")
+    return victim, attacker
+
+
+def repoint(attacker, uid=OTHER):
+    """The link's owner points it at a directory of theirs (a rename: atomic, as ``ln -sfn`` is)."""
+    (attacker / "new").symlink_to(attacker / "evil")
+    os.lchown(attacker / "new", uid, uid)
+    os.replace(attacker / "new", attacker / "cache")
+
+
+def test_a_link_repointed_after_the_check_changes_nothing(tmp_path, caplog, fresh, monkeypatch):
+    """The cache is resolved once and checked; cuTile and the kernel store use what was checked."""
+    pytest.importorskip("cuda.tile")
+    from ozhpc.engines import kernel_store as ks
+
+    monkeypatch.delitem(sys.modules, "cuda.tile")  # configured as a fresh process would be
+    victim, attacker = pinned_case(tmp_path / "node")
+    for path in (attacker, attacker / "evil"):
+        give_away(path)
+        path.chmod(0o777)
+    os.lchown(attacker / "cache", OTHER, OTHER)
+    env = {"OZHPC_CACHE_DIR": str(attacker / "cache"), "XDG_CACHE_HOME": str(tmp_path / "home-cache")}
+    with caplog.at_level(logging.WARNING):
+        got = toolchain.configure_cache(None, env)
+    assert got == env["CUDA_TILE_CACHE_DIR"] == str(victim / "cache") and caplog.records == []
+    monkeypatch.setattr(ks, "_STORE", {})
+    store = ks.active_store(env)
+    repoint(attacker)
+    store.save("ab" * 32, b"CUBIN", "sym")
+    assert os.listdir(attacker / "evil") == []
+    assert os.listdir(victim / "cache" / "ozhpc-cubins" / "ab") == ["ab" * 32 + ".cubin"]
+    assert store.load("ab" * 32) == (b"CUBIN", "sym")
+
+
+def test_a_link_made_while_the_path_is_checked_is_refused(tmp_path, caplog, fresh, monkeypatch):
+    """The path is resolved first, then walked without following links: a component that became a
+    link in between (here: resolving is made to miss it) is not walked through."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.setattr(toolchain.os.path, "realpath", lambda path: os.path.abspath(path))
+    got, said = configure(tmp_path, tmp_path / "link" / "cache", caplog)
+    assert got == str(tmp_path / PRIVATE) and not (tmp_path / "real" / "cache").exists()
+    assert said == [f"kernel cache {tmp_path}/link/cache not used: {tmp_path}/link changed into a symbolic link "
+                    f"while it was checked; compiling with the private cache {tmp_path / PRIVATE} instead (set "
+                    "OZHPC_TRUST_CACHE=1 to trust it)"]
+
+
+VICTIM = """
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location("toolchain", sys.argv[1])
+toolchain = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(toolchain)
+print(toolchain.configure_cache(None, os.environ), flush=True)
+sys.stdin.readline()              # the link's owner re-points it now
+with open(os.path.join(os.environ["CUDA_TILE_CACHE_DIR"], "cache.db"), "w") as f:   # as cuTile writes
+    f.write("the victim's kernels")
+"""
+
+
+def as_user(uid: int) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+
+def interpreter_for(uid: int) -> str:
+    """A Python that ``uid`` can run (the victim's script needs only the standard library)."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("switching users needs root and setpriv")
+    for python in (sys.executable, "/usr/bin/python3"):
+        if subprocess.run(as_user(uid) + [python, "-c", "pass"], capture_output=True).returncode == 0:
+            return python
+    pytest.skip(f"no Python here that uid {uid} can run")
+
+
+def test_another_users_link_cannot_take_the_cache_over(fresh):
+    """uid 2001 is told to use /.../att/cache, a link of uid 2002's to 2001's own private cache; 2002
+    re-points it at a directory of theirs after 2001's check: 2001 keeps writing its own cache."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    python = interpreter_for(2001)
+    base = tempfile.mkdtemp(prefix="ozhpc-link-", dir="/tmp")
+    try:
+        os.chmod(base, 0o755)
+        victim, attacker = pinned_case(pathlib.Path(base))
+        for path in (victim, victim / "cache"):
+            os.chown(path, 2001, 2001)
+        for path in (attacker, attacker / "evil"):
+            os.chown(path, 2002, 2002)
+            path.chmod(0o777)
+        os.lchown(attacker / "cache", 2002, 2002)
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(victim), "OZHPC_CACHE_DIR": str(attacker / "cache")}
+        child = subprocess.Popen(as_user(2001) + [python, "-c", VICTIM, toolchain.__file__], env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            chosen = child.stdout.readline().strip()
+            ln = subprocess.run(as_user(2002) + ["ln", "-sfn", str(attacker / "evil"), str(attacker / "cache")])
+            assert ln.returncode == 0
+            out, err = child.communicate("\n", timeout=60)
+        finally:
+            child.kill()
+        assert child.returncode == 0, err
+        assert chosen == str(victim / "cache") and err == ""
+        assert os.listdir(attacker / "evil") == []
+        assert (victim / "cache" / "cache.db").read_text() == "the victim's kernels"
+    finally:
+        shutil.rmtree(base)
+
+
+def test_a_fresh_home_under_umask_002_gets_a_cache_it_trusts(tmp_path, caplog, fresh, monkeypatch):
+    """ozhpc makes every directory of the default cache 0700 itself, whatever the umask, and then
+    uses it (it once made ~/.cache/ozhpc 0775 and refused it on every run)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    env = {}
+    old = os.umask(0o002)
+    try:
+        for _ in range(2):
+            with caplog.at_level(logging.WARNING):
+                got = toolchain.configure_cache(None, env)
+            assert got == str(home / ".cache" / "ozhpc" / "cutile") and caplog.records == []
+        assert toolchain.make_private_dir(str(home / "rates" / "dir")) == str(home / "rates" / "dir")  # plan's
+    finally:
+        os.umask(old)
+    assert [mode(home / p) for p in (".cache", ".cache/ozhpc", ".cache/ozhpc/cutile", "rates", "rates/dir")] == \
+        [0o700] * 5
+
+
+def test_a_cpu_run_says_nothing_of_a_cache_it_does_not_use(tmp_path):
+    """--engine auto on a node without a GPU: a kernel cache ozhpc may not use is not mentioned."""
+    from conftest import run_cli
+
+    from ozhpc.matrices import standard_matrix
+
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["A"] = standard_matrix(8, 8, 0.5, 1)
+    bad = tmp_path / "shared"
+    bad.mkdir()
+    bad.chmod(0o777)
+    r = run_cli(["gemm", f"{tmp_path}/in.h5:/A", f"{tmp_path}/in.h5:/A", "-o", f"{tmp_path}/out.h5:/C",
+                 "--report", tmp_path / "run.json", "--progress", "off"],
+                env={"OZHPC_CACHE_DIR": str(bad), "XDG_CACHE_HOME": str(tmp_path / "home-cache")})
+    assert r.returncode == 0, r.stderr
+    import json
+
+    if json.loads((tmp_path / "run.json").read_text())["engine"] != "numpy":
+        pytest.skip("the GPU engine ran: it uses the cache, and says why not this one")
+    assert r.stderr == ""

@@ -300,3 +300,39 @@ def test_demo_runs_end_to_end(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "ozhpc max / native max" in r.stdout
     assert json.loads((tmp_path / "d" / "run.json").read_text())["m"] == 128
+
+
+def test_demo_replaces_nothing_without_force(tmp_path):
+    """A second demo, or a directory that holds the user's own out.h5:/C or run.json, is refused in
+    one line before any step (exit 2); every file keeps its bytes; --force replaces them."""
+
+    def digests(d):
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.iterdir())}
+
+    d = tmp_path / "d"
+    assert run_cli(["demo", "--dir", d, "--n", "16"]).returncode == 0
+    before = digests(d)
+    r = run_cli(["demo", "--dir", d, "--n", "16", "--phi", "1"])
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.splitlines() == [f"ozhpc demo: error: output {d}/in.h5:/A exists; pass --force to replace the "
+                                     "demo's files"]
+    assert digests(d) == before
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name, text in (("out.h5", None), ("run.json", "{}")):
+        (mine / name).unlink(missing_ok=True)
+        if text is None:
+            with h5py.File(mine / name, "w") as f:
+                f["C"] = np.arange(4.0)
+        else:
+            (mine / name).write_text(text)
+        kept = digests(mine)
+        r = run_cli(["demo", "--dir", mine, "--n", "16"])
+        what = f"output {mine}/out.h5:/C" if text is None else f"report '{mine}/run.json'"
+        assert (r.returncode, r.stderr.splitlines()) == (2, [f"ozhpc demo: error: {what} exists; pass --force to "
+                                                             "replace the demo's files"])
+        assert digests(mine) == kept   # no in.h5 made, nothing replaced
+        (mine / "out.h5").unlink(missing_ok=True)
+    r = run_cli(["demo", "--dir", d, "--n", "16", "--phi", "1", "--force"])
+    assert r.returncode == 0, r.stderr
+    assert digests(d)["in.h5"] != before["in.h5"]

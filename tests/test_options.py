@@ -10,7 +10,8 @@ import h5py
 import pytest
 
 from ozhpc import cli
-from ozhpc.config import MAX_BLOCK, MAX_SAMPLES, MAX_SEED
+from ozhpc.config import MAX_BLOCK, MAX_EXTENT, MAX_RANKS, MAX_SAMPLES, MAX_SEED
+from ozhpc.planner import MAX_GPUS
 from ozhpc.errors import InputError
 from ozhpc.jobfile import load_job
 from ozhpc.matrices import standard_matrix
@@ -102,6 +103,30 @@ BAD = [
     (["demo", "--n", "0"], "ozhpc demo: error: --n must be between 1 and 65536, got 0"),
     (["demo", "--n", "65537"], "ozhpc demo: error: --n must be between 1 and 65536, got 65537"),
     (["demo", "--phi", "100"], "ozhpc demo: error: --phi must be between 0 and 80, got 100"),
+    # hundreds or thousands of digits: one line, the number named by its length
+    *[(argv + [digits], line.format(n=len(digits)))
+      for digits in ("1" + "0" * 399, "9" * 5000)
+      for argv, line in [
+          (GEN[:-1] + ["--seed"], f"ozhpc gen: error: --seed must be between 0 and {MAX_SEED}, got a {{n}}-digit integer"),
+          (GEN[:-1] + ["--phi"], "ozhpc gen: error: --phi must be a finite number, got a {n}-digit integer"),
+          (GEMM + ["--block"], f"ozhpc gemm: error: --block must be at most {MAX_EXTENT}, got a {{n}}-digit integer"),
+          (GEMM + ["--grid"], f"ozhpc gemm: error: --grid must be at most {MAX_RANKS}, got a {{n}}-digit integer"),
+          (GEMM + ["--panel"], f"ozhpc gemm: error: --panel must be 'auto' or an integer between 1 and {MAX_BLOCK}, "
+                               "got a {n}-digit integer"),
+          (GEMM + ["--slices"], "ozhpc gemm: error: --slices must be between 1 and 24, got a {n}-digit integer"),
+          (GEMM + ["--groups"], "ozhpc gemm: error: --groups must be between 1 and 2147483647, got a {n}-digit integer"),
+          (GEMM + ["--bits"], "ozhpc gemm: error: --bits must be between 8 and 100, got a {n}-digit integer"),
+          (GEMM + ["--alpha"], "ozhpc gemm: error: --alpha must be a finite number, got a {n}-digit integer"),
+          (CHECK + ["--samples"], f"ozhpc check: error: --samples must be between 1 and {MAX_SAMPLES}, "
+                                  "got a {n}-digit integer"),
+          (CHECK + ["--seed"], f"ozhpc check: error: --seed must be between 0 and {MAX_SEED}, got a {{n}}-digit integer"),
+          (["demo", "--n"], "ozhpc demo: error: --n must be between 1 and 65536, got a {n}-digit integer"),
+          *[(["plan", *[w for o in ("m", "n", "k", "gpus") if o != name for w in (f"--{o}", "8")], f"--{name}"],
+             f"ozhpc plan: error: --{name}: must be an integer from 1 to {hi}, got a {{n}}-digit integer")
+            for name, hi in (("m", MAX_EXTENT), ("n", MAX_EXTENT), ("k", MAX_EXTENT), ("gpus", MAX_GPUS))],
+      ]],
+    (["gen", "--shape", "2x" + "1" * 30, "new.h5:/X"],
+     f"ozhpc gen: error: --shape must be at most {MAX_EXTENT}, got '2x{'1' * 30}'"),
     # dataset specs and missing arguments: one line, no usage
     (["gemm", "in.h5:A", "in.h5:/B", "-o", "out.h5:/C"],
      "ozhpc gemm: error: input A 'in.h5:A' must be written FILE.h5:/dataset"),
@@ -117,7 +142,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("argv,line", BAD, ids=[" ".join(a[-2:]) for a, _ in BAD])
+@pytest.mark.parametrize("argv,line", BAD, ids=[" ".join(a[-2:])[:40] for a, _ in BAD])
 def test_bad_value_is_one_line_and_exit_2_before_any_work(d, capsys, argv, line):
     before = digest(d / "in.h5")
     code, got = one_line(argv, capsys, d)

@@ -12,14 +12,15 @@ the usual way and stores the result.
 
 Files live in ``<kernel cache>/ozhpc-cubins`` (``CUDA_TILE_CACHE_DIR``, set by
 :mod:`ozhpc.engines.toolchain`; "off" turns the store off too), one file per variant, written
-to a temporary name and renamed into place, so concurrent ranks never read a partial file; each
+to a temporary name and renamed into place, so concurrent ranks never read a partial file,
+all through the store directory's descriptor, opened and checked once; each
 file carries the SHA-256 of its cubin, and a file that does not match is ignored and rewritten.
 The hook is cuda.tile's ``kernel._compile``: used only with the cuda-tile release it was
 written for (:data:`SUPPORTED_CUDA_TILE`), any other release compiles the usual way.
 
 The SHA-256 guards against damage, not against another user: a store directory, or a file,
 owned by another user than this one or root, or writable by group or others, is not loaded from
-(:func:`ozhpc.engines.toolchain.untrusted`; ``OZHPC_TRUST_CACHE=1`` overrides), and says so in
+(:func:`ozhpc.engines.toolchain.open_trusted_dir`; ``OZHPC_TRUST_CACHE=1`` overrides), and says so in
 one line. Files are written 0600 in directories 0700, or 0644 / 0755 where the cache directory
 itself is readable by others (an administrator's shared cache).
 """
@@ -31,12 +32,12 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import stat
-import tempfile
 
 import cuda.tile as ct
 
-from .toolchain import OFF, TILE_CACHE_ENV, compiler, objection, trusted_by_user, untrusted
+from .toolchain import DIR_FLAGS, OFF, TILE_CACHE_ENV, Untrusted, compiler, objection, open_trusted_dir, trusted_by_user
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,12 @@ def _compiler_identity() -> str:
 
 
 class KernelStore:
-    """One directory of cubins keyed by :meth:`key` (see the module docstring)."""
+    """One directory of cubins keyed by :meth:`key` (see the module docstring), used through its
+    descriptor ``fd`` (opened and checked once: :func:`active_store`); ``directory`` only names it."""
 
-    def __init__(self, directory: str, trust: bool = False):
-        self.directory = directory
+    def __init__(self, fd: int, directory: str, shared: int = 0, trust: bool = False):
+        self.fd, self.directory = fd, directory
+        self.shared = shared             # the read bits others have on the cache: 0, or 0o055
         self.trust = trust               # OZHPC_TRUST_CACHE: load files whoever owns them
         self.hits = self.misses = 0
         self.compiled: list[str] = []    # :func:`describe_variant` of each miss, for the report
@@ -89,12 +92,31 @@ class KernelStore:
     def _path(self, key: str) -> str:
         return os.path.join(self.directory, key[:2], key + ".cubin")
 
+    def _subdir(self, key: str, create: bool) -> int:
+        """The descriptor of the key's subdirectory (made 0700, or 0755 in a shared cache)."""
+        try:
+            return os.open(key[:2], DIR_FLAGS, dir_fd=self.fd)
+        except FileNotFoundError:
+            if not create:
+                raise
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(key[:2], 0o700, dir_fd=self.fd)
+            fd = os.open(key[:2], DIR_FLAGS, dir_fd=self.fd)
+            os.fchmod(fd, 0o700 | self.shared)
+            return fd
+        return os.open(key[:2], DIR_FLAGS, dir_fd=self.fd)
+
     def load(self, key: str) -> tuple[bytes, str] | None:
         """(cubin, symbol) stored under ``key``, or None (absent, unreadable, damaged, or a file
         another user could have written: see the module docstring)."""
         path = self._path(key)
         try:
-            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            sub = self._subdir(key, create=False)
+            try:
+                fd = os.open(key + ".cubin", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=sub)
+            finally:
+                os.close(sub)
+            with open(fd, "rb") as f:
                 reason = None if self.trust else objection(path, os.fstat(f.fileno()))
                 blob = b"" if reason else f.read()
         except OSError:
@@ -113,50 +135,64 @@ class KernelStore:
         except ValueError:
             return None
         if meta.get("sha256") != hashlib.sha256(cubin).hexdigest() or not meta.get("symbol"):
-            log.warning("kernel store: %s is damaged; compiling again", self._path(key))
+            log.warning("kernel store: %s is damaged; compiling again", path)
             return None
         return cubin, meta["symbol"]
 
     def save(self, key: str, cubin: bytes, symbol: str) -> None:
-        """Store atomically (temporary file + rename); a failure only costs the next process a compile."""
+        """Store atomically (temporary file + rename, both in the opened directory); a failure
+        only costs the next process a compile."""
         path = self._path(key)
         meta = json.dumps({"symbol": symbol, "sha256": hashlib.sha256(cubin).hexdigest()}).encode()
         try:
-            shared = stat.S_IMODE(os.stat(os.path.dirname(self.directory)).st_mode) & 0o055
-            for directory in (self.directory, os.path.dirname(path)):
-                if not os.path.isdir(directory):
-                    os.makedirs(directory, exist_ok=True)
-                    os.chmod(directory, 0o700 | shared)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")  # 0600
+            sub = self._subdir(key, create=True)
             try:
-                os.fchmod(fd, 0o600 | (shared & 0o044))
-                with os.fdopen(fd, "wb") as f:
-                    f.write(MAGIC + meta + b"\n" + bytes(cubin))
-                os.replace(tmp, path)
-            except BaseException:
-                os.unlink(tmp)
-                raise
+                tmp = f".tmp-{os.getpid()}-{secrets.token_hex(8)}"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=sub)
+                try:
+                    os.fchmod(fd, 0o600 | (self.shared & 0o044))
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(MAGIC + meta + b"\n" + bytes(cubin))
+                    os.replace(tmp, key + ".cubin", src_dir_fd=sub, dst_dir_fd=sub)
+                except BaseException:
+                    os.unlink(tmp, dir_fd=sub)
+                    raise
+            finally:
+                os.close(sub)
         except OSError as exc:
             log.warning("kernel store: cannot write %s (%s)", path, exc)
 
 
-_STORE: dict[str, KernelStore] = {}
+_STORE: dict[str, KernelStore | None] = {}
 
 
 def active_store(environ=os.environ) -> KernelStore | None:
     """The store in this process's kernel cache directory, or None (cache off, other cuda-tile,
-    or a directory another user could write: said once)."""
+    or a directory another user could write: said once). The directory is opened and checked
+    once (:func:`ozhpc.engines.toolchain.open_trusted_dir`); the store then uses its descriptor."""
     cache = environ.get(TILE_CACHE_ENV, "")
     if not cache or cache.strip().lower() in OFF or not _version().startswith(SUPPORTED_CUDA_TILE):
         return None
     directory = os.path.join(cache, SUBDIR)
     if directory not in _STORE:
-        trust = trusted_by_user(environ)
-        reason = None if trust else untrusted(directory, tree=False)
-        if reason:
-            log.warning("kernel store %s not used: %s (OZHPC_TRUST_CACHE=1 trusts it)", directory, reason)
-        _STORE[directory] = None if reason else KernelStore(directory, trust)
+        _STORE[directory] = _open_store(directory, trusted_by_user(environ))
     return _STORE[directory]
+
+
+def _open_store(directory: str, trust: bool) -> KernelStore | None:
+    try:
+        fd, real = open_trusted_dir(directory, create=True, trust=trust)
+    except Untrusted as exc:
+        log.warning("kernel store %s not used: %s (OZHPC_TRUST_CACHE=1 trusts it)", directory, exc)
+        return None
+    except OSError as exc:  # e.g. a file where the directory should be: compiling costs only time
+        log.warning("kernel store: cannot write %s (%s)", directory, exc.strerror)
+        return None
+    shared = stat.S_IMODE(os.stat(os.path.dirname(real)).st_mode) & 0o055
+    if shared and stat.S_IMODE(os.fstat(fd).st_mode) & 0o055 != shared:
+        os.fchmod(fd, 0o700 | shared)   # made just now in an administrator's shared cache
+    return KernelStore(fd, directory, shared, trust)
 
 
 _DIGESTS: dict[str, str] = {}

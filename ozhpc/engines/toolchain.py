@@ -13,15 +13,20 @@
   compiles once per node and tileiras' 4-25 s per variant are not paid per rank per run;
   ``ozhpc warmup`` fills it ahead of time.
 * Trust. A process hands the cubins it finds there to the GPU, so whoever can write the cache
-  can run code in every job that uses it. As ssh and pip do, the cache is created 0700, and a
-  directory (or an ancestor, or an entry inside) that is owned by another user than this one or
-  root, or writable by group or others, is not used (:func:`untrusted`) unless
-  ``OZHPC_TRUST_CACHE=1`` says it is on purpose: the process says so in one line and uses the
-  user's own default cache instead (or no disk cache). An administrator shares a read-only
-  cache by making it root's, mode 0755 (ozhpc then writes files 0644 into it).
+  can run code in every job that uses it. As ssh and pip do, the cache is created 0700 (every
+  directory ozhpc makes, whatever the umask), and a directory (or an ancestor, or an entry
+  inside) that is owned by another user than this one or root, or writable by group or others,
+  is not used (:func:`open_trusted_dir`) unless ``OZHPC_TRUST_CACHE=1`` says
+  it is on purpose: the process says so in one line and uses the user's own default cache
+  instead (or no disk cache). The path is resolved once and opened component by component
+  without following links; what was checked is what is used (cuTile gets the resolved path, the
+  kernel store the opened directory), so a link that another user re-points later changes
+  nothing. An administrator shares a read-only cache by making it root's, mode 0755 (ozhpc then
+  writes files 0644 into it).
 """
 from __future__ import annotations
 
+import errno
 import importlib.metadata
 import logging
 import os
@@ -48,7 +53,7 @@ def cache_dir(explicit: str | None = None, environ=os.environ) -> str:
 
 
 def trusted_by_user(environ=os.environ) -> bool:
-    """``OZHPC_TRUST_CACHE=1``: use a cache that :func:`untrusted` objects to (a shared one)."""
+    """``OZHPC_TRUST_CACHE=1``: use a cache that :func:`open_trusted_dir` objects to (a shared one)."""
     return environ.get(TRUST_ENV, "").strip().lower() in ("1", "yes", "true")
 
 
@@ -64,28 +69,96 @@ def objection(path: str, st: os.stat_result, uid: int | None = None, sticky_ok: 
     return None
 
 
-def untrusted(path: str, uid: int | None = None, tree: bool = True) -> str | None:
-    """Why another user could plant code in the cache ``path``, or None when only this user (or
-    root) can: the directory and every ancestor (a sticky one such as /tmp is fine), and with
-    ``tree`` every entry below it, must be owned by ``uid`` (default: this user) or root and not
-    writable by group or others."""
+class Untrusted(Exception):
+    """A cache directory another user could write (the message says which component, and why)."""
+
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+PATH_FLAGS = DIR_FLAGS & ~os.O_RDONLY | getattr(os, "O_PATH", os.O_RDONLY)
+"""An ancestor is opened only to be checked and walked through (O_PATH: a directory this user may
+search but not list, such as a home of mode 0711, is fine)."""
+
+
+def _open_component(parent: int, name: str, create: bool, flags: int = DIR_FLAGS) -> int:
+    """``name`` in the directory ``parent`` opened without following a link (made 0700, whatever
+    the umask, when it is missing and ``create``)."""
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        if not create:
+            raise
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent)
+        made = True
+    except FileExistsError:  # another rank of the node made it meanwhile
+        made = False
+    fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+    if made:
+        os.fchmod(fd, 0o700)
+    return fd
+
+
+def _is_link(parent: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_trusted_dir(path: str, uid: int | None = None, create: bool = False, tree: bool = False,
+                     trust: bool = False) -> tuple[int, str]:
+    """``path`` resolved once and opened, each component from / down without following links
+    (missing ones made 0700 with ``create``), every opened component checked as :func:`objection`
+    says (an ancestor may be sticky, as /tmp), and with ``tree`` every entry below it; returns
+    (descriptor, resolved path).
+
+    The caller uses the descriptor (or the resolved path, which only this user or root can change)
+    from then on, never ``path`` again: a link in ``path`` that another user re-points afterwards
+    changes nothing. Raises :class:`Untrusted` (unless ``trust``), FileNotFoundError, OSError."""
     uid = os.geteuid() if uid is None else uid
     real = os.path.realpath(path)
-    if not os.path.exists(real):
-        return None  # nothing there yet: it is created 0700
-    here, sticky_ok = real, False
-    while True:  # the directory, then its ancestors up to /
-        reason = objection(here, os.stat(here), uid, sticky_ok)
-        if reason or here == os.path.dirname(here):
-            break
-        here, sticky_ok = os.path.dirname(here), True
-    if reason or not tree:
-        return reason
-    for root, dirs, files in os.walk(real):
+    parts = [p for p in real.split(os.sep) if p]
+    fd = os.open(os.sep, PATH_FLAGS if parts else DIR_FLAGS)
+    try:
+        here = os.sep
+        for i, name in enumerate([None] + parts):
+            if name is not None:
+                here = os.path.join(here, name)
+                try:
+                    child = _open_component(fd, name, create, PATH_FLAGS if i < len(parts) else DIR_FLAGS)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(fd, name):  # made after the resolve
+                        raise Untrusted(f"{here} changed into a symbolic link while it was checked") from None
+                    raise
+                os.close(fd)
+                fd = child
+            reason = None if trust else objection(here, os.fstat(fd), uid, sticky_ok=i < len(parts))
+            if reason:
+                raise Untrusted(reason)
+        reason = _untrusted_entry(fd, real, uid) if tree and not trust else None
+        if reason:
+            raise Untrusted(reason)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, real
+
+
+def make_private_dir(path: str) -> str:
+    """Create ``path`` and its missing parents 0700, whatever the umask; returns it resolved."""
+    fd, real = open_trusted_dir(path, create=True, trust=True)
+    os.close(fd)
+    return real
+
+
+def _untrusted_entry(fd: int, shown: str, uid: int | None = None) -> str | None:
+    """Why an entry below the opened directory ``fd`` (``shown``: its path) could have been written by
+    another user, or None."""
+    for root, dirs, files, root_fd in os.fwalk(".", dir_fd=fd):
         for name in dirs + files:
-            entry = os.path.join(root, name)
+            entry = os.path.normpath(os.path.join(shown, root, name))
             try:
-                reason = objection(entry, os.stat(entry), uid, sticky_ok=False)
+                reason = objection(entry, os.stat(name, dir_fd=root_fd), uid)
             except OSError:
                 continue  # removed meanwhile, or a dangling link: nothing loads from it
             if reason:
@@ -93,53 +166,53 @@ def untrusted(path: str, uid: int | None = None, tree: bool = True) -> str | Non
     return None
 
 
-def make_private_dir(path: str) -> None:
-    """Create ``path`` (and missing parents) readable and writable by this user only."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-
-
-def configure_cache(explicit: str | None = None, environ=os.environ, quiet: bool = False) -> str:
+def configure_cache(explicit: str | None = None, environ=os.environ, quiet: bool = False,
+                    notes: list[str] | None = None) -> str:
     """Set ``CUDA_TILE_CACHE_DIR`` for this process (and create the directory 0700); returns it.
 
-    A directory that :func:`untrusted` objects to is replaced by the user's default cache, or
-    by no disk cache ("off"), with one line that says why (not with ``quiet``, e.g. on ranks
-    other than 0). Must run before ``cuda.tile`` is imported, which reads the variable once;
-    later calls only log that the running process keeps its cache.
+    The directory is resolved once and checked (:func:`open_trusted_dir`), and cuTile is given the
+    resolved path, which only this user or root can change. One that another user could write is
+    replaced by the user's default cache, or by no disk cache ("off"), with one line that says why
+    (not with ``quiet``, e.g. on ranks other than 0; appended to ``notes`` instead of logged where
+    given: a run says it only if it turns out to use the GPU). Must run before ``cuda.tile`` is
+    imported, which reads the variable once; later calls only log that the running process keeps
+    its cache.
     """
     path = cache_dir(explicit, environ)
     if "cuda.tile" in sys.modules and environ.get(TILE_CACHE_ENV) != path:
         log.warning("cuda.tile is already imported: its kernel cache stays %s", environ.get(TILE_CACHE_ENV))
         return path
     if path.strip().lower() not in OFF:
-        path = _trusted_cache(path, environ, quiet)
+        say = (lambda line: None) if quiet else log.warning if notes is None else notes.append
+        path = _trusted_cache(path, environ, say)
     environ[TILE_CACHE_ENV] = path
     return path
 
 
-def _trusted_cache(path: str, environ, quiet: bool) -> str:
-    """``path`` created and checked, or the user's default cache / "off" with the reason said."""
+def _checked(path: str, environ) -> str:
+    """``path`` created, resolved and checked, whole tree included: its resolved path (Untrusted, OSError)."""
+    fd, real = open_trusted_dir(path, create=True, tree=True, trust=trusted_by_user(environ))
+    os.close(fd)
+    return real
+
+
+def _trusted_cache(path: str, environ, say) -> str:
+    """``path`` created and checked (resolved), or the user's default cache / "off" with the reason said."""
     try:
-        make_private_dir(path)
-    except OSError as exc:  # a read-only home: cuTile then compiles without a disk cache
-        log.warning("kernel cache %s cannot be created (%s)", path, exc)
-        return path
-    reason = None if trusted_by_user(environ) else untrusted(path)
-    if reason is None:
-        return path
+        return _checked(path, environ)
+    except Untrusted as exc:
+        reason = str(exc)
+    except OSError as exc:  # e.g. a read-only home: cuTile gets no path that was not checked
+        say(f"kernel cache {path} cannot be created ({exc.strerror}); compiling with no disk cache")
+        return "off"
     fallback = cache_dir(None, {k: v for k, v in environ.items() if k not in (CACHE_ENV, TILE_CACHE_ENV)})
-    if os.path.realpath(fallback) != os.path.realpath(path):
-        try:
-            make_private_dir(fallback)
-        except OSError:
-            fallback = "off"
-    else:
+    try:
+        same = os.path.realpath(fallback) == os.path.realpath(path)
+        fallback = "off" if same else _checked(fallback, {})
+    except (Untrusted, OSError):
         fallback = "off"
-    if fallback != "off" and untrusted(fallback) is not None:
-        fallback = "off"
-    if not quiet:
-        instead = "no disk cache" if fallback == "off" else f"the private cache {fallback}"
-        log.warning("kernel cache %s not used: %s; compiling with %s instead (set %s=1 to trust it)",
-                    path, reason, instead, TRUST_ENV)
+    instead = "no disk cache" if fallback == "off" else f"the private cache {fallback}"
+    say(f"kernel cache {path} not used: {reason}; compiling with {instead} instead (set {TRUST_ENV}=1 to trust it)")
     return fallback
 
 

@@ -89,6 +89,8 @@ class DatasetRef:
     @classmethod
     def parse(cls, text: str, what: str = "dataset") -> "DatasetRef":
         file, sep, path = str(text).rpartition(":")
+        if "\0" in str(text):
+            raise InputError(f"{what} {text!r} must not contain a NUL character")
         if not sep or not file or not path.startswith("/"):
             raise InputError(f"{what} {text!r} must be written FILE.h5:/dataset")
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..engines.crt import MAX_BITS, MIN_BITS
-from ..errors import OptionError
+from ..errors import OptionError, digit_count, shown
 
 SCHEMES = ("ozaki1", "ozaki2")
 DEFAULT_SCHEME = "ozaki2"
@@ -36,6 +36,8 @@ def _is_int(value) -> bool:
 
 
 WORDS = {"slices": ("auto",), "groups": ("auto", "all"), "bits": ("auto",)}
+MAX_COUNT = 2**31 - 1
+"""What a message names as the top of ``groups``, which has no range of its own (2*slices-1 bounds it)."""
 RANGES = {"slices": (MIN_SLICES, MAX_SLICES), "groups": (1, None), "bits": (MIN_BITS, MAX_BITS)}
 
 
@@ -44,6 +46,9 @@ def option_value(name: str, value):
     integer in range (strings of digits too, as the command line gives them)."""
     if value in WORDS[name]:
         return value
+    lo, hi = RANGES[name]
+    if digit_count(value):
+        raise OptionError(f"{{{name}}} must be between {lo} and {hi or MAX_COUNT}, got {shown(value)}")
     if isinstance(value, str):
         try:
             value = int(value)
@@ -51,8 +56,7 @@ def option_value(name: str, value):
             pass
     if not _is_int(value):
         allowed = " or ".join([", ".join(f"'{w}'" for w in WORDS[name]), "an integer"])
-        raise OptionError(f"{{{name}}} must be {allowed}, got {value!r}")
-    lo, hi = RANGES[name]
+        raise OptionError(f"{{{name}}} must be {allowed}, got {shown(value)}")
     if hi is None and value < lo:
         raise OptionError(f"{{{name}}} must be at least {lo}, got {value}")
     if hi is not None and not lo <= value <= hi:
