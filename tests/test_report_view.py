@@ -155,13 +155,13 @@ def test_report_records_the_library_versions(runs):
 
 def test_report_compare_lists_the_wire_and_no_ratio_to_a_zero_time(runs):
     """A phase of 0.000 s gets '-' rather than a ratio against a rounded zero; a changed wire is listed."""
-    from ozhpc.report_view import compare
+    from ozhpc.report_view import Fields, compare
 
     _, out = runs
     a = json.loads(out["one"][0].read_text())
     b = json.loads(out["one"][0].read_text())
     a["seconds"]["split"], b["seconds"]["split"] = 0.0001, 0.7705
     b["wire"] = "planes" if a["wire"] == "fp64" else "fp64"
-    lines = compare(a, b)
+    lines = compare(Fields(a), Fields(b))
     assert f"  wire: {a['wire']} -> {b['wire']}" in lines
     assert f"  {'split':<22}{0.0:>10.3f}{0.7705:>10.3f}{'-':>8}" in lines
