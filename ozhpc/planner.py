@@ -475,7 +475,7 @@ def add_arguments(p) -> None:
                                                                       "the faster by the model")
     p.add_argument("--io-rate", type=_rate, default=IO_RATE / 1e9, metavar="GB/s",
                    help=f"how fast the file system reads A and B and writes C for the whole job, GB/s (default "
-                        f"{IO_RATE / 1e9:g}: one node's local disk)")
+                        f"{IO_RATE / 1e9:g}: one node's local disk; {IO_RATES[0]:g} to {IO_RATES[1]:g})")
     p.add_argument("--calibrate", action="store_true",
                    help="first measure the pair-product and split rates of the device --gpu names on this node "
                         "(a few seconds; --gpu cpu: this node's CPU) and record them for later plans "
@@ -500,6 +500,10 @@ def _positive(hi: int):
     return parse
 
 
+IO_RATES = (1e-6, 1e6)
+"""The --io-rate range in GB/s (1 kB/s to 1 PB/s): beyond it the times and the JSON are no longer finite."""
+
+
 def _rate(text) -> float:
     import argparse
 
@@ -509,6 +513,8 @@ def _rate(text) -> float:
         value = math.nan
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a positive number of GB/s, got {text!r}")
+    if not IO_RATES[0] <= value <= IO_RATES[1]:
+        raise argparse.ArgumentTypeError(f"must be from {IO_RATES[0]:g} to {IO_RATES[1]:g} GB/s, got {text!r}")
     return value
 
 
@@ -539,7 +545,7 @@ def main(args) -> int:
         out = chosen.to_dict()
         out.update(device=device.name, rates=device.source, rates_file=path, why=explain(chosen, candidates),
                    bytes_sent_total=sum(chosen.bytes_sent))
-        print(json.dumps(out, indent=1))
+        print(json.dumps(out, indent=1, allow_nan=False))
     else:
         print("\n".join(report_lines(args.m, args.n, args.k, args.gpus, device, chosen, candidates, path)))
     return 0
