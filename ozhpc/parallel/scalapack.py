@@ -109,13 +109,12 @@ def _displacements(counts: list[int]) -> list[int]:
 
 def _layout(name: str, desc, dims: tuple[int, int]) -> BlockCyclic:
     """The block-cyclic layout a descriptor describes, checked as ScaLAPACK checks it (not LLD)."""
-    try:
-        desc = [int(x) for x in desc]
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be {DLEN} integers, got {desc!r}") from None
+    fields = "(DTYPE, CTXT, M, N, MB, NB, RSRC, CSRC, LLD)"
+    if not _integer_sequence(desc):
+        raise InputError(f"{name} must be {DLEN} integers {fields}, got {desc!r}")
+    desc = [int(x) for x in desc]
     if len(desc) != DLEN:
-        raise InputError(f"{name} must be {DLEN} integers (DTYPE, CTXT, M, N, MB, NB, RSRC, CSRC, LLD), "
-                         f"got {len(desc)}")
+        raise InputError(f"{name} must be {DLEN} integers {fields}, got {len(desc)}")
     dtype, _, rows, cols, mb, nb, rsrc, csrc, _ = desc
     if dtype != BLOCK_CYCLIC_2D:
         raise InputError(f"{name}: DTYPE must be {BLOCK_CYCLIC_2D} (dense block-cyclic), got {dtype}")
@@ -152,10 +151,20 @@ def _window(name: str, desc, dims, coords, local, start: tuple[int, int], shape:
     return Window(layout, (i - 1, j - 1), (rows, cols), lambda r, q=dims[1]: divmod(r, q))
 
 
+def _integral(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _integer_sequence(values) -> bool:
+    """A list, tuple or 1-D array of integers (not a string, whose characters would pass ``int``)."""
+    return (isinstance(values, (list, tuple)) or isinstance(values, np.ndarray) and values.ndim == 1) and \
+        all(_integral(x) for x in values)
+
+
 def _integers(**values) -> list[int]:
     out = []
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not _integral(value):
             raise InputError(f"{name} must be an integer, got {value!r}")
         out.append(int(value))
     return out
@@ -187,6 +196,8 @@ def _trans(name: str, value) -> bool:
 def _grid_dims(grid, size: int) -> tuple[int, int]:
     if grid is None:
         return near_square(size)
+    if not _integer_sequence(grid) or len(grid) != 2:
+        raise InputError(f"grid must be two integers (NPROW, NPCOL), got {grid!r}")
     p, q = (int(d) for d in grid)
     if p < 1 or q < 1 or p * q != size:
         raise InputError(f"grid={p}x{q} needs {p * q} ranks, the communicator has {size}")
