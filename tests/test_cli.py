@@ -302,6 +302,27 @@ def test_demo_runs_end_to_end(tmp_path):
     assert json.loads((tmp_path / "d" / "run.json").read_text())["m"] == 128
 
 
+def test_demo_dir_that_is_a_file_is_one_line(tmp_path):
+    """--dir naming a file (or a path under one): one line, exit 2, the file kept."""
+    (tmp_path / "f").write_text("mine")
+    for d in (tmp_path / "f", tmp_path / "f" / "sub"):
+        r = run_cli(["demo", "--dir", d, "--n", "8"])
+        assert (r.returncode, r.stdout) == (2, ""), r.stderr
+        reason = "File exists" if d.name == "f" else "Not a directory"
+        assert r.stderr.splitlines() == [f"ozhpc demo: error: --dir {str(d)!r}: cannot create the directory "
+                                         f"({reason})"]
+    assert (tmp_path / "f").read_text() == "mine"
+
+
+def test_demo_prints_steps_a_shell_can_run(tmp_path):
+    """Each step is printed quoted for a shell, so a --dir with a space copies and pastes right."""
+    d = tmp_path / "my demo"
+    r = run_cli(["demo", "--dir", d, "--n", "8"])
+    assert r.returncode == 0, r.stderr
+    steps = [line[len("$ ozhpc "):] for line in r.stdout.splitlines() if line.startswith("$ ozhpc ")]
+    assert steps[0] == f"gen --phi 0.5 --shape 8x8 --seed 1 '{d}/in.h5:/A'"
+
+
 def test_demo_replaces_nothing_without_force(tmp_path):
     """A second demo, or a directory that holds the user's own out.h5:/C or run.json, is refused in
     one line before any step (exit 2); every file keeps its bytes; --force replaces them."""

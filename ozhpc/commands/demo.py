@@ -3,6 +3,7 @@ command line that runs it."""
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 
 from ..errors import InputError
@@ -45,9 +46,12 @@ def demo(directory: str, n: int, phi: float, run_command: Callable[[list[str]], 
     output that exists is refused first (InputError), as every command refuses one."""
     if not force:
         refuse_existing(directory)
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--dir {directory!r}: cannot create the directory ({exc.strerror})") from None
     for step in demo_steps(directory, n, phi, force):
-        print("$ ozhpc " + " ".join(step))
+        print("$ ozhpc " + shlex.join(step))
         code = run_command(step)
         if code:
             return code
