@@ -130,6 +130,14 @@ def test_alpha_beta_of_the_wrong_type_are_refused_before_the_compute(product, mo
     assert str(err.value) == message
 
 
+def test_alpha_beta_beyond_fp64_are_named(product):
+    """An integer alpha or beta past FP64's range is one ValueError naming it, not a bare OverflowError."""
+    for name in ("alpha", "beta"):
+        with pytest.raises(ValueError) as err:
+            product(np.ones((2, 3)), np.ones((3, 2)), np.ones((2, 2)), **{name: 10**400})
+        assert str(err.value) == f"{name} must be within FP64's range, got a 401-digit integer"
+
+
 def test_real_numbers_of_any_kind_are_alpha_and_beta(product, rng):
     a, b, c0 = rng.standard_normal((5, 4)), rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
     want = product(a, b, c0, alpha=2.0, beta=-1.0)

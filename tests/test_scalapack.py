@@ -174,6 +174,7 @@ def test_pdgemm_refuses_bad_input_in_one_line_and_keeps_c():
         "c: the local array is updated in place, so it must be a writable float64 array, got float32":
             dict(c=c.astype(np.float32)),
         "alpha must be a real number, got 1j": dict(alpha=1j),
+        "beta must be within FP64's range, got a 309-digit integer": dict(beta=-10**308 * 2),
         "m must be an integer, got '8'": dict(m="8"),
         "jc must be an integer, got 1.0": dict(jc=1.0),
         "grid=2x2 needs 4 ranks, the communicator has 1": dict(grid=(2, 2)),

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, finite_or_named
 from ..ozaki.info import enforce_accuracy
 from ..ozaki.settings import OzakiSettings
 from .collective import collective_errors
@@ -184,7 +184,10 @@ def _same_on_every_rank(comm, arguments: dict) -> None:
 def _scalar(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(f"{name} must be a real number, got {value!r}")
-    return float(value)
+    try:
+        return finite_or_named(name, value)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _trans(name: str, value) -> bool:
