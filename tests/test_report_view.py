@@ -1,6 +1,7 @@
 """Run reports explain themselves: every field documented in docs/batch.md, the summary shows
 only what applies and where the report went, ``ozhpc report`` reads one or compares two."""
 import json
+import os
 import pathlib
 import re
 
@@ -123,6 +124,11 @@ def test_report_refuses_what_is_not_a_report(runs, tmp_path):
         assert r.returncode == 2 and r.stdout == ""
         assert r.stderr.startswith(f"ozhpc report: error: report '{path}'") and words in r.stderr
         assert r.stderr.count("\n") == 1
+    os.mkfifo(tmp_path / "fifo.json")   # opened for reading, a FIFO would wait for a writer forever
+    for path in (tmp_path / "fifo.json", "/dev/zero"):
+        r = run_cli(["report", path], timeout=30)
+        assert (r.returncode, r.stdout, r.stderr) == (2, "", f"ozhpc report: error: report '{path}' is not a "
+                                                              "regular file\n")
     r = run_cli(["report", *[out["one"][0]] * 3])
     assert r.returncode == 2 and r.stderr == "ozhpc report: error: give one report, or two to compare (got 3)\n"
 
