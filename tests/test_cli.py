@@ -295,6 +295,15 @@ def test_info_and_help():
     assert "--bits BITS scheme ozaki2: integer bits per operand entry (8..100)" in h
 
 
+def test_run_help_names_the_job_files_tables():
+    """``run --help`` names exactly the tables a job file may hold (ozhpc.jobfile.SCHEMA)."""
+    from ozhpc.jobfile import SCHEMA
+
+    h = " ".join(run_cli(["run", "--help"]).stdout.split())
+    assert "(inputs, output, gemm, layout, ozaki, run, summa tables;" in h
+    assert list(SCHEMA) == ["inputs", "output", "gemm", "layout", "ozaki", "run", "summa"]
+
+
 def test_demo_runs_end_to_end(tmp_path):
     r = run_cli(["demo", "--dir", tmp_path / "d", "--n", "128"])
     assert r.returncode == 0, r.stderr
