@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import numbers
-import os
-import stat
 
 from .errors import InputError
+from .named_files import read_regular
 
 COMPUTE_PHASES = ("scales", "split", "multiply", "certificate", "combine")
 """The phases whose sum the FP64-equivalent rate divides by (as ``gflops`` in the report)."""
@@ -20,14 +19,7 @@ STEPS = ("startup", "read", *COMPUTE_PHASES, "fingerprint", "write")
 
 def load(path: str) -> "Fields":
     """A report file, or one line saying why it is not one (exit 2)."""
-    try:
-        # not blocking: a FIFO named as a report would wait for a writer forever
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            data = f.read() if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
-    except OSError as exc:
-        raise InputError(f"report {path!r}: {exc.strerror}") from None
-    if data is None:
-        raise InputError(f"report {path!r} is not a regular file")
+    data = read_regular(path, f"report {path!r}")
     try:
         report = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -116,7 +116,7 @@ def test_report_refuses_what_is_not_a_report(runs, tmp_path):
     _, out = runs
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "other.json").write_text('{"a": 1}')
-    cases = {tmp_path / "none.json": "No such file or directory",
+    cases = {tmp_path / "none.json": "does not exist",
              tmp_path / "bad.json": "is not JSON",
              tmp_path / "other.json": "is not an ozhpc run report"}
     for path, words in cases.items():
