@@ -106,7 +106,7 @@ DEVICES = {
                   float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) if hasattr(os, "sysconf") else 8e9,
                   LINK_RATE[("numpy", True)], LINK_RATE[("numpy", False)], 1 << 20, False, 64, 1e-3,
                   cores=os.cpu_count() or 1, startup=CPU_STARTUP,
-                  source="one BLAS thread of the development VM (bench/results/planner_cpu_2026-12-02.md, "
+                  source="one BLAS thread of a 2-core VM (AMD EPYC) (bench/results/planner_cpu_2026-12-02.md, "
                          "bench/results/dist_cpu_2026-11-30.md)"),
 }
 
