@@ -163,3 +163,14 @@ def test_another_users_link_to_the_config_directory_is_not_followed(tmp_path):
     _ignored(run_cli(PLAN, env=_env(link)), f"{link} is a symbolic link owned by another user (uid 2001)")
     r = run_cli(PLAN + ["--calibrate"], env=_env(link))
     assert r.returncode == 2 and "is a symbolic link owned by another user" in r.stderr, r.stderr
+
+
+def test_a_relative_xdg_config_home_is_ignored(tmp_path, monkeypatch):
+    """As the XDG specification says: a relative $XDG_CONFIG_HOME (or an empty one) means
+    ~/.config, not a directory under wherever the command runs."""
+    from ozhpc.private_files import config_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for value in ("rel/dir", "", "."):
+        assert config_dir({"XDG_CONFIG_HOME": value}) == str(tmp_path / ".config" / "ozhpc")
+    assert config_dir({"XDG_CONFIG_HOME": str(tmp_path / "c")}) == str(tmp_path / "c" / "ozhpc")
