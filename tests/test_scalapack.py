@@ -158,6 +158,21 @@ def test_pdgemm_one_rank_is_gemm_with_offsets():
         assert c.tobytes(order="F") == np.asfortranarray(ref).tobytes(order="F"), (ta, tb)
 
 
+def test_pdgemm_empty_products_keep_c_and_still_give_info():
+    """m or n = 0 touches nothing; k = 0 gives beta C; with info=True each returns its SummaInfo, as
+    ``ozhpc.gemm(info=True)`` gives its GemmInfo for an empty product."""
+    rng = np.random.default_rng(7)
+    C = random_matrix(rng, 6, 5)
+    a, da = local_blocks(random_matrix(rng, 6, 4), 2, 3)
+    b, db = local_blocks(random_matrix(rng, 4, 5), 3, 2)
+    for m, n, k, want in ((0, 5, 4, C), (6, 0, 4, C), (0, 0, 0, C), (6, 5, 0, ozhpc.gemm(
+            np.zeros((6, 0)), np.zeros((0, 5)), C, beta=-2.5))):
+        c, dc = local_blocks(C, 4, 4)
+        info = ozhpc.pdgemm("N", "N", m, n, k, 1.0, a, da, b, db, -2.5, c, dc, info=True)
+        assert (info.m, info.n, info.k, info.certified) == (m, n, k, True)
+        assert c.tobytes(order="F") == np.asfortranarray(want).tobytes(order="F"), (m, n, k)
+
+
 def test_pdgemm_refuses_bad_input_in_one_line_and_keeps_c():
     rng = np.random.default_rng(6)
     A, B, C = random_matrix(rng, 8, 6), random_matrix(rng, 6, 5), random_matrix(rng, 8, 5)

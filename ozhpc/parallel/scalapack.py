@@ -271,8 +271,6 @@ def pdgemm(transa, transb, m, n, k, alpha, a, desca, b, descb, beta, c, descc, *
                                "beta": beta.hex(), "desca": wa.layout, "descb": wb.layout, "descc": wc.layout,
                                "ia, ja": wa.offset, "ib, jb": wb.offset, "ic, jc": wc.offset,
                                "the Ozaki options": settings})
-    if m == 0 or n == 0:
-        return None
     with ProcessGrid(comm, dims) as pgrid, Summa(pgrid, m, n, k, block=(wc.layout.mb, wc.layout.nb), engine=engine,
                                                  transport=transport, wire=wire, settings=settings) as summa:
         out = _multiply(summa, (wa, a, ta), (wb, b, tb), (wc, c), alpha, beta)
