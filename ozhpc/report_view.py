@@ -235,7 +235,7 @@ def describe(report: Fields) -> list[str]:
     return lines
 
 
-COMPARED = ("m", "n", "k", "scheme", "plan_summary", "engine", "ranks", "grid", "block", "kb", "transport", "wire",
+COMPARED = ("ozhpc_version", "m", "n", "k", "scheme", "plan_summary", "engine", "ranks", "grid", "block", "kb", "transport", "wire",
             "certified")
 
 
@@ -246,7 +246,8 @@ def compare(a: Fields, b: Fields, paths=("a", "b")) -> list[str]:
             raise InputError(f"report {path!r} is a dry run's: it has no result or times to compare")
     same_bits = a.get("fingerprint") == b.get("fingerprint") and (a.count("m"), a.count("n")) == (b.count("m"),
                                                                                                   b.count("n"))
-    lines = [f"{x}: {path}: {r.obj('config').text('out')} ({r.text('date')}, {r.text('host')})"
+    lines = [f"{x}: {path}: {r.obj('config').text('out')} (ozhpc {r.text('ozhpc_version')}, {r.text('date')}, "
+             f"{r.text('host')})"
              for x, path, r in zip("ab", paths, (a, b))]
     lines.append("result: " + ("the same C, bit for bit (same fingerprint)" if same_bits
                                else "C differs (the fingerprints differ)"))

@@ -171,3 +171,19 @@ def test_report_compare_lists_the_wire_and_no_ratio_to_a_zero_time(runs):
     lines = compare(Fields(a), Fields(b))
     assert f"  wire: {a['wire']} -> {b['wire']}" in lines
     assert f"  {'split':<22}{0.0:>10.3f}{0.7705:>10.3f}{'-':>8}" in lines
+
+
+def test_report_compare_checks_and_lists_the_version(runs, tmp_path):
+    """Compared, a report is checked as when read alone (a version that is not a string: one line,
+    exit 2), and a version that differs is listed with the setup."""
+    _, out = runs
+    good = json.loads(out["one"][0].read_text())
+    for version, path in ((5, tmp_path / "five.json"), ("0.0.1", tmp_path / "old.json")):
+        path.write_text(json.dumps(dict(good, ozhpc_version=version)))
+    r = run_cli(["report", out["one"][0], tmp_path / "five.json"])
+    assert (r.returncode, r.stderr) == (2, f"ozhpc report: error: report {str(tmp_path / 'five.json')!r} field "
+                                           "'ozhpc_version' must be a string, got integer 5\n")
+    r = run_cli(["report", out["one"][0], tmp_path / "old.json"])
+    assert r.returncode == 0 and f"  ozhpc_version: {good['ozhpc_version']} -> 0.0.1" in r.stdout.splitlines()
+    assert f"b: {tmp_path / 'old.json'}: " in r.stdout and "(ozhpc 0.0.1, " in r.stdout
+
