@@ -362,11 +362,14 @@ def read_rates(path: str) -> dict:
 
 
 RATE_KEYS = ("pair_ops", "split_rate")
+RATE_RANGE = (1.0, 1e30)
+"""The per-second rates a rates file may hold: beyond them no device, and the times the model
+derives would no longer be finite."""
 
 
 def _rates_problem(rates) -> str | None:
-    """What is wrong with a rates file's content, or None: {device: {pair_ops, split_rate: positive
-    finite numbers, by_scheme: {scheme: the same}, and text fields}}."""
+    """What is wrong with a rates file's content, or None: {device: {pair_ops, split_rate: numbers
+    in RATE_RANGE, by_scheme: {scheme: the same}, and text fields}}."""
     if not isinstance(rates, dict):
         return "not a JSON object"
     for key, entry in rates.items():
@@ -378,8 +381,9 @@ def _rates_problem(rates) -> str | None:
         for where, part in parts:
             for name in RATE_KEYS:
                 value = part.get(name) if isinstance(part, dict) else None
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                    return f"{key}{where}.{name} is not a positive finite number"
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                        not RATE_RANGE[0] <= value <= RATE_RANGE[1]:
+                    return f"{key}{where}.{name} is not a rate from {RATE_RANGE[0]:g} to {RATE_RANGE[1]:g} per second"
         if not all(isinstance(entry.get(name, ""), str) for name in ("host", "date", "engine")):
             return f"{key}: host, date and engine must be text"
     return None
