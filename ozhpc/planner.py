@@ -544,7 +544,10 @@ def main(args) -> int:
         unit = device.unit
         raise InputError(f"no layout of C = {args.m}x{args.n} (k = {args.k}) fits {args.gpus} {unit}(s) "
                          f"({device.name}): the smallest needs {_gb(chosen.memory_bytes)} per {unit}, "
-                         f"{_gb(chosen.memory_room)} available; use more {unit}s")
+                         f"{_gb(chosen.memory_room)} available; " + (
+                             "the ranks share one node's RAM: spread them over nodes (--gpus-per-node), or plan "
+                             "a smaller product" if device.engine == "numpy" and args.gpus_per_node is None
+                             else f"use more {unit}s"))
     if args.json:
         out = chosen.to_dict()
         out.update(device=device.name, rates=device.source, rates_file=path, why=explain(chosen, candidates),

@@ -282,6 +282,17 @@ def test_plan_nothing_fits_is_one_line_and_exit_2(tmp_path, extra):
     assert r.stderr.endswith("GB per GPU, 140 GB available; use more GPUs\n")
 
 
+def test_plan_nothing_fits_on_one_cpu_node_says_more_ranks_do_not_help(tmp_path):
+    """On one node (--gpu cpu's default) the ranks share its RAM, so "use more ranks" would not help."""
+    r = _plan("--m", 400000, "--n", 400000, "--k", 400000, "--gpus", 4, "--gpu", "cpu", tmp_path=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.endswith(" available; the ranks share one node's RAM: spread them over nodes "
+                             "(--gpus-per-node), or plan a smaller product\n"), r.stderr
+    r = _plan("--m", 400000, "--n", 400000, "--k", 400000, "--gpus", 4, "--gpu", "cpu", "--gpus-per-node", 1,
+              tmp_path=tmp_path)
+    assert r.returncode == 2 and r.stderr.endswith(" available; use more ranks\n"), r.stderr
+
+
 def test_plan_for_cpus_speaks_of_ranks(tmp_path):
     """``--gpu cpu``: ranks, shared memory and the node's RAM shared by its ranks; no GPU, no NVLink."""
     r = _plan("--m", 4096, "--n", 4096, "--k", 4096, "--gpus", 4, "--gpu", "cpu", tmp_path=tmp_path)
