@@ -323,6 +323,20 @@ def test_demo_dir_that_is_a_file_is_one_line(tmp_path):
     assert (tmp_path / "f").read_text() == "mine"
 
 
+def test_demo_force_refuses_a_group_before_any_step(tmp_path):
+    """--force replaces datasets, never a group: a group at out.h5:/C is refused before the demo
+    writes in.h5 (which gemm would have refused only after both gen steps)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    with h5py.File(d / "out.h5", "w") as f:
+        f.create_group("C")
+    r = run_cli(["demo", "--dir", d, "--n", "8", "--force"])
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.splitlines() == [f"ozhpc demo: error: output {d}/out.h5:/C is a group; ozhpc never replaces a "
+                                     "group, even with --force: name a dataset path"]
+    assert sorted(p.name for p in d.iterdir()) == ["out.h5"]
+
+
 def test_demo_prints_steps_a_shell_can_run(tmp_path):
     """Each step is printed quoted for a shell, so a --dir with a space copies and pastes right."""
     d = tmp_path / "my demo"
