@@ -21,6 +21,7 @@ import pytest
 import ozhpc
 from ozhpc.errors import InputError
 from ozhpc.parallel.layout import BlockCyclic
+from ozhpc.parallel.mpi import MPI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -194,6 +195,7 @@ def test_pdgemm_refuses_bad_input_in_one_line_and_keeps_c():
         "jc must be an integer, got 1.0": dict(jc=1.0),
         "grid=2x2 needs 4 ranks, the communicator has 1": dict(grid=(2, 2)),
         "grid must be two integers (NPROW, NPCOL), got '1x1'": dict(grid="1x1"),
+        "comm must be an mpi4py communicator of the grid's ranks, got 'world'": dict(comm="world"),
         "grid must be two integers (NPROW, NPCOL), got (1.5, 1)": dict(grid=(1.5, 1)),
         "desca must be 9 integers (DTYPE, CTXT, M, N, MB, NB, RSRC, CSRC, LLD), got [1, 0, 8, 6, 2.5, 2, 0, 0, 8]":
             dict(desca=da[:4] + [2.5] + da[5:]),
@@ -201,6 +203,8 @@ def test_pdgemm_refuses_bad_input_in_one_line_and_keeps_c():
             dict(descb="100662205"),
         "descc must be 9 integers (DTYPE, CTXT, M, N, MB, NB, RSRC, CSRC, LLD), got None": dict(descc=None),
     }
+    if hasattr(MPI, "COMM_NULL"):   # mpi4py's (the stand-in without MPI has none)
+        bad["comm must be an mpi4py communicator of the grid's ranks, got MPI.COMM_NULL"] = dict(comm=MPI.COMM_NULL)
     args = dict(transa="N", transb="N", m=8, n=5, k=6, alpha=1.0, a=a, desca=da, b=b, descb=db, beta=1.0,
                 c=c, descc=dc)
     for message, change in bad.items():

@@ -196,6 +196,18 @@ def _trans(name: str, value) -> bool:
     return TRANSPOSES[value.upper()]
 
 
+def _communicator(comm):
+    """``comm`` (default COMM_WORLD), or one InputError for what is no communicator (nothing to agree
+    over, so raised where it is passed)."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    null = getattr(MPI, "COMM_NULL", None)
+    if null is not None and comm == null:
+        raise InputError("comm must be an mpi4py communicator of the grid's ranks, got MPI.COMM_NULL")
+    if not all(callable(getattr(comm, name, None)) for name in ("Get_size", "Get_rank", "Alltoallv")):
+        raise InputError(f"comm must be an mpi4py communicator of the grid's ranks, got {repr(comm)[:80]}")
+    return comm
+
+
 def _grid_dims(grid, size: int) -> tuple[int, int]:
     if grid is None:
         return near_square(size)
@@ -253,7 +265,7 @@ def pdgemm(transa, transb, m, n, k, alpha, a, desca, b, descb, beta, c, descc, *
     AccuracyError
         ``accuracy="strict"`` and some entry not certified (C untouched).
     """
-    comm = MPI.COMM_WORLD if comm is None else comm
+    comm = _communicator(comm)
     with collective_errors(comm):
         dims = _grid_dims(grid, comm.Get_size())
         coords = divmod(comm.Get_rank(), dims[1])
