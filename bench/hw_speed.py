@@ -162,7 +162,7 @@ def host_profile(n: int, seed: int = 0) -> str:
     cp.cuda.Device().synchronize()
     pr.disable()
     s = io.StringIO()
-    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(30)
+    pstats.Stats(pr, stream=s).sort_stats("cumtime").print_stats(45)
     return s.getvalue()
 
 

@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --fo
 for step in ${STEPS:-timeline accept}; do
   case $step in
     tests)
-      timeout ${TEST_S:-200} python3 -m pytest -q -p no:cacheprovider -x tests/test_certificate_gpu.py tests/test_pinned_bits.py \
+      timeout ${TEST_S:-200} python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_certificate_gpu.py tests/test_pinned_bits.py \
         tests/test_cutile_engine.py 2>&1 | tail -8 ;;
     timeline)
       timeout ${TL_S:-150} python3 bench/hw_speed.py --sizes --timeline ${TIMELINE:-2048 4096 16384} \
