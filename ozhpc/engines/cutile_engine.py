@@ -264,7 +264,7 @@ class CutileEngine(Engine):
         amax = cp.empty((parts, rows), dtype=cp.float64)
         bad = cp.empty((parts, rows), dtype=cp.int32)
         self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad)
-        return amax.max(axis=0), bool(bad.any())
+        return amax.max(axis=0), bad.any()   # 0-d on the device: the caller reads it when it must
 
     def entry_gaps(self, x, exps):
         """Gap codes by :mod:`ozhpc.engines.cutile.gaps`, columns padded with NO_GAP to a

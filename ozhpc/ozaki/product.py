@@ -246,7 +246,8 @@ class Product:
         """Row exponents, the finite parts, the operands' row sizes (what the plan reads, and the
         certificate), the "auto" statistics and the plan: every input of the plan reduced over every rank."""
         eng, xp, reduce = self.engine, self.xp, self.reduce
-        (amax, self._bad_a), (bmax, self._bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
+        (amax, bad_a), (bmax, bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
+        self._bad_a, self._bad_b = (bool(v) for v in eng.to_host(xp.stack([xp.asarray(bad_a), xp.asarray(bad_b)])))
         self.row_exps = exponents(xp, self._on_host(reduce.a_max)(amax))
         self.col_exps = exponents(xp, self._on_host(reduce.b_max)(bmax))
         self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
@@ -256,8 +257,10 @@ class Product:
         if kind.reads_sizes or self.certifying:
             pieces = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps),
                       certificate.magnitude_stats(xp, self._fin_b, self.col_exps))
-            # (norm, nnz, sq, gaps) of each operand in one copy to the host: the plan reads them there
-            host = [tuple(eng.to_host(xp.stack(piece))) for piece in pieces]
+            # (norm, nnz, sq, gaps) of both operands in one copy to the host: the plan reads them there
+            both = eng.to_host(xp.concatenate([xp.stack(piece) for piece in pieces], axis=1))
+            rows = pieces[0][0].shape[0]
+            host = [tuple(both[:, :rows]), tuple(both[:, rows:])]
             for side, (_, nnz, sq, gap) in enumerate(host):   # every entry lives on one rank: SUM over all
                 gaps[2 * side:2 * side + 2] = [int(gap.sum()), int(nnz.sum())]
                 gaps[4 + side] = int(sq.sum())
