@@ -200,6 +200,19 @@ def main() -> None:
     for n in args.sizes:
         result["rows"] += acceptance(n, args.reps, args.samples, gm8, n in args.tight)
         print(table(result["rows"]), flush=True)
+    for n in args.sizes:
+        rows = {r["method"].split(" (")[0].split(",")[0]: r for r in result["rows"] if r["n"] == n}
+        d, fixed = rows.get("ozhpc default"), next((r for r in result["rows"] if r["n"] == n
+                                                   and r["method"].startswith("ozhpc fixed")), None)
+        if d is None:
+            continue
+        share = (f", {100 * (d['seconds'] - fixed['seconds']) / d['seconds']:.1f}% over the same plan uncertified"
+                 if fixed and fixed.get("moduli") == d.get("moduli") else "")
+        peers = "".join(f", {name} {r['x_dgemm']:.2f}x ({r['error']:.1e})" for name, r in rows.items()
+                        if name not in ("ozhpc default", "cuBLAS DGEMM") and not name.startswith("ozhpc fixed"))
+        print(f"n={n}: default {d['x_dgemm']:.2f}x cuBLAS ({d['error']:.1e} vs {d['dgemm_error']:.1e}){peers}; "
+              f"certificate phase {100 * d['phases'].get('certificate', 0) / d['seconds']:.1f}% of the call{share}",
+              flush=True)
     for t in result["timeline"]:
         if "failed" not in t:
             print(f"n={t['n']}: call {t['wall']*1e3:.2f} ms, products {t['products']*1e3:.2f} ms "
