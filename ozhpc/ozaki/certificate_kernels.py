@@ -165,7 +165,10 @@ def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
         _KERNELS[key] = cp.ReductionKernel(
             "float64 qv, int64 qe", "float64 y", "ozhpc_delta(qv, qe)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
             preamble=f"#define SHIFT {shift}\n#define SLICES {slices}\n#define TINY {tiny!r}\n" + _DELTA)
-    return _KERNELS[key](x, cp.asarray(exps).astype(cp.int64).reshape(-1, 1), axis=1)
+    e = cp.asarray(exps).astype(cp.int64)
+    if x.T.flags.c_contiguous and not x.flags.c_contiguous:   # op(B)^T rows: reduce the stored columns
+        return _KERNELS[key](x.T, e.reshape(1, -1), axis=0)
+    return _KERNELS[key](x, e.reshape(-1, 1), axis=1)
 
 
 _ROW_SUMS = r"""
