@@ -87,8 +87,11 @@ def _worst_kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants:
         args = ", ".join(f"{_C_TYPES[t]} {name}" for t, name in (p.split() for p in _PARAMS.format(
             l_type=l_type, u_type=u_type).split(", ")))
         names = ", ".join(p.split()[1] for p in _PARAMS.split(", "))
+        # the constants are macros of the function alone: undefined after it, whatever the
+        # reduction's own code includes later
+        undefine = "".join(f"#undef {name}\n" for name in (*constants, "HAS_L", "HAS_U", "CUDART_INF"))
         function = (f"__device__ double ozhpc_entry_ratio({args}) {{\ndouble ratio;\n{_SOURCE}\n"
-                    "return ratio;\n}\n")
+                    "return ratio;\n}\n" + undefine)
         _KERNELS[key] = cp.ReductionKernel(
             _PARAMS.format(l_type=l_type, u_type=u_type), "float64 worst", f"ozhpc_entry_ratio({names})",
             "(a > b || a != a) ? a : b", "worst = a", "0.0", "ozhpc_worst_ratio",
