@@ -54,69 +54,38 @@ ratio = !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));
 
 _KERNELS: dict = {}
 
-_PARAMS = ("float64 cv, int64 ei, int64 fj, float64 da, float64 na, float64 nza, float64 db, float64 nb, "
-           "float64 nzb, {l_type} lsum, {u_type} usum")
-_C_TYPES = {"float64": "double", "int32": "int", "int64": "long long"}
-
-
-def _defines(has_l: bool, has_u: bool, constants: dict) -> str:
-    defines = "".join(f"#define {name} {value!r}\n" for name, value in constants.items())
-    return defines + (f"#define HAS_L {int(has_l)}\n#define HAS_U {int(has_u)}\n"
-                      "#define CUDART_INF __longlong_as_double(0x7ff0000000000000LL)\n")
-
 
 def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict):
-    """The per-entry ratios (element-wise: what the count of failing entries reads)."""
     import cupy as cp
 
     key = (has_l, has_u, l_type, u_type, tuple(sorted(constants.items())))
     if key not in _KERNELS:
+        defines = "".join(f"#define {name} {value!r}\n" for name, value in constants.items())
+        defines += (f"#define HAS_L {int(has_l)}\n#define HAS_U {int(has_u)}\n"
+                    "#define CUDART_INF __longlong_as_double(0x7ff0000000000000LL)\n")
         _KERNELS[key] = cp.ElementwiseKernel(
-            _PARAMS.format(l_type=l_type, u_type=u_type), "float64 ratio", _SOURCE,
-            "ozhpc_certify_entries", preamble=_defines(has_l, has_u, constants))
-    return _KERNELS[key]
-
-
-def _worst_kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict):
-    """The largest per-entry ratio in one reduction pass (no m x n array of ratios): the same
-    per-entry code as :func:`_kernel`, as a device function, and a max that keeps a NaN."""
-    import cupy as cp
-
-    key = ("worst", has_l, has_u, l_type, u_type, tuple(sorted(constants.items())))
-    if key not in _KERNELS:
-        args = ", ".join(f"{_C_TYPES[t]} {name}" for t, name in (p.split() for p in _PARAMS.format(
-            l_type=l_type, u_type=u_type).split(", ")))
-        names = ", ".join(p.split()[1] for p in _PARAMS.split(", "))
-        # the constants are macros of the function alone: undefined after it, whatever the
-        # reduction's own code includes later
-        undefine = "".join(f"#undef {name}\n" for name in (*constants, "HAS_L", "HAS_U", "CUDART_INF"))
-        function = (f"__device__ double ozhpc_entry_ratio({args}) {{\ndouble ratio;\n{_SOURCE}\n"
-                    "return ratio;\n}\n" + undefine)
-        _KERNELS[key] = cp.ReductionKernel(
-            _PARAMS.format(l_type=l_type, u_type=u_type), "float64 worst", f"ozhpc_entry_ratio({names})",
-            "(a > b || a != a) ? a : b", "worst = a", "0.0", "ozhpc_worst_ratio",
-            preamble=_defines(has_l, has_u, constants) + function)
+            f"float64 cv, int64 ei, int64 fj, float64 da, float64 na, float64 nza, float64 db, float64 nb, "
+            f"float64 nzb, {l_type} lsum, {u_type} usum", "float64 ratio", _SOURCE,
+            "ozhpc_certify_entries", preamble=defines)
     return _KERNELS[key]
 
 
 def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict):
     """``(failed, worst)`` over this block of C: how many entries have a ratio ``E / (c u L)``
     (:func:`ozhpc.ozaki.certificate.entry_ratio`) above 1 (they fail), and the largest ratio (0 for
-    inf/NaN entries). One reduction pass for the largest ratio; the element-wise ratios and their
-    count only when some entry fails (``row`` / ``col``: the per-row ``(delta, norm, nnz)`` of op(A)
-    and per-column of op(B) as float64 vectors)."""
+    inf/NaN entries). One element-wise pass and a max; the count only when some entry fails
+    (``row`` / ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B) as
+    float64 vectors)."""
     if c.size == 0:
         return 0, 0.0
     zero = cp.zeros((), dtype=cp.float64)
     lsum = zero if lower_sums is None else lower_sums
     usum = zero if support_sums is None else support_sums
-    kinds = (lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants)
-    args = (c, cp.asarray(e).astype(cp.int64).reshape(-1, 1), cp.asarray(f).astype(cp.int64).reshape(1, -1),
-            *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
-    worst = float(_worst_kernel(*kinds)(*args))
-    if not worst > 1.0:
-        return 0, worst
-    return int(cp.count_nonzero(_kernel(*kinds)(*args) > 1.0)), worst
+    kern = _kernel(lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants)
+    ratio = kern(c, cp.asarray(e).astype(cp.int64).reshape(-1, 1), cp.asarray(f).astype(cp.int64).reshape(1, -1),
+                 *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
+    worst = float(ratio.max())
+    return (int(cp.count_nonzero(ratio > 1.0)) if worst > 1.0 else 0), worst
 
 
 def _ctype(x) -> str:
@@ -168,10 +137,7 @@ def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
         _KERNELS[key] = cp.ReductionKernel(
             "float64 qv, int64 qe", "float64 y", "ozhpc_delta(qv, qe)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
             preamble=f"#define SHIFT {shift}\n#define SLICES {slices}\n#define TINY {tiny!r}\n" + _DELTA)
-    e = cp.asarray(exps).astype(cp.int64)
-    if x.T.flags.c_contiguous and not x.flags.c_contiguous:   # op(B)^T rows: reduce the stored columns
-        return _KERNELS[key](x.T, e.reshape(1, -1), axis=0)
-    return _KERNELS[key](x, e.reshape(-1, 1), axis=1)
+    return _KERNELS[key](x, cp.asarray(exps).astype(cp.int64).reshape(-1, 1), axis=1)
 
 
 _ROW_SUMS = r"""
