@@ -59,9 +59,10 @@ def finish() -> None:
     import atexit
 
     sys.stdout.flush()
-    mpi = _running_mpi()
-    if mpi is not None:
-        mpi.Finalize()
+    if _running_mpi() is not None:
+        from .parallel.mpi import finalize
+
+        finalize()
     atexit._run_exitfuncs()  # noqa: SLF001 -- documented as the interpreter's own exit step
 
 
