@@ -41,9 +41,13 @@ def begin(command: str) -> None:
 
 
 def join(*, check_launch: bool, forget_segments: bool) -> None:
-    """Load MPI for a command. ``check_launch``: without an MPI library one process runs alone,
+    """Load MPI for a command (after checking that ``ulimit -f`` lets it start). ``check_launch``: without an MPI library one process runs alone,
     several ranks cannot (one line, exit 2). ``forget_segments``: nothing of MPI's may outlive the
     run in /dev/shm (only when this process owns COMM_WORLD and a real MPI loaded)."""
+    if "mpi4py.MPI" not in sys.modules:  # MPI starts now
+        from .resources import check_mpi_file_size
+
+        check_mpi_file_size()
     from .parallel import mpi
 
     if check_launch:
@@ -58,6 +62,7 @@ def finish() -> None:
     then leaves at once, so a signal after the run cannot kill the process with a wrong status."""
     import atexit
 
+    signals.closing()
     sys.stdout.flush()
     if _running_mpi() is not None:
         from .parallel.mpi import finalize

@@ -336,19 +336,28 @@ def _flush_streams() -> None:
             pass
 
 
+def closing() -> None:
+    """The command is done: from here a signal is only noted (the watcher still ends a process
+    stuck in MPI_Finalize), and :func:`exit` decides. A rank that left from MPI_Finalize's
+    return on a signal could not agree with rank 0, which may have finished already."""
+    _state["leaving"] = True
+
+
 def exit(code: int) -> None:  # noqa: A001 -- the process's exit, as sys.exit
     """End the process with ``code`` (MPI_Finalize and the atexit functions already ran, see the
     entry point), or as :func:`leave` when a signal arrived before this point. The choice is
     made once, under the lock that notes signals: a signal noted later is ignored, so a signal at
     any moment gives either the normal exit or 128 + signal with its line, never something else.
+    Only the rank that prints the line makes that choice; the others, done with MPI, exit with
+    ``code``, so that the launcher's status (the OR of the ranks') agrees with the line.
     No interpreter shutdown follows (it restores the default handlers, and a signal in it would
     kill the process without the line), only the C library's ``exit``: its handlers flush C
     streams, close HDF5 and let MPICH tell its launcher that MPI was finished (``os._exit``
     skips that, and the launcher then kills the other ranks: exit 9)."""
-    _state["leaving"] = True  # from here the handler only notes a signal
+    closing()
     _flush_streams()
-    with _lock:
-        _state["final"] = _state["signum"] is None
+    with _lock:  # another rank has finished MPI too: rank 0, which prints the line, decides
+        _state["final"] = _state["signum"] is None or not _state["root"]
     if not _state["final"]:
         leave(_state["signum"])
     libc = ctypes.CDLL(None)
