@@ -7,6 +7,7 @@ tests/helpers/signal_worker.py slows down the phase a test signals in."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -46,8 +47,11 @@ GEMM = ["gemm", "in.h5:/A", "in.h5:/B", "-o", "out.h5:/C", "--engine", "numpy", 
 
 
 def start(ranks, d, argv, program=("-m", "ozhpc"), **extra):
-    return subprocess.Popen([MPIEXEC, "-n", str(ranks), sys.executable, *program, *argv], cwd=d,
-                            env=env(**extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """``mpiexec -n RANKS`` (no launcher with ``ranks=0``) in a session of its own, which
+    :func:`finish` kills whole if the job hangs."""
+    launcher = [MPIEXEC, "-n", str(ranks)] if ranks else []
+    return subprocess.Popen([*launcher, sys.executable, *program, *argv], cwd=d, env=env(**extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def descendants(pid) -> list[int]:
@@ -104,8 +108,7 @@ def job_files(pid) -> set[str]:
     where the ranks of its node agree when to leave (named after their parent, the launcher's
     proxy); another job's files, whoever runs it, are none of the test's business."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        ppid = _ppid(pid)
     except (OSError, IndexError, ValueError):
         return shm_maps(pid)
     return shm_maps(pid) | {f"/dev/shm/ozhpc-{os.geteuid()}/leave-{ppid}"}
@@ -124,7 +127,13 @@ def handles(sig):
 
 
 def finish(job, timeout=60):
-    out, err = job.communicate(timeout=timeout)
+    """``(status, stdout, stderr)``; a job still running after ``timeout`` s is killed and fails the test."""
+    try:
+        out, err = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.communicate()
+        raise AssertionError(f"the job did not end within {timeout} s of the signal") from None
     return job.returncode, out, err
 
 
@@ -235,3 +244,133 @@ def test_a_signal_inside_a_weakref_callback_is_raised_after_it(tmp_path):
                        timeout=60)
     assert (r.returncode, r.stdout, r.stderr) == (143, "", "ozhpc test: interrupted (SIGTERM)\n")
     assert time.monotonic() - t0 < 30
+
+
+def maps_mpi(pid) -> bool:
+    """``until`` for ranks_of: the process has loaded the MPI library (it is in MPI_Init or past it)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return "libmpi" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_while_ranks_wait_in_mpi_init(d, sig):
+    """Three ranks wait inside MPI_Init for the fourth, still before it: each must still note the
+    signal and leave (the wait once held the GIL, and the job never ended)."""
+    job = start(4, d, GEMM, program=(WORKER,), OZHPC_TEST_SLOW="join")
+    ranks, seen = ranks_of(job, 4, handles(signal.SIGTERM))
+    t0 = time.monotonic()
+    while sum(map(maps_mpi, ranks)) < 3:
+        assert time.monotonic() - t0 < 30, "the first three ranks did not start MPI"
+        seen |= set().union(*map(job_files, ranks))
+        time.sleep(0.01)
+    time.sleep(0.3)  # inside MPI_Init, waiting for the last rank
+    seen |= set().union(*map(job_files, ranks))
+    job.send_signal(sig)
+    code, out, err = finish(job, timeout=30)
+    assert (code, err) == (128 + sig, f"ozhpc gemm: interrupted ({signal.Signals(sig).name})\n")
+    assert_clean(d, seen)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_during_the_report_under_four_ranks(d, sig):
+    """C is committed; rank 0 writes the report while the others wait in MPI_Finalize: every rank
+    leaves with 128 + signal, and none is killed by the launcher (that was exit 9)."""
+    job = start(4, d, [*GEMM, "--report", "run.json"], program=(WORKER,), OZHPC_TEST_SLOW="report")
+    seen: set[str] = set()
+    t0 = time.monotonic()
+    while sorted(os.listdir(d)) != ["in.h5", "out.h5"]:  # committed: no temporary, no lock
+        assert time.monotonic() - t0 < 60 and job.poll() is None
+        for pid in descendants(job.pid):
+            seen |= job_files(pid)
+        time.sleep(0.01)
+    time.sleep(0.5)
+    job.send_signal(sig)
+    code, out, err = finish(job, timeout=30)
+    assert (code, err) == (128 + sig, f"ozhpc gemm: interrupted ({signal.Signals(sig).name})\n")
+    with h5py.File(d / "out.h5", "r") as f:
+        assert f["C"].shape == (N, N)
+    assert_clean(d, seen, "out.h5")
+
+
+END_TRIALS = 6
+
+
+@pytest.mark.parametrize("ranks", [0, 4])
+def test_signal_in_the_last_milliseconds(d, ranks):
+    """The summary is printed; the signal comes 0-30 ms later, while the ranks finish MPI and exit.
+    Each trial ends either normally (the signal came after the exit was decided) or with
+    128 + signal and its line, C complete both ways; never a death by the signal, a launcher's
+    kill (9), a status without the line or leftovers in /dev/shm."""
+    rng = random.Random(7)
+    outcomes = []
+    for trial in range(END_TRIALS):
+        for name in ("out.h5", "run.json"):
+            if (d / name).exists():
+                os.remove(d / name)
+        job = start(ranks, d, [*GEMM, "--report", "run.json"])
+        seen = set()
+        while True:
+            for pid in descendants(job.pid):
+                seen |= job_files(pid)
+            line = job.stdout.readline()
+            if not line or line.startswith("  report:"):
+                break
+        assert line, "the job ended before its summary"
+        time.sleep(rng.random() * 0.03)
+        sig = rng.choice([signal.SIGINT, signal.SIGTERM])
+        job.send_signal(sig)
+        code, out, err = finish(job, timeout=30)
+        outcomes.append((trial, code, err))
+        assert (code, err) in ((0, ""), (128 + sig, f"ozhpc gemm: interrupted ({sig.name})\n")), outcomes
+        with h5py.File(d / "out.h5", "r") as f:
+            assert f["C"].shape == (N, N)
+        assert [p for p in seen if os.path.lexists(p)] == []
+
+
+SETPRIV = shutil.which("setpriv")
+OTHER_UID = 2001
+PLANT = "import os, sys\nfor link, target in zip(sys.argv[1::2], sys.argv[2::2]): os.symlink(target, link)"
+
+
+@pytest.mark.skipif(SETPRIV is None or os.geteuid() != 0, reason="needs root and setpriv to act as another user")
+def test_another_user_cannot_redirect_the_leave_files(d, tmp_path_factory):
+    """Another user plants links at every name in /dev/shm that a rank of this job could write
+    when it notes a signal (the former ``ozhpc-leave-UID-PPID[.PID]`` names and this user's
+    directory): the signal ends the job as always, and the files the links point at keep their
+    bytes."""
+    victim = tmp_path_factory.mktemp("victim")
+    precious = victim / "precious.txt"
+    precious.write_text("precious\n")
+    job = start(2, d, GEMM, program=(WORKER,), OZHPC_TEST_SLOW="write")
+    ranks, seen = ranks_of(job, 2, handles(signal.SIGTERM))
+    uid = os.geteuid()
+    links = {f"/dev/shm/ozhpc-leave-{uid}-{_ppid(pid)}{suffix}": str(precious) for pid in ranks
+             for suffix in ("", f".{pid}")}
+    private = f"/dev/shm/ozhpc-{uid}"
+    if not os.path.lexists(private):  # else it is this user's, in use by another job
+        links[private] = str(victim)
+    try:
+        subprocess.run([SETPRIV, f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups", sys.executable,
+                        "-c", PLANT, *[name for pair in links.items() for name in pair]], check=True, timeout=60)
+        t0 = time.monotonic()
+        while set(os.listdir(d)) == {"in.h5"}:  # the write of C has begun
+            assert time.monotonic() - t0 < 60 and job.poll() is None
+            time.sleep(0.01)
+        job.send_signal(signal.SIGTERM)
+        code, out, err = finish(job, timeout=30)
+    finally:
+        for link in links:
+            if os.path.islink(link):
+                os.unlink(link)
+    assert (code, err) == (143, "ozhpc gemm: interrupted (SIGTERM)\n")
+    assert precious.read_text() == "precious\n"
+    assert sorted(os.listdir(victim)) == ["precious.txt"]
+    assert_clean(d, seen)
+
+
+def _ppid(pid) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
