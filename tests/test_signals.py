@@ -143,6 +143,26 @@ def assert_clean(d, seen, *expected):
     assert [p for p in seen if os.path.lexists(p)] == []
 
 
+@pytest.fixture
+def another_job():
+    """Another ozhpc job of this user on the node is leaving too: its agreement file is in
+    /dev/shm, in this layout and in the former one."""
+    private = f"/dev/shm/ozhpc-{os.geteuid()}"
+    os.makedirs(private, mode=0o700, exist_ok=True)
+    files = [f"{private}/leave-1", f"/dev/shm/ozhpc-leave-{os.geteuid()}-1"]
+    for path in files:
+        with open(path, "w") as f:
+            f.write(repr(time.monotonic()))
+    yield
+    for path in files:
+        os.remove(path)
+    try:
+        os.rmdir(private)
+    except OSError:
+        pass  # in use
+
+
+@pytest.mark.usefixtures("another_job")
 def test_signal_during_start_up(d):
     """As soon as every rank has its handler (it is still importing NumPy, h5py, mpi4py).
     SIGTERM's shows it: Python catches SIGINT from its own start."""
@@ -155,6 +175,7 @@ def test_signal_during_start_up(d):
     assert_clean(d, seen)
 
 
+@pytest.mark.usefixtures("another_job")
 @pytest.mark.parametrize("ranks,sig", [(4, signal.SIGTERM), (2, signal.SIGINT)])
 def test_signal_during_the_write(d, ranks, sig):
     """In the write of C, where the handler often runs inside a weakref callback (h5py's
