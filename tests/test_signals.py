@@ -137,6 +137,26 @@ def finish(job, timeout=60):
     return job.returncode, out, err
 
 
+def writing(names) -> bool:
+    """``begun`` for signal_once: the temporary output appears when the write of C begins."""
+    return names != {"in.h5"}
+
+
+def signal_once(job, d, sig, begun, pause=0.5, timeout=30):
+    """Send ``sig`` to the job ``pause`` s after ``begun`` holds for the names in ``d``:
+    ``(status, stdout, stderr, the job's /dev/shm files seen meanwhile)``."""
+    seen: set[str] = set()
+    t0 = time.monotonic()
+    while not begun(set(os.listdir(d))):
+        assert time.monotonic() - t0 < 60 and job.poll() is None
+        for pid in descendants(job.pid):
+            seen |= job_files(pid)
+        time.sleep(0.01)
+    time.sleep(pause)
+    job.send_signal(sig)
+    return (*finish(job, timeout), seen)
+
+
 def assert_clean(d, seen, *expected):
     """Only the expected files in ``d``; none of the job's /dev/shm files is left."""
     assert sorted(os.listdir(d)) == sorted(["in.h5", *expected])
@@ -181,16 +201,7 @@ def test_signal_during_the_write(d, ranks, sig):
     """In the write of C, where the handler often runs inside a weakref callback (h5py's
     objects): no "Exception ignored", the temporary and the lock removed."""
     job = start(ranks, d, GEMM, program=(WORKER,), OZHPC_TEST_SLOW="write")
-    seen: set[str] = set()
-    t0 = time.monotonic()
-    while set(os.listdir(d)) == {"in.h5"}:  # the temporary output appears when the write begins
-        assert time.monotonic() - t0 < 60 and job.poll() is None
-        for pid in descendants(job.pid):
-            seen |= job_files(pid)
-        time.sleep(0.01)
-    time.sleep(0.5)
-    job.send_signal(sig)
-    code, out, err = finish(job)
+    code, out, err, seen = signal_once(job, d, sig, writing)
     assert (code, err) == (128 + sig, f"ozhpc gemm: interrupted ({signal.Signals(sig).name})\n")
     assert "ozhpc" not in out
     assert_clean(d, seen)
@@ -300,16 +311,7 @@ def test_signal_during_the_report_under_four_ranks(d, sig):
     """C is committed; rank 0 writes the report while the others wait in MPI_Finalize: every rank
     leaves with 128 + signal, and none is killed by the launcher (that was exit 9)."""
     job = start(4, d, [*GEMM, "--report", "run.json"], program=(WORKER,), OZHPC_TEST_SLOW="report")
-    seen: set[str] = set()
-    t0 = time.monotonic()
-    while sorted(os.listdir(d)) != ["in.h5", "out.h5"]:  # committed: no temporary, no lock
-        assert time.monotonic() - t0 < 60 and job.poll() is None
-        for pid in descendants(job.pid):
-            seen |= job_files(pid)
-        time.sleep(0.01)
-    time.sleep(0.5)
-    job.send_signal(sig)
-    code, out, err = finish(job, timeout=30)
+    code, out, err, seen = signal_once(job, d, sig, lambda names: names == {"in.h5", "out.h5"})  # no temporary, no lock
     assert (code, err) == (128 + sig, f"ozhpc gemm: interrupted ({signal.Signals(sig).name})\n")
     with h5py.File(d / "out.h5", "r") as f:
         assert f["C"].shape == (N, N)
@@ -376,12 +378,7 @@ def test_another_user_cannot_redirect_the_leave_files(d, tmp_path_factory):
     try:
         subprocess.run([SETPRIV, f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups", sys.executable,
                         "-c", PLANT, *[name for pair in links.items() for name in pair]], check=True, timeout=60)
-        t0 = time.monotonic()
-        while set(os.listdir(d)) == {"in.h5"}:  # the write of C has begun
-            assert time.monotonic() - t0 < 60 and job.poll() is None
-            time.sleep(0.01)
-        job.send_signal(signal.SIGTERM)
-        code, out, err = finish(job, timeout=30)
+        code, out, err, more = signal_once(job, d, signal.SIGTERM, writing, pause=0.0)
     finally:
         for link in links:
             if os.path.islink(link):
@@ -389,7 +386,7 @@ def test_another_user_cannot_redirect_the_leave_files(d, tmp_path_factory):
     assert (code, err) == (143, "ozhpc gemm: interrupted (SIGTERM)\n")
     assert precious.read_text() == "precious\n"
     assert sorted(os.listdir(victim)) == ["precious.txt"]
-    assert_clean(d, seen)
+    assert_clean(d, seen | more)
 
 
 def _ppid(pid) -> int:
