@@ -58,8 +58,10 @@ def join(*, check_launch: bool, forget_segments: bool) -> None:
 
 def finish() -> None:
     """What the interpreter's exit would do, while the signal handlers still hold: flush the
-    output, MPI_Finalize, the atexit functions (HDF5's close, logging). :func:`signals.exit`
-    then leaves at once, so a signal after the run cannot kill the process with a wrong status."""
+    output, MPI_Finalize (without the GIL, so that the watcher still ends a rank whose peers
+    left), the atexit functions (HDF5's close, logging). A signal from here on only is noted
+    (:func:`signals.closing`); :func:`signals.exit` then decides, once, between the run's status
+    and the signal's, so a signal after the run cannot kill the process with a wrong status."""
     import atexit
 
     signals.closing()

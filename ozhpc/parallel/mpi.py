@@ -4,6 +4,9 @@ Every module of the package that needs MPI takes ``MPI`` from here, never from m
 directly, so that an install without an MPI library (``pip install "ozhpc[gpu]"`` on a
 one-GPU machine) runs every command as one process (a 1x1 grid). Only a launch of several
 ranks needs the real thing; :func:`check_launch` refuses such a launch in one line.
+
+Importing this module starts MPI, as importing mpi4py's would, unless mpi4py was imported
+already (then its importer chose); :func:`finalize` ends it. Both calls release the GIL.
 """
 from __future__ import annotations
 
