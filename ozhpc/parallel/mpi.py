@@ -24,10 +24,12 @@ def _load():
     try:
         import mpi4py
 
-        deferred = "mpi4py.MPI" not in sys.modules  # else the importer already chose how it starts
+        # else mpi4py's importer, or whoever turned its start off, chose how MPI starts
+        deferred = "mpi4py.MPI" not in sys.modules and mpi4py.rc.initialize
         if deferred:
             mpi4py.rc.initialize = False
-            mpi4py.rc.finalize = True  # at the interpreter's exit, as mpi4py would (Python API users)
+            if mpi4py.rc.finalize is None:
+                mpi4py.rc.finalize = True  # at the interpreter's exit, as mpi4py would (Python API users)
         from mpi4py import MPI as real
     except (ImportError, RuntimeError) as exc:  # RuntimeError: mpi4py found no MPI library
         from . import serial_comm
@@ -52,6 +54,7 @@ def _start(real) -> None:
 
     level = {"single": real.THREAD_SINGLE, "funneled": real.THREAD_FUNNELED,
              "serialized": real.THREAD_SERIALIZED}.get(mpi4py.rc.thread_level, real.THREAD_MULTIPLE)
+    level = level if mpi4py.rc.threads else real.THREAD_SINGLE
     init = _library(real).MPI_Init_thread
     init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
     provided = ctypes.c_int()
