@@ -306,8 +306,12 @@ def _unlink_segments() -> None:
 
 def leave(signum: int) -> None:
     """Exit with 128 + signum at the agreed moment, without MPI_Finalize (others may be stuck in
-    MPI), after removing the registered temporary files and this process's MPI segments."""
-    _state["leaving"] = True
+    MPI), after removing the registered temporary files and this process's MPI segments. From
+    the watcher, nothing once the main thread has chosen the normal exit (:func:`exit`)."""
+    with _lock:
+        if _state["final"]:
+            return
+        _state["leaving"] = True
     _note(signum)
     for sig in SIGNALS:
         try:
