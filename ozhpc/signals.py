@@ -364,6 +364,8 @@ def exit(code: int) -> None:  # noqa: A001 -- the process's exit, as sys.exit
         _state["final"] = _state["signum"] is None or not _state["root"]
     if not _state["final"]:
         leave(_state["signum"])
+    if _state["agreed"]:  # a signal this rank noted, then left to rank 0
+        _forget_agreement()
     libc = ctypes.CDLL(None)
     libc.exit.argtypes = [ctypes.c_int]
     libc.exit(code)

@@ -323,7 +323,8 @@ END_TRIALS = 6
 
 @pytest.mark.parametrize("ranks", [0, 4])
 def test_signal_in_the_last_milliseconds(d, ranks):
-    """The summary is printed; the signal comes 0-30 ms later, while the ranks finish MPI and exit.
+    """The summary is printed; the signal comes 0-30 ms later, while the ranks finish MPI and exit,
+    to the launcher or to every process of the job.
     Each trial ends either normally (the signal came after the exit was decided) or with
     128 + signal and its line, C complete both ways; never a death by the signal, a launcher's
     kill (9), a status without the line or leftovers in /dev/shm."""
@@ -344,7 +345,10 @@ def test_signal_in_the_last_milliseconds(d, ranks):
         assert line, "the job ended before its summary"
         time.sleep(rng.random() * 0.03)
         sig = rng.choice([signal.SIGINT, signal.SIGTERM])
-        job.send_signal(sig)
+        if trial % 2:
+            os.killpg(job.pid, sig)  # to every process of the job, as a batch system may
+        else:
+            job.send_signal(sig)
         code, out, err = finish(job, timeout=30)
         outcomes.append((trial, code, err))
         assert (code, err) in ((0, ""), (128 + sig, f"ozhpc gemm: interrupted ({sig.name})\n")), outcomes
@@ -392,3 +396,26 @@ def test_another_user_cannot_redirect_the_leave_files(d, tmp_path_factory):
 def _ppid(pid) -> int:
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+AFTER_THE_RUN = """
+import os, signal, time
+from ozhpc import signals
+signals.install("test")  # rank from PMI_RANK: only rank 0 prints
+signals.closing()  # the command is done, MPI finished
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.2)
+signals.exit(0)
+"""
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_signal_after_the_run_is_rank_0s_to_decide(rank):
+    """Rank 0 leaves with the signal's line and status; another rank done with MPI exits with the
+    run's status and says nothing (the launcher's status, the OR of the ranks', then agrees with
+    rank 0's line). Neither leaves its agreement file behind."""
+    r = subprocess.run([sys.executable, "-c", AFTER_THE_RUN], env=env(PMI_RANK=str(rank)), capture_output=True,
+                       text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == ((143, "", "ozhpc test: interrupted (SIGTERM)\n") if rank == 0
+                                                  else (0, "", ""))
+    assert not os.path.lexists(f"/dev/shm/ozhpc-{os.geteuid()}/leave-{os.getpid()}")
