@@ -29,13 +29,16 @@ the signal (:func:`_silence`), long before that moment. A normal exit ends with 
 MPICH keeps one named shared-memory segment per node in ``/dev/shm`` until ``MPI_Finalize``,
 which a process that leaves on a signal (or is killed) never reaches: :func:`forget_mpi_segments`
 unlinks it as soon as every rank of the node has mapped it (the mappings stay valid), and
-:func:`leave` unlinks whatever this process still maps, so nothing is left behind.
+:func:`leave` unlinks whatever this process still maps, so nothing is left behind; the
+segments of a job killed inside MPI_Init, before that, are removed by the next job of the user
+on the node (:func:`_remove_dead_segments`).
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -53,6 +56,9 @@ the moment they leave; only this user can create, replace or link anything in it
 MPI_SEGMENTS = ("mpich_shm_",)
 """Names of MPI libraries' per-node segments in SHM_DIR that may be unlinked once mapped (MPICH
 maps it at MPI_Init and never opens it by name again)."""
+DEAD_SEGMENT_S = 600
+"""Age after which an MPI segment of this user that no process maps is a dead job's: MPICH maps
+the segment the moment it has created it."""
 
 temporary_files: set[str] = set()
 """Files the watcher removes when it has to end a stuck process (h5out registers its new files)."""
@@ -282,18 +288,44 @@ def forget_mpi_segments(mpi) -> None:
     try:
         node.Barrier()
         _unlink_segments()
+        if node.Get_rank() == 0:
+            _remove_dead_segments()
     finally:
         node.Free()
 
 
+def _mapped(maps: str) -> set[str]:
+    """The files in SHM_DIR that a process's ``/proc/PID/maps`` maps."""
+    try:
+        with open(maps) as f:
+            return {line.split(None, 5)[5].strip() for line in f if f" {SHM_DIR}/" in line}
+    except (OSError, IndexError):
+        return set()
+
+
+def _remove_dead_segments() -> None:
+    """Unlink this user's MPI segments in SHM_DIR that a dead job left (one killed inside MPI_Init,
+    before :func:`forget_mpi_segments`): older than DEAD_SEGMENT_S and mapped by no process."""
+    now, uid = time.time(), os.geteuid()
+    old = set()
+    for name in os.listdir(SHM_DIR):
+        path = os.path.join(SHM_DIR, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if name.startswith(MPI_SEGMENTS) and stat.S_ISREG(st.st_mode) and st.st_uid == uid \
+                and now - st.st_mtime > DEAD_SEGMENT_S:
+            old.add(path)
+    if old:
+        old -= set().union(*(_mapped(f"/proc/{pid}/maps") for pid in os.listdir("/proc") if pid.isdigit()))
+    for path in old:
+        _unlink(path)
+
+
 def _unlink_segments() -> None:
     """Unlink this process's mapped MPI segments in SHM_DIR (owned by this user)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split(None, 5)[5].strip() for line in maps if f" {SHM_DIR}/" in line}
-    except (OSError, IndexError):
-        return
-    for path in paths:
+    for path in _mapped("/proc/self/maps"):
         name = os.path.basename(path)
         if path.endswith("(deleted)") or os.path.dirname(path) != SHM_DIR or not name.startswith(MPI_SEGMENTS):
             continue

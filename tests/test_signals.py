@@ -419,3 +419,31 @@ def test_a_signal_after_the_run_is_rank_0s_to_decide(rank):
     assert (r.returncode, r.stdout, r.stderr) == ((143, "", "ozhpc test: interrupted (SIGTERM)\n") if rank == 0
                                                   else (0, "", ""))
     assert not os.path.lexists(f"/dev/shm/ozhpc-{os.geteuid()}/leave-{os.getpid()}")
+
+
+def test_the_next_run_removes_the_segments_of_a_dead_job(d):
+    """A job killed inside MPI_Init leaves MPICH's segment in /dev/shm: the next run of the user on
+    the node removes it, and only it (not one some process maps, a recent one, another user's)."""
+    import mmap
+
+    names = {kind: f"/dev/shm/mpich_shm_ozhpctest{os.getpid()}{kind}_0" for kind in ("dead", "mapped", "new", "other")}
+    hour_ago = time.time() - 3600
+    for kind, path in names.items():
+        with open(path, "wb") as f:
+            f.write(b"\0" * 4096)
+        if kind != "new":
+            os.utime(path, (hour_ago, hour_ago))
+    if os.geteuid() == 0:
+        os.chown(names["other"], OTHER_UID, OTHER_UID)
+    with open(names["mapped"], "r+b") as f:
+        mapping = mmap.mmap(f.fileno(), 4096)
+    try:
+        job = start(0, d, GEMM)
+        assert finish(job)[0] == 0
+        left = [kind for kind, path in names.items() if os.path.exists(path)]
+        assert left == (["mapped", "new", "other"] if os.geteuid() == 0 else ["mapped", "new"])
+    finally:
+        mapping.close()
+        for path in names.values():
+            if os.path.exists(path):
+                os.remove(path)
