@@ -184,18 +184,57 @@ def _note(signum: int) -> bool:
 
 def _silence() -> None:
     """Flush, then point standard output and error at /dev/null: the launcher stops waiting for
-    this rank's output, and what the rank might still print would be more than the one line."""
+    this rank's output, and what the rank might still print would be more than the one line.
+    Under a launcher, the copies of the ranks' output pipes that this rank holds are closed too
+    (MPICH's proxy leaves each rank the ends of its own and of the ranks started before it)."""
     _flush_streams()
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
     except OSError:
         return
+    if any(name in os.environ for name in LAUNCHER_RANK_VARS):
+        _close_output_copies()
     for fd in (1, 2):
         try:
             os.dup2(devnull, fd)
         except OSError:
             pass
     os.close(devnull)
+
+
+def _close_output_copies() -> None:
+    """Close this process's descriptors (above 2) of the pipes or sockets that are the standard
+    output or error of this process or of a sibling (another rank the launcher's process started)."""
+    ppid = os.getppid()
+    pids = [os.getpid()]
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and int(entry) != pids[0] and _parent(entry) == ppid:
+                pids.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    outputs = set()
+    for pid in pids:
+        for fd in (1, 2):
+            try:
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+                outputs.add((st.st_dev, st.st_ino))
+    for entry in os.listdir("/proc/self/fd"):
+        fd = int(entry)
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if fd > 2 and (st.st_dev, st.st_ino) in outputs:
+            os.close(fd)
+
+
+def _parent(pid: str) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
 def _agree_dir() -> int | None:
