@@ -41,9 +41,13 @@ def begin(command: str) -> None:
 
 
 def join(*, check_launch: bool, forget_segments: bool) -> None:
-    """Load MPI for a command. ``check_launch``: without an MPI library one process runs alone,
+    """Load MPI for a command (after checking that ``ulimit -f`` lets it start). ``check_launch``: without an MPI library one process runs alone,
     several ranks cannot (one line, exit 2). ``forget_segments``: nothing of MPI's may outlive the
     run in /dev/shm (only when this process owns COMM_WORLD and a real MPI loaded)."""
+    if "mpi4py.MPI" not in sys.modules:  # MPI starts now
+        from .resources import check_mpi_file_size
+
+        check_mpi_file_size()
     from .parallel import mpi
 
     if check_launch:
@@ -54,14 +58,18 @@ def join(*, check_launch: bool, forget_segments: bool) -> None:
 
 def finish() -> None:
     """What the interpreter's exit would do, while the signal handlers still hold: flush the
-    output, MPI_Finalize, the atexit functions (HDF5's close, logging). :func:`signals.exit`
-    then leaves at once, so a signal after the run cannot kill the process with a wrong status."""
+    output, MPI_Finalize (without the GIL, so that the watcher still ends a rank whose peers
+    left), the atexit functions (HDF5's close, logging). A signal from here on only is noted
+    (:func:`signals.closing`); :func:`signals.exit` then decides, once, between the run's status
+    and the signal's, so a signal after the run cannot kill the process with a wrong status."""
     import atexit
 
+    signals.closing()
     sys.stdout.flush()
-    mpi = _running_mpi()
-    if mpi is not None:
-        mpi.Finalize()
+    if _running_mpi() is not None:
+        from .parallel.mpi import finalize
+
+        finalize()
     atexit._run_exitfuncs()  # noqa: SLF001 -- documented as the interpreter's own exit step
 
 

@@ -283,3 +283,27 @@ def check_disk(path: str, m: int, n: int, reclaim: int = 0) -> None:
     if need > free:
         raise InputError(f"not enough disk space for output file {path!r}: C needs {_gib(need)}, "
                          f"{directory!r} has {_gib(free)} free")
+
+
+MPI_SHM_BYTES = 8 << 20
+MPI_SHM_BYTES_PER_RANK = 2 << 20
+"""What MPI writes into its shared-memory files in /dev/shm at MPI_Init, which ``ulimit -f`` limits
+like any file: at least MPI_SHM_BYTES per process, and MPI_SHM_BYTES_PER_RANK per rank of the node
+for the node's segment (about twice what MPICH 5 with UCX was measured to need: 4.1 MiB per process,
+1.01 MiB per rank of the node). Below it MPI_Init aborts the job with a page of its own errors."""
+LOCAL_SIZE_VARS = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+"""The number of ranks on this node, as the launchers (Hydra, Open MPI, srun) give it."""
+
+
+def check_mpi_file_size(environ=None) -> None:
+    """Refuse, before MPI starts, a file size limit (``ulimit -f``, RLIMIT_FSIZE) too low for it."""
+    import resource
+
+    env = os.environ if environ is None else environ
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    ranks = next((int(env[name]) for name in LOCAL_SIZE_VARS if env.get(name, "").isdigit()), 1)
+    need = max(MPI_SHM_BYTES, MPI_SHM_BYTES_PER_RANK * ranks)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        raise InputError(f"the file size limit (ulimit -f) of {soft} bytes is too low for MPI's shared memory, "
+                         f"files in /dev/shm ({ranks} {'rank' if ranks == 1 else 'ranks'} on this node): allow at "
+                         f"least {need >> 20} MiB (ulimit -f {need >> 10}) or no limit")

@@ -241,6 +241,19 @@ def test_file_size_limit_refused_before_the_compute(d):
     assert_next_run_works(d)
 
 
+@pytest.mark.parametrize("ranks", [1, 4])
+def test_file_size_limit_too_low_for_mpi_refused_before_it_starts(d, ranks):
+    """At ulimit -f 4 MiB MPI_Init cannot write its shared memory in /dev/shm (MPICH aborted the
+    job with a page of its and UCX's errors): one line before MPI starts, exit 2."""
+    job = start(ranks, d, "out.h5:/C", 4 << 20)
+    out, err = job.communicate(timeout=120)
+    proc = subprocess.CompletedProcess(job.args, job.returncode, out, err)
+    assert_refused(proc, 0, "the file size limit (ulimit -f) of 4194304 bytes is too low for MPI's shared memory")
+    assert (out, err.count("\n")) == ("", 1), err
+    assert f"({ranks} {'rank' if ranks == 1 else 'ranks'} on this node)" in err
+    assert leftovers(d) == []
+
+
 def test_space_taken_while_computing_gives_one_line_and_an_intact_file(d):
     """Two jobs pass the check and compute; the first result fills the room the limit leaves:
     the second finds no room when it reserves, says so in one line, and the file keeps the first C."""

@@ -142,7 +142,8 @@ class Engine(ABC):
 
     def row_stats(self, x):
         """``(row_abs_max(x), whether x holds inf or NaN)``: the scales' input and the
-        special-value flag, both needed before the split."""
+        special-value flag, both needed before the split. The flag may be a 0-d device array
+        (``bool()`` reads it), so a caller can ask for several before it waits for any."""
         xp = self.xp
         return row_abs_max(xp, x), bool(x.size) and not bool(xp.isfinite(x).all())
 

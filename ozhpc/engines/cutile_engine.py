@@ -264,7 +264,7 @@ class CutileEngine(Engine):
         amax = cp.empty((parts, rows), dtype=cp.float64)
         bad = cp.empty((parts, rows), dtype=cp.int32)
         self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad)
-        return amax.max(axis=0), bool(bad.any())
+        return amax.max(axis=0), bad.any()   # 0-d on the device: the caller reads it when it must
 
     def entry_gaps(self, x, exps):
         """Gap codes by :mod:`ozhpc.engines.cutile.gaps`, columns padded with NO_GAP to a
@@ -330,7 +330,8 @@ class CutileEngine(Engine):
                                           accumulate=accumulate, first_group=g0)
             return
         step = self._group_step(a, b, sums)
-        if self.config.diagonal_launch_groups:
+        small = a.shape[1] * b.shape[1] * a.shape[2] <= self.config.diagonal_one_launch_ops
+        if self.config.diagonal_launch_groups and not small:
             step = min(step, self.config.diagonal_launch_groups)
         for g0 in range(0, sums.shape[0], step):
             g = slice(g0, g0 + step)
@@ -379,6 +380,14 @@ class CutileEngine(Engine):
             for k0, k1 in self._k_chunks(k, s, d, diagonal=True):
                 self._pair_sums(pa, pb, k0, k1, acc, mods, accumulate=True)
             return
+        chunks = self._k_chunks(k, s, d)
+        if len(chunks) == 1 and acc.dtype == cp.int32 and acc.flags.c_contiguous and n % 4 == 0 \
+                and ck.fits_int32(acc):
+            # int32 accumulators whose rows are 16-byte aligned: the pair kernel adds into them
+            # itself (no workspace, no pass over the sums; zeros_groups made them int32 only
+            # where the whole k fits, so every partial sum is exact)
+            self._pair_sums(pa, pb, *chunks[0], acc, accumulate=True)
+            return
         # int32 group sums, blocked over columns so the workspace stays small (SUMMA panels:
         # acc is (d, m, n) for the whole local C, the sums only need one column block).
         mp, np_ = pa.shape[1], pb.shape[1]
@@ -390,7 +399,7 @@ class CutileEngine(Engine):
             j1 = min(n, j0 + bn)
             jb = _roundup(j1 - j0)
             blk = sums if jb == sums.shape[2] else cp.empty((d, mp, jb), dtype=cp.int32)  # contiguous
-            for k0, k1 in self._k_chunks(k, s, d):
+            for k0, k1 in chunks:
                 self._pair_sums(pa, pb[:, j0:j0 + jb], k0, k1, blk)
                 # int32 -> float64 exactly, or int32 += int32 when zeros_accumulator
                 # proved the total fits (the integer sums stay exact either way)

@@ -25,7 +25,6 @@ planes packed by the owner (:meth:`Product.pack_a`) or FP64 split on arrival
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,6 +42,14 @@ from .settings import OzakiSettings
 
 def _same(x):
     return x
+
+
+def _columns(xp, eng, x, cols):
+    """Columns ``cols`` (ascending) of ``x``: a strided view where they are evenly spaced (one
+    process: every ``stride``-th index from 0), which the magnitude kernel reads in place of a copy."""
+    if cols.size > 1 and np.all(np.diff(cols) == cols[1] - cols[0]):
+        return x[:, int(cols[0]):int(cols[-1]) + 1:int(cols[1] - cols[0])]
+    return xp.take(x, eng.asarray(cols), axis=1)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,8 @@ def epilogue(xp, ab, alpha: float, beta: float, c):
         if beta == 0.0:
             return xp.zeros_like(ab)
         return c.copy() if beta == 1.0 else beta * c
+    if alpha == 1.0 and beta == 0.0:
+        return ab   # every combine ends in final_scale, whose zeros are +0.0 already: no pass over C
     out = ab if alpha == 1.0 else alpha * ab
     if beta != 0.0:
         out = out + (c if beta == 1.0 else beta * c)
@@ -88,18 +97,27 @@ def epilogue(xp, ab, alpha: float, beta: float, c):
 
 
 class Stopwatch:
-    """Wall time per phase, with the device synchronised at each boundary."""
+    """Time per phase from the engine's timers (CUDA events on a GPU, recorded in order and read
+    only when :attr:`seconds` is asked for: timing never synchronises the device mid-call)."""
 
     def __init__(self, engine):
         self.engine = engine
-        self.seconds: dict[str, float] = {}
-        self._t = time.perf_counter()
+        self._laps: dict[str, list] = {}
+        self._timer = self._started()
+
+    def _started(self):
+        timer = self.engine.timer()
+        timer.start()
+        return timer
 
     def lap(self, phase: str) -> None:
-        self.engine.synchronize()
-        now = time.perf_counter()
-        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._t
-        self._t = now
+        self._timer.stop()
+        self._laps.setdefault(phase, []).append(self._timer)
+        self._timer = self._started()
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        return {phase: sum(t.seconds() for t in timers) for phase, timers in self._laps.items()}
 
 
 SAMPLE_COLUMNS = 1024
@@ -231,35 +249,40 @@ class Product:
         """Row exponents, the finite parts, the operands' row sizes (what the plan reads, and the
         certificate), the "auto" statistics and the plan: every input of the plan reduced over every rank."""
         eng, xp, reduce = self.engine, self.xp, self.reduce
-        (amax, self._bad_a), (bmax, self._bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
-        self.row_exps = exponents(xp, eng.asarray(reduce.a_max(eng.to_host(amax))))
-        self.col_exps = exponents(xp, eng.asarray(reduce.b_max(eng.to_host(bmax))))
+        (amax, bad_a), (bmax, bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
+        self._bad_a, self._bad_b = (bool(v) for v in eng.to_host(xp.stack([xp.asarray(bad_a), xp.asarray(bad_b)])))
+        self.row_exps = exponents(xp, self._on_host(reduce.a_max)(amax))
+        self.col_exps = exponents(xp, self._on_host(reduce.b_max)(bmax))
         self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
         self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
         kind = plan_type(self.policy.settings)
-        self._mags, gaps = None, np.zeros(8, dtype=np.int64)
+        self._mags, gaps, host = None, np.zeros(8, dtype=np.int64), ()
         if kind.reads_sizes or self.certifying:
             pieces = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps),
                       certificate.magnitude_stats(xp, self._fin_b, self.col_exps))
-            for side, piece in enumerate(pieces):   # every entry lives on one rank: SUM over all
-                gaps[2 * side:2 * side + 2] = [int(piece[3].sum()), int(piece[1].sum())]
-                gaps[4 + 2 * side:6 + 2 * side] = word_sums(xp, piece[2])   # squares: past 2**63
+            # (norm, nnz, sq, gaps) of both operands in one copy to the host: the plan reads them there
+            both = eng.to_host(xp.concatenate([xp.stack(piece) for piece in pieces], axis=1))
+            rows = pieces[0][0].shape[0]
+            host = [tuple(both[:, :rows]), tuple(both[:, rows:])]
+            for side, (_, nnz, sq, gap) in enumerate(host):   # every entry lives on one rank: SUM over all
+                gaps[2 * side:2 * side + 2] = [int(gap.sum()), int(nnz.sum())]
+                gaps[4 + 2 * side:6 + 2 * side] = word_sums(np, sq)   # squares: past 2**63
             gaps = reduce.everywhere_sum(gaps)
-            self._mags = tuple(tuple(self._on_host(row_sum)(v) for v in piece)
-                               for piece, row_sum in zip(pieces, (reduce.a_sum, reduce.b_sum)))
+            row_sums = (reduce.a_sum, reduce.b_sum)
+            host = [tuple(row_sum(v) for v in piece) for piece, row_sum in zip(host, row_sums)]
+            self._mags = tuple(piece if row_sum is _same else tuple(eng.asarray(v) for v in reduced)
+                               for piece, reduced, row_sum in zip(pieces, host, row_sums))
             if kind.reads_sizes and self.certifying:   # the sizes set the plan's range
-                self._relieve_rows(gaps)
+                host = self._relieve_rows(gaps, host)
         local = np.zeros(8, dtype=np.int64)
         if self.certifying and kind.reads_spread:   # scheme I's "auto" statistic
             local[0] = max(self._spread(a_rows, self.row_exps, reduce.a_sum),
                            self._spread(b_rows, self.col_exps, reduce.b_sum))
         local[1] = self._bad_a or self._bad_b
-        if self._mags is not None:
-            for side, (norm, nnz, sq, _) in enumerate(self._mags):
-                norm, nnz, sq = (eng.to_host(v) for v in (norm, nnz, sq))
-                local[2 + side] = sq.max(initial=0)
-                local[4 + side] = nnz.max(initial=0)
-                local[6 + side] = -norm[nnz > 0].min(initial=2**62)   # MAX of minus: the smallest
+        for side, (norm, nnz, sq, _) in enumerate(host):
+            local[2 + side] = sq.max(initial=0)
+            local[4 + side] = nnz.max(initial=0)
+            local[6 + side] = -norm[nnz > 0].min(initial=2**62)   # MAX of minus: the smallest
         spread, nonfinite, *sizes = (int(v) for v in reduce.everywhere_max(local))
         self.spread, self.nonfinite = spread, bool(nonfinite)
         self.sizes = (DataSizes(sq=tuple(sizes[0:2]), nnz=tuple(sizes[2:4]), norm_min=tuple(-v for v in sizes[4:6]),
@@ -294,16 +317,17 @@ class Product:
             self._low = low
         return ab
 
-    def _relieve_rows(self, totals) -> None:
+    def _relieve_rows(self, totals, host) -> list:
         """Rows (of op(A), columns of op(B)) whose entries sit unusually close to their scale would
         set scheme II's CRT range for everyone (a row of 16384 phi = 0.5 entries whose largest is
         below 2 instead of about 3.5 needs one more modulus for all): "auto" scales them by
         ``2**-b`` (:func:`ozhpc.ozaki.scales.range_bumps`, exact and global), and their statistics
-        by the same power of two, rounded up."""
-        eng, xp = self.engine, self.xp
-        mags, exps = list(self._mags), [self.row_exps, self.col_exps]
+        by the same power of two, rounded up. ``host``: the row-reduced ``(norm, nnz, sq, gaps)``
+        of each operand on the host; returns them as moved."""
+        eng = self.engine
+        mags, exps, host = list(self._mags), [self.row_exps, self.col_exps], list(host)
         for side in (0, 1):
-            norm, nnz, sq, gaps = (eng.to_host(v) for v in mags[side])
+            norm, nnz, sq, gaps = host[side]
             bump = range_bumps(sq, nnz, join_words(totals[4 + 2 * side:6 + 2 * side]), int(totals[2 * side + 1]),
                                self.k)
             if not bump.any():
@@ -311,9 +335,11 @@ class Product:
             step, moved = 2**bump, bump > 0
             norm = np.where(moved, (norm - nnz) // step + 1 + 2 * nnz, norm)
             sq = np.where(moved, (sq - nnz) // (step * step) + 1 + 2 * nnz, sq)
-            mags[side] = tuple(eng.asarray(v) for v in (norm, nnz, sq, gaps))
+            host[side] = (norm, nnz, sq, gaps)
+            mags[side] = tuple(eng.asarray(v) for v in host[side])
             exps[side] = exps[side] + eng.asarray(bump.astype(np.int32))
         self._mags, (self.row_exps, self.col_exps) = tuple(mags), exps
+        return host
 
     def _spread(self, rows, exps, sum_pieces) -> int:
         eng = self.engine
@@ -363,8 +389,7 @@ class Product:
         if stride > 1:
             ia, ib = self._k_index if self._k_index is not None else (np.arange(self.k), np.arange(self.k))
             cols = tuple(np.flatnonzero(np.asarray(ix) % stride == 0) for ix in (ia, ib))
-            fin_a = xp.take(fin_a, eng.asarray(cols[0]), axis=1)
-            fin_b = xp.take(fin_b, eng.asarray(cols[1]), axis=1)
+            fin_a, fin_b = (_columns(xp, eng, fin, c) for fin, c in ((fin_a, cols[0]), (fin_b, cols[1])))
         return Extra(target, eng.magnitudes(fin_a, self.row_exps, upper=upper),
                      eng.magnitudes(fin_b, self.col_exps, upper=upper), stride, *cols)
 
@@ -571,7 +596,10 @@ class Product:
                                            reduce_max=self._on_host(r.everywhere_max), factor=self.factor)
 
     def _on_host(self, reduce):
-        """``reduce`` (NumPy arrays, MPI underneath) for arrays on the engine's device."""
+        """``reduce`` (NumPy arrays, MPI underneath) for arrays on the engine's device; the identity
+        of one process stays on the device (no round trip, no synchronisation)."""
+        if reduce is _same:
+            return _same
         eng = self.engine
         return lambda x: eng.asarray(reduce(eng.to_host(x)))
 

@@ -16,9 +16,9 @@ def exponents(xp, rowmax):
     then every first digit fits int8 and later digits stay within 64.
     """
     _, e = xp.frexp(rowmax)
-    e = e.astype(xp.int32)
-    first = xp.rint(xp.ldexp(rowmax, (BITS - e).astype(xp.int32)))
-    return e + (first > DIGIT_MAX).astype(xp.int32)
+    e = e.astype(xp.int32, copy=False)   # int32 throughout: no conversion kernels on a GPU
+    first = xp.rint(xp.ldexp(rowmax, BITS - e))
+    return e + (first > DIGIT_MAX)
 
 
 COUNT_WIDTH = 8

@@ -4,24 +4,74 @@ Every module of the package that needs MPI takes ``MPI`` from here, never from m
 directly, so that an install without an MPI library (``pip install "ozhpc[gpu]"`` on a
 one-GPU machine) runs every command as one process (a 1x1 grid). Only a launch of several
 ranks needs the real thing; :func:`check_launch` refuses such a launch in one line.
+
+Importing this module starts MPI, as importing mpi4py's would, unless mpi4py was imported
+already (then its importer chose); :func:`finalize` ends it. Both calls release the GIL.
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 from collections.abc import Mapping
 
 from ..errors import InputError
 
 
 def _load():
-    """``(module, None)`` with mpi4py's MPI, or ``(serial stand-in, why mpi4py could not load)``."""
+    """``(module, None)`` with mpi4py's MPI, started (:func:`_start`), or ``(serial stand-in, why
+    mpi4py could not load)``."""
     try:
+        import mpi4py
+
+        # else mpi4py's importer, or whoever turned its start off, chose how MPI starts
+        deferred = "mpi4py.MPI" not in sys.modules and mpi4py.rc.initialize
+        if deferred:
+            mpi4py.rc.initialize = False
+            if mpi4py.rc.finalize is None:
+                mpi4py.rc.finalize = True  # at the interpreter's exit, as mpi4py would (Python API users)
         from mpi4py import MPI as real
     except (ImportError, RuntimeError) as exc:  # RuntimeError: mpi4py found no MPI library
         from . import serial_comm
 
         return serial_comm, (str(exc).splitlines() or [type(exc).__name__])[0]
+    if deferred:
+        _start(real)
     return real, None
+
+
+def _library(real):
+    """The MPI library under mpi4py's module, for calls that must not hold the GIL."""
+    return ctypes.CDLL(real.__file__)  # its symbol lookup reaches libmpi, which the module links
+
+
+def _start(real) -> None:
+    """MPI_Init_thread as mpi4py would at import (its thread level; errors raised as exceptions),
+    but without the GIL: MPI_Init waits for every rank of the node, and a signal in that time
+    must still reach the watcher thread of ozhpc.signals (a rank that leaves then would otherwise
+    leave the others spinning in MPI_Init forever)."""
+    import mpi4py
+
+    level = {"single": real.THREAD_SINGLE, "funneled": real.THREAD_FUNNELED,
+             "serialized": real.THREAD_SERIALIZED}.get(mpi4py.rc.thread_level, real.THREAD_MULTIPLE)
+    level = level if mpi4py.rc.threads else real.THREAD_SINGLE
+    init = _library(real).MPI_Init_thread
+    init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+    provided = ctypes.c_int()
+    code = init(None, None, level, ctypes.byref(provided))  # ctypes releases the GIL for the call
+    if code != 0:
+        raise RuntimeError(f"MPI_Init_thread() failed [error code: {code}]")
+    if mpi4py.rc.errors == "exception":
+        for comm in (real.COMM_SELF, real.COMM_WORLD):
+            comm.Set_errhandler(real.ERRORS_RETURN)
+
+
+def finalize() -> None:
+    """MPI_Finalize without the GIL (it waits for every rank; see :func:`_start`)."""
+    if MISSING is None and MPI.Is_initialized() and not MPI.Is_finalized():
+        code = _library(MPI).MPI_Finalize()
+        if code != 0:
+            raise RuntimeError(f"MPI_Finalize() failed [error code: {code}]")
 
 
 MPI, MISSING = _load()

@@ -3,7 +3,9 @@
 OZHPC_TEST_SLOW=write: the ranks spend SLOW_S in Python inside the write of C (the temporary
 exists), creating and dropping weakly referenced objects as h5py does, so that a signal often
 lands in a weakref callback; "after": the run is complete and its summary printed, and the
-process waits SLOW_S before its exit steps."""
+process waits SLOW_S before its exit steps; "join": the launcher's last rank waits SLOW_S before it
+starts MPI, so that the others wait for it inside MPI_Init; "report": C is committed, and rank 0
+spends SLOW_S before it writes the report while the other ranks wait in MPI_Finalize."""
 import os
 import sys
 import time
@@ -37,6 +39,15 @@ def main():
 
         write = distio._write_all
         distio._write_all = lambda *a: (churn(SLOW_S), write(*a))[1]
+    elif phase == "join":
+        join = lifecycle.join
+        last = os.environ.get("PMI_RANK") == str(int(os.environ.get("PMI_SIZE", "1")) - 1)
+        lifecycle.join = lambda **kw: (time.sleep(SLOW_S if last else 0), join(**kw))[-1]
+    elif phase == "report":
+        from ozhpc import runner
+
+        write = runner.write_report
+        runner.write_report = lambda *a: (churn(SLOW_S), write(*a))[1]
     elif phase == "after":
         finish = lifecycle.finish
         lifecycle.finish = lambda: (sys.stdout.flush(), time.sleep(SLOW_S), finish())[-1]

@@ -41,6 +41,10 @@ class TileConfig:
     """Products (moduli) per launch of scheme II's diagonal products; 0: as many as keep int32
     offsets (every CTA loops over the launch's products). One per launch measured 11% faster on
     the H200 (see ``diagonal_k_panel``)."""
+    diagonal_one_launch_ops: int = 0
+    """m x n x k up to which all of scheme II's products go in one launch whatever
+    ``diagonal_launch_groups`` says: there a product takes less GPU time than its launch takes
+    on the host (H200: 20-25 us per product at n = 2048 against about 50 us per launch)."""
     crt_rows: int = 16
     crt_cols: int = 64
     crt_occupancy: int = 4
@@ -71,7 +75,7 @@ CONFIGS: dict[tuple[int, int], TileConfig] = {
     # 2.97 / 3.19; bench/gpu_gemm.py --tune-split, 2026-12-01).
     (9, 0): TileConfig(split_rows=8, split_cols=256, pair_m=256, pair_n=128, pair_k=128,
                        group_m=8, combine_rows=32, combine_cols=64, pair_launch_groups=1,
-                       diagonal_k_panel=8192, diagonal_launch_groups=1),
+                       diagonal_k_panel=8192, diagonal_launch_groups=1, diagonal_one_launch_ops=2**34),
     # B200: TileGym's Blackwell GEMM tiles (256x256, 2-CTA clusters) scaled to int8 k.
     (10, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=256, pair_k=128,
                         group_m=8, combine_rows=32, combine_cols=64),
