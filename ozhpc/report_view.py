@@ -235,8 +235,8 @@ def describe(report: Fields) -> list[str]:
     return lines
 
 
-COMPARED = ("ozhpc_version", "m", "n", "k", "scheme", "plan_summary", "engine", "ranks", "grid", "block", "kb", "transport", "wire",
-            "certified")
+COMPARED = ("ozhpc_version", "m", "n", "k", "scheme", "plan_summary", "engine", "ranks", "grid", "block", "kb",
+            "transport", "wire", "certified")
 
 
 def compare(a: Fields, b: Fields, paths=("a", "b")) -> list[str]:
