@@ -246,10 +246,12 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
 
 
 def add_run_command(sub) -> None:
+    from .jobfile import SCHEMA
+
     r = sub.add_parser("run", help="run the product a TOML job file describes",
-                       description="Run what a TOML job file describes (inputs, output, report, gemm, layout, "
-                                   "ozaki, run tables; see docs/batch.md). Relative paths in the file are relative "
-                                   "to the file. Same engine and output as 'gemm'; run under mpiexec/srun to distribute.")
+                       description=f"Run what a TOML job file describes ({', '.join(SCHEMA)} tables; see "
+                                   "docs/batch.md). Relative paths in the file are relative to the file. Same "
+                                   "engine and output as 'gemm'; run under mpiexec/srun to distribute.")
     r.add_argument("job", metavar="JOB.toml", help="the job file")
     r.add_argument("--force", action="store_true", default=None,
                    help="replace an existing output dataset and report (overrides output.force)")

@@ -31,7 +31,16 @@ def real_scalars(alpha, beta) -> tuple[float, float]:
         real_array = getattr(value, "ndim", None) == 0 and value.dtype.kind in "fiub"
         if not (isinstance(value, numbers.Real) or real_array):
             raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    return float(alpha), float(beta)
+    return finite_or_named("alpha", alpha), finite_or_named("beta", beta)
+
+
+def finite_or_named(name: str, value) -> float:
+    """``float(value)``, or a ValueError naming ``name`` for an integer beyond FP64's range (Python's
+    own OverflowError names nothing)."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be within FP64's range, got {shown(value)}") from None
 
 
 LONG_DIGITS = 30

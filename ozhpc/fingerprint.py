@@ -154,7 +154,7 @@ def fingerprint_dataset(path: str, dset_path: str, chunk_bytes: int = FILE_CHUNK
     from .io.h5io import reading
 
     rank, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
-    with reading(path, "dataset") as f:
+    with reading(path) as f:
         dset = f[dset_path]
         m, n = dset.shape
         lo, hi = m * rank // size, m * (rank + 1) // size

@@ -45,6 +45,7 @@ from .config import MAX_RANKS, RunConfig, parse_pair
 from .engines import ENGINE_NAMES
 from .errors import InputError, OptionError
 from .io import h5io
+from .named_files import read_regular
 from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
 from .parallel.transport_names import TRANSPORT_NAMES
 from .parallel.wire import WIRE_NAMES
@@ -392,15 +393,7 @@ def _check_grid(source: str, cfg: RunConfig, ranks: int) -> None:
 
 
 def _load(source: str, check_files: bool, overrides: dict) -> RunConfig:
-    try:
-        with open(source, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise InputError(f"job file {source!r} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"job file {source!r} is a directory") from None
-    except OSError as exc:
-        raise InputError(f"job file {source!r} cannot be read ({exc.strerror})") from None
+    raw = read_regular(source, f"job file {source!r}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

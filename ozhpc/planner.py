@@ -106,7 +106,7 @@ DEVICES = {
                   float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) if hasattr(os, "sysconf") else 8e9,
                   LINK_RATE[("numpy", True)], LINK_RATE[("numpy", False)], 1 << 20, False, 64, 1e-3,
                   cores=os.cpu_count() or 1, startup=CPU_STARTUP,
-                  source="one BLAS thread of the development VM (bench/results/planner_cpu_2026-12-02.md, "
+                  source="one BLAS thread of a 2-core VM (AMD EPYC) (bench/results/planner_cpu_2026-12-02.md, "
                          "bench/results/dist_cpu_2026-11-30.md)"),
 }
 
@@ -362,11 +362,14 @@ def read_rates(path: str) -> dict:
 
 
 RATE_KEYS = ("pair_ops", "split_rate")
+RATE_RANGE = (1.0, 1e30)
+"""The per-second rates a rates file may hold: beyond them no device, and the times the model
+derives would no longer be finite."""
 
 
 def _rates_problem(rates) -> str | None:
-    """What is wrong with a rates file's content, or None: {device: {pair_ops, split_rate: positive
-    finite numbers, by_scheme: {scheme: the same}, and text fields}}."""
+    """What is wrong with a rates file's content, or None: {device: {pair_ops, split_rate: numbers
+    in RATE_RANGE, by_scheme: {scheme: the same}, and text fields}}."""
     if not isinstance(rates, dict):
         return "not a JSON object"
     for key, entry in rates.items():
@@ -378,8 +381,9 @@ def _rates_problem(rates) -> str | None:
         for where, part in parts:
             for name in RATE_KEYS:
                 value = part.get(name) if isinstance(part, dict) else None
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                    return f"{key}{where}.{name} is not a positive finite number"
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                        not RATE_RANGE[0] <= value <= RATE_RANGE[1]:
+                    return f"{key}{where}.{name} is not a rate from {RATE_RANGE[0]:g} to {RATE_RANGE[1]:g} per second"
         if not all(isinstance(entry.get(name, ""), str) for name in ("host", "date", "engine")):
             return f"{key}: host, date and engine must be text"
     return None
@@ -475,7 +479,7 @@ def add_arguments(p) -> None:
                                                                       "the faster by the model")
     p.add_argument("--io-rate", type=_rate, default=IO_RATE / 1e9, metavar="GB/s",
                    help=f"how fast the file system reads A and B and writes C for the whole job, GB/s (default "
-                        f"{IO_RATE / 1e9:g}: one node's local disk)")
+                        f"{IO_RATE / 1e9:g}: one node's local disk; {IO_RATES[0]:g} to {IO_RATES[1]:g})")
     p.add_argument("--calibrate", action="store_true",
                    help="first measure the pair-product and split rates of the device --gpu names on this node "
                         "(a few seconds; --gpu cpu: this node's CPU) and record them for later plans "
@@ -500,6 +504,10 @@ def _positive(hi: int):
     return parse
 
 
+IO_RATES = (1e-6, 1e6)
+"""The --io-rate range in GB/s (1 kB/s to 1 PB/s): beyond it the times and the JSON are no longer finite."""
+
+
 def _rate(text) -> float:
     import argparse
 
@@ -509,6 +517,8 @@ def _rate(text) -> float:
         value = math.nan
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a positive number of GB/s, got {text!r}")
+    if not IO_RATES[0] <= value <= IO_RATES[1]:
+        raise argparse.ArgumentTypeError(f"must be from {IO_RATES[0]:g} to {IO_RATES[1]:g} GB/s, got {text!r}")
     return value
 
 
@@ -534,12 +544,15 @@ def main(args) -> int:
         unit = device.unit
         raise InputError(f"no layout of C = {args.m}x{args.n} (k = {args.k}) fits {args.gpus} {unit}(s) "
                          f"({device.name}): the smallest needs {_gb(chosen.memory_bytes)} per {unit}, "
-                         f"{_gb(chosen.memory_room)} available; use more {unit}s")
+                         f"{_gb(chosen.memory_room)} available; " + (
+                             "the ranks share one node's RAM: spread them over nodes (--gpus-per-node), or plan "
+                             "a smaller product" if device.engine == "numpy" and args.gpus_per_node is None
+                             else f"use more {unit}s"))
     if args.json:
         out = chosen.to_dict()
         out.update(device=device.name, rates=device.source, rates_file=path, why=explain(chosen, candidates),
                    bytes_sent_total=sum(chosen.bytes_sent))
-        print(json.dumps(out, indent=1))
+        print(json.dumps(out, indent=1, allow_nan=False))
     else:
         print("\n".join(report_lines(args.m, args.n, args.k, args.gpus, device, chosen, candidates, path)))
     return 0

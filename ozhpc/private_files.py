@@ -32,9 +32,13 @@ class UntrustedFile(InputError):
 
 
 def config_dir(environ=os.environ) -> str:
-    """``$XDG_CONFIG_HOME/ozhpc``, default ``~/.config/ozhpc``."""
-    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(os.path.abspath(base), "ozhpc")
+    """``$XDG_CONFIG_HOME/ozhpc``, default ``~/.config/ozhpc``; a relative XDG_CONFIG_HOME is
+    ignored, as the XDG base directory specification says (it would name another directory in
+    every working directory)."""
+    base = environ.get("XDG_CONFIG_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "ozhpc")
 
 
 def directory_objection(path: str) -> str | None:

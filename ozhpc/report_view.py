@@ -10,6 +10,7 @@ import json
 import numbers
 
 from .errors import InputError
+from .named_files import read_regular
 
 COMPUTE_PHASES = ("scales", "split", "multiply", "certificate", "combine")
 """The phases whose sum the FP64-equivalent rate divides by (as ``gflops`` in the report)."""
@@ -18,11 +19,9 @@ STEPS = ("startup", "read", *COMPUTE_PHASES, "fingerprint", "write")
 
 def load(path: str) -> "Fields":
     """A report file, or one line saying why it is not one (exit 2)."""
+    data = read_regular(path, f"report {path!r}")
     try:
-        with open(path) as f:
-            report = json.load(f)
-    except OSError as exc:
-        raise InputError(f"report {path!r}: {exc.strerror}") from None
+        report = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"report {path!r} is not JSON ({exc})") from None
     except ValueError:  # an integer past Python's limit on decimal digits
@@ -99,6 +98,13 @@ class Fields:
         except (TypeError, OverflowError):
             raise self._fail(key, "a number") from None
 
+    def seconds(self, key, default=None) -> float:
+        """A time: a number from 0 on (not NaN), as every phase a run times."""
+        value = self.number(key, default)
+        if not value >= 0:
+            raise self._fail(key, "a number of seconds from 0 on")
+        return value
+
     def count(self, key) -> int:
         value = self.raw(key)
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= MAX_COUNT:
@@ -131,14 +137,14 @@ def _fields(report) -> Fields:
 
 def seconds_line(report: Fields) -> str:
     s, ranks = report.obj("seconds"), report.count("ranks")
-    parts = [f"{p} {_s(s.number(p))}" for p in STEPS if p in s and (p != "certificate" or s.number(p))]
-    products = f"the products {_s(s.number('compute'))}" if "compute" in s else ""
+    parts = [f"{p} {_s(s.seconds(p))}" for p in STEPS if p in s and (p != "certificate" or s.seconds(p))]
+    products = f"the products {_s(s.seconds('compute'))}" if "compute" in s else ""
     if ranks > 1 and "comm_wait" in s:
-        products += f", waiting for panels {_s(s.number('comm_wait'))}"
+        products += f", waiting for panels {_s(s.seconds('comm_wait'))}"
     elif "comm_exposed" in s:  # one rank: nothing moves; the rest of the loop is packing the panels
-        products += f", packing panels {_s(s.number('comm_exposed'))}"
+        products += f", packing panels {_s(s.seconds('comm_exposed'))}"
     parts = [f"{p} ({products})" if p.startswith("multiply ") and products else p for p in parts]
-    return f"seconds, slowest rank: total {_s(s.number('total'))} = " + ", ".join(parts)
+    return f"seconds, slowest rank: total {_s(s.seconds('total'))} = " + ", ".join(parts)
 
 
 def communication_line(report: Fields) -> str | None:
@@ -147,7 +153,7 @@ def communication_line(report: Fields) -> str | None:
         return None
     s = report.obj("seconds")
     hidden = ("" if report.get("overlap") is None else
-              f"; broadcasts took {_s(s.number('comm', 0.0))} s, {100 * report.number('overlap'):.0f}% of it "
+              f"; broadcasts took {_s(s.seconds('comm', 0.0))} s, {100 * report.number('overlap'):.0f}% of it "
               "hidden behind the products")
     why = f" ({report.text('transport_reason')})" if report.get("transport_reason") else ""
     wire = f", panels as {report.text('wire')}" if report.get("wire") else ""
@@ -229,8 +235,8 @@ def describe(report: Fields) -> list[str]:
     return lines
 
 
-COMPARED = ("m", "n", "k", "scheme", "plan_summary", "engine", "ranks", "grid", "block", "kb", "transport", "wire",
-            "certified")
+COMPARED = ("ozhpc_version", "m", "n", "k", "scheme", "plan_summary", "engine", "ranks", "grid", "block", "kb",
+            "transport", "wire", "certified")
 
 
 def compare(a: Fields, b: Fields, paths=("a", "b")) -> list[str]:
@@ -240,7 +246,8 @@ def compare(a: Fields, b: Fields, paths=("a", "b")) -> list[str]:
             raise InputError(f"report {path!r} is a dry run's: it has no result or times to compare")
     same_bits = a.get("fingerprint") == b.get("fingerprint") and (a.count("m"), a.count("n")) == (b.count("m"),
                                                                                                   b.count("n"))
-    lines = [f"{x}: {path}: {r.obj('config').text('out')} ({r.text('date')}, {r.text('host')})"
+    lines = [f"{x}: {path}: {r.obj('config').text('out')} (ozhpc {r.text('ozhpc_version')}, {r.text('date')}, "
+             f"{r.text('host')})"
              for x, path, r in zip("ab", paths, (a, b))]
     lines.append("result: " + ("the same C, bit for bit (same fingerprint)" if same_bits
                                else "C differs (the fingerprints differ)"))
@@ -250,7 +257,7 @@ def compare(a: Fields, b: Fields, paths=("a", "b")) -> list[str]:
     sa, sb = a.obj("seconds"), b.obj("seconds")
     for phase in ("total", *STEPS):
         if phase in sa or phase in sb:
-            x, y = sa.number(phase, 0.0), sb.number(phase, 0.0)
+            x, y = sa.seconds(phase, 0.0), sb.seconds(phase, 0.0)
             lines.append(f"  {phase:<22}{x:>10.3f}{y:>10.3f}{_ratio(y, round(x, 3)):>8}")
     ra, rb = a.number("gflops"), b.number("gflops")
     lines.append(f"  {'GFLOP/s FP64-equiv.':<22}{ra:>10.3g}{rb:>10.3g}{_ratio(rb, ra):>8}")

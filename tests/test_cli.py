@@ -295,11 +295,55 @@ def test_info_and_help():
     assert "--bits BITS scheme ozaki2: integer bits per operand entry (8..100)" in h
 
 
+def test_run_help_names_the_job_files_tables():
+    """``run --help`` names exactly the tables a job file may hold (ozhpc.jobfile.SCHEMA)."""
+    from ozhpc.jobfile import SCHEMA
+
+    h = " ".join(run_cli(["run", "--help"]).stdout.split())
+    assert "(inputs, output, gemm, layout, ozaki, run, summa tables;" in h
+    assert list(SCHEMA) == ["inputs", "output", "gemm", "layout", "ozaki", "run", "summa"]
+
+
 def test_demo_runs_end_to_end(tmp_path):
     r = run_cli(["demo", "--dir", tmp_path / "d", "--n", "128"])
     assert r.returncode == 0, r.stderr
     assert "ozhpc max / native max" in r.stdout
     assert json.loads((tmp_path / "d" / "run.json").read_text())["m"] == 128
+
+
+def test_demo_dir_that_is_a_file_is_one_line(tmp_path):
+    """--dir naming a file (or a path under one): one line, exit 2, the file kept."""
+    (tmp_path / "f").write_text("mine")
+    for d in (tmp_path / "f", tmp_path / "f" / "sub"):
+        r = run_cli(["demo", "--dir", d, "--n", "8"])
+        assert (r.returncode, r.stdout) == (2, ""), r.stderr
+        reason = "File exists" if d.name == "f" else "Not a directory"
+        assert r.stderr.splitlines() == [f"ozhpc demo: error: --dir {str(d)!r}: cannot create the directory "
+                                         f"({reason})"]
+    assert (tmp_path / "f").read_text() == "mine"
+
+
+def test_demo_force_refuses_a_group_before_any_step(tmp_path):
+    """--force replaces datasets, never a group: a group at out.h5:/C is refused before the demo
+    writes in.h5 (which gemm would have refused only after both gen steps)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    with h5py.File(d / "out.h5", "w") as f:
+        f.create_group("C")
+    r = run_cli(["demo", "--dir", d, "--n", "8", "--force"])
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.splitlines() == [f"ozhpc demo: error: output {d}/out.h5:/C is a group; ozhpc never replaces a "
+                                     "group, even with --force: name a dataset path"]
+    assert sorted(p.name for p in d.iterdir()) == ["out.h5"]
+
+
+def test_demo_prints_steps_a_shell_can_run(tmp_path):
+    """Each step is printed quoted for a shell, so a --dir with a space copies and pastes right."""
+    d = tmp_path / "my demo"
+    r = run_cli(["demo", "--dir", d, "--n", "8"])
+    assert r.returncode == 0, r.stderr
+    steps = [line[len("$ ozhpc "):] for line in r.stdout.splitlines() if line.startswith("$ ozhpc ")]
+    assert steps[0] == f"gen --phi 0.5 --shape 8x8 --seed 1 '{d}/in.h5:/A'"
 
 
 def test_demo_replaces_nothing_without_force(tmp_path):

@@ -58,7 +58,7 @@ def test_python_and_command_line_print_the_same(tmp_path):
 
 
 def test_a_refusal_is_an_input_error_and_writes_nothing(tmp_path):
-    with pytest.raises(InputError, match="dataset"):
+    with pytest.raises(InputError, match="^input file .*missing.h5. does not exist$"):
         fingerprint(ref(tmp_path / "missing.h5", "/C"))
     src = tmp_path / "in.h5"
     gen(ref(src, "/A"), (8, 8))
@@ -72,3 +72,17 @@ def test_info_lines_one_process():
     lines = info_lines()
     assert lines[0].startswith("ozhpc ") and "MPI ranks: 1 on 1 node(s)" in lines
     assert any(line.startswith("engine numpy: ") for line in lines)
+
+
+def test_an_unavailable_engine_is_said_in_sentences():
+    """``engine 'x' is not available: WHY. HINT``: the hint starts a sentence of its own."""
+    from ozhpc.engines import INSTALL_HINT, EngineUnavailable, get_engine
+
+    try:
+        get_engine("cutile")
+    except EngineUnavailable as exc:
+        why, hint = str(exc).rsplit(". ", 1)
+        assert why.startswith("engine 'cutile' is not available: ") and hint == INSTALL_HINT["cutile"]
+        assert hint[0].isupper()
+    else:
+        pytest.skip("the cutile engine runs here")

@@ -162,6 +162,13 @@ def test_user_docs_speak_of_the_product_only():
     assert {name: hits for name, hits in found.items() if hits} == {}
 
 
+def test_planner_rate_sources_speak_of_the_product_only():
+    """What ``ozhpc plan`` prints after "rates:" is user text as well."""
+    from ozhpc.planner import DEVICES
+
+    assert {name: d.source for name, d in DEVICES.items() if DEVELOPMENT_NOTES.search(d.source)} == {}
+
+
 def test_figure_legends_speak_of_the_product_only():
     import runpy
 

@@ -118,3 +118,15 @@ def test_fingerprint_command_under_mpiexec_prints_once(c, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{fingerprint_matrix(c)}  {tmp_path}/c.h5:/C\n"
     assert proc.stdout == run_cli(["fingerprint", f"{tmp_path}/c.h5:/C"]).stdout
+
+
+def test_fingerprint_command_names_a_bad_dataset_once(tmp_path):
+    """A missing file, dataset or a group: one line that says "input" once (not "dataset dataset")."""
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        f.create_group("g")
+    cases = {"f.h5:/nope": "input dataset '/nope' not found in 'f.h5'",
+             "none.h5:/C": "input file 'none.h5' does not exist",
+             "f.h5:/g": "input f.h5:/g is a group, not a dataset"}
+    for ref, message in cases.items():
+        r = run_cli(["fingerprint", ref], cwd=tmp_path)
+        assert (r.returncode, r.stdout, r.stderr) == (2, "", f"ozhpc fingerprint: error: {message}\n")

@@ -130,6 +130,33 @@ def test_alpha_beta_of_the_wrong_type_are_refused_before_the_compute(product, mo
     assert str(err.value) == message
 
 
+def test_alpha_beta_beyond_fp64_are_named(product):
+    """An integer alpha or beta past FP64's range is one ValueError naming it, not a bare OverflowError."""
+    for name in ("alpha", "beta"):
+        with pytest.raises(ValueError) as err:
+            product(np.ones((2, 3)), np.ones((3, 2)), np.ones((2, 2)), **{name: 10**400})
+        assert str(err.value) == f"{name} must be within FP64's range, got a 401-digit integer"
+
+
+def test_integer_arrays_are_taken_only_where_fp64_holds_them():
+    """int64 / uint64 entries that FP64 would round (beyond 2^53, no float64 of their own) are one
+    ValueError naming the operand, as the command line refuses such datasets; ones it holds are
+    the same product as their float64 copy, bit for bit."""
+    ok = np.array([[2**62, -(2**63), 2**53 + 2, 7]], dtype=np.int64)
+    b = np.ones((4, 2))
+    assert ozhpc.gemm(ok, b).tobytes() == ozhpc.gemm(ok.astype(np.float64), b).tobytes()
+    cases = {"A": dict(A=np.array([[2**53 + 1, 0]], dtype=np.int64)),
+             "B": dict(B=np.array([[1], [2**64 - 1]], dtype=np.uint64)),
+             "C": dict(C=np.array([[-(2**62) - 1]], dtype=np.int64), beta=1.0)}
+    wrong = {"A": 2**53 + 1, "B": 2**64 - 1, "C": -(2**62) - 1}
+    for name, change in cases.items():
+        args = {"A": np.ones((1, 2)), "B": np.ones((2, 1)), **change}
+        with pytest.raises(ValueError) as err:
+            ozhpc.gemm(args.pop("A"), args.pop("B"), args.pop("C", None), **args)
+        assert str(err.value) == (f"{name} holds the integer {wrong[name]}, which FP64 cannot represent exactly "
+                                  "(integers are exact up to 2^53); convert it to float64 first")
+
+
 def test_real_numbers_of_any_kind_are_alpha_and_beta(product, rng):
     a, b, c0 = rng.standard_normal((5, 4)), rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
     want = product(a, b, c0, alpha=2.0, beta=-1.0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 from mpi4py import MPI
@@ -147,6 +148,19 @@ def test_a_report_nested_too_deep_or_with_a_huge_integer_is_one_line(tmp_path, c
     assert outcome(["report", path], capsys) == (2, [f"ozhpc report: error: report {str(path)!r} {message}"])
     r = run_cli(["report", path])
     assert (r.returncode, r.stderr.splitlines()) == (2, [f"ozhpc report: error: report {str(path)!r} {message}"])
+
+
+@pytest.mark.parametrize("phase, value, got", [("total", -1.0, "number -1.0"), ("read", math.nan, "number nan"),
+                                               ("write", -math.inf, "number -inf")])
+def test_a_negative_or_nan_time_is_refused_read_or_compared(report, tmp_path, capsys, phase, value, got):
+    """A time no run measures (below 0, NaN) is one line, whether the report is read or compared."""
+    doc, _ = report
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(doc))
+    bad.write_text(json.dumps(mutated(doc, ("seconds", phase), value)))
+    line = f"ozhpc report: error: report {str(bad)!r} field 'seconds.{phase}' must be a number of seconds from 0 on, got {got}"
+    for argv in (["report", bad], ["report", good, bad]):
+        assert outcome(argv, capsys) == (2, [line])
 
 
 def test_the_report_command_of_a_real_report_is_unchanged(report, tmp_path, capsys):

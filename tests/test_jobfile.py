@@ -135,6 +135,15 @@ def test_job_file_itself_missing(tmp_path):
     assert error_of(tmp_path / "no.toml") == f"job file {str(tmp_path / 'no.toml')!r} does not exist"
 
 
+def test_job_file_that_is_not_a_regular_file(tmp_path):
+    """A directory, a FIFO (which would wait for a writer forever) or a device: one line, exit 2."""
+    os.mkfifo(tmp_path / "fifo.toml")
+    for path, what in ((tmp_path, "a directory"), (tmp_path / "fifo.toml", "not a regular file"),
+                       ("/dev/zero", "not a regular file")):
+        r = run_cli(["run", path, "--dry-run"], timeout=30)
+        assert (r.returncode, r.stdout, r.stderr) == (2, "", f"ozhpc run: error: job file {str(path)!r} is {what}\n")
+
+
 # ----------------------------------------------------------------- what a good file gives
 
 def test_full_schema_maps_onto_runconfig(jobdir):

@@ -156,6 +156,8 @@ def test_plan_command(tmp_path):
     (["--gpus", "0"], "ozhpc plan: error: --gpus: must be an integer from 1 to 4194304, got '0'"),
     (["--gpus", str(2**31)], "ozhpc plan: error: --gpus: must be an integer from 1 to 4194304, got '2147483648'"),
     (["--gpus", "2", "--io-rate", "0"], "ozhpc plan: error: --io-rate: must be a positive number of GB/s, got '0'"),
+    (["--gpus", "2", "--io-rate", "1e308"], "ozhpc plan: error: --io-rate: must be from 1e-06 to 1e+06 GB/s, got '1e308'"),
+    (["--gpus", "2", "--io-rate", "1e-300"], "ozhpc plan: error: --io-rate: must be from 1e-06 to 1e+06 GB/s, got '1e-300'"),
     (["--gpus", "2", "--slices", "99"], "ozhpc plan: error: --slices must be between 1 and 24, got 99"),
     (["--gpus", "2", "--gpu", "a100"], "ozhpc plan: error: argument --gpu: invalid choice: 'a100'"),
 ])
@@ -278,6 +280,17 @@ def test_plan_nothing_fits_is_one_line_and_exit_2(tmp_path, extra):
     assert r.stderr.startswith("ozhpc plan: error: no layout of C = 400000x400000 (k = 400000) fits 1 GPU(s) "
                                "(NVIDIA H200 SXM): the smallest needs "), r.stderr
     assert r.stderr.endswith("GB per GPU, 140 GB available; use more GPUs\n")
+
+
+def test_plan_nothing_fits_on_one_cpu_node_says_more_ranks_do_not_help(tmp_path):
+    """On one node (--gpu cpu's default) the ranks share its RAM, so "use more ranks" would not help."""
+    r = _plan("--m", 400000, "--n", 400000, "--k", 400000, "--gpus", 4, "--gpu", "cpu", tmp_path=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.endswith(" available; the ranks share one node's RAM: spread them over nodes "
+                             "(--gpus-per-node), or plan a smaller product\n"), r.stderr
+    r = _plan("--m", 400000, "--n", 400000, "--k", 400000, "--gpus", 4, "--gpu", "cpu", "--gpus-per-node", 1,
+              tmp_path=tmp_path)
+    assert r.returncode == 2 and r.stderr.endswith(" available; use more ranks\n"), r.stderr
 
 
 def test_plan_for_cpus_speaks_of_ranks(tmp_path):

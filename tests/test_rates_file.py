@@ -81,15 +81,16 @@ def test_config_directory_made_private(tmp_path):
     ("{not json", "is not a rates file (not JSON"),
     ('{"cpu": 5}', "entry 'cpu' is not a device of --gpu"),
     ('[1, 2]', "not a JSON object"),
-    ('{"cpu": {"pair_ops": "fast", "split_rate": 1}}', "cpu.pair_ops is not a positive finite number"),
-    ('{"cpu": {"pair_ops": 0, "split_rate": 1}}', "cpu.pair_ops is not a positive finite number"),
-    ('{"cpu": {"pair_ops": 1e400, "split_rate": 1}}', "cpu.pair_ops is not a positive finite number"),
+    ('{"cpu": {"pair_ops": "fast", "split_rate": 1}}', "cpu.pair_ops is not a rate from 1 to 1e+30 per second"),
+    ('{"cpu": {"pair_ops": 0, "split_rate": 1}}', "cpu.pair_ops is not a rate from 1 to 1e+30 per second"),
+    ('{"cpu": {"pair_ops": 1e400, "split_rate": 1}}', "cpu.pair_ops is not a rate from 1 to 1e+30 per second"),
+    ('{"cpu": {"pair_ops": 1e9, "split_rate": 1e-320}}', "cpu.split_rate is not a rate from 1 to 1e+30 per second"),
     ('{"cpu": {"pair_ops": 1, "split_rate": 1, "by_scheme": {"ozaki2": {"pair_ops": -1}}}}',
-     "cpu.by_scheme.ozaki2.pair_ops is not a positive finite number"),
+     "cpu.by_scheme.ozaki2.pair_ops is not a rate from 1 to 1e+30 per second"),
     ('{"a100": {"pair_ops": 1, "split_rate": 1}}', "entry 'a100' is not a device of --gpu"),
     ("[" * 100000 + "]" * 100000, "is not a rates file (not JSON"),
     (b"\xff\xfe", "is not a rates file (not JSON"),
-], ids=["text", "number", "list", "rate text", "rate 0", "rate inf", "scheme rate", "device", "deep", "binary"])
+], ids=["text", "number", "list", "rate text", "rate 0", "rate inf", "rate tiny", "scheme rate", "device", "deep", "binary"])
 def test_a_malformed_rates_file_is_ignored_in_one_line(tmp_path, content, why):
     rates = _rates_dir(tmp_path) / "planner_rates.json"
     (rates.write_bytes if isinstance(content, bytes) else rates.write_text)(content)
@@ -163,3 +164,14 @@ def test_another_users_link_to_the_config_directory_is_not_followed(tmp_path):
     _ignored(run_cli(PLAN, env=_env(link)), f"{link} is a symbolic link owned by another user (uid 2001)")
     r = run_cli(PLAN + ["--calibrate"], env=_env(link))
     assert r.returncode == 2 and "is a symbolic link owned by another user" in r.stderr, r.stderr
+
+
+def test_a_relative_xdg_config_home_is_ignored(tmp_path, monkeypatch):
+    """As the XDG specification says: a relative $XDG_CONFIG_HOME (or an empty one) means
+    ~/.config, not a directory under wherever the command runs."""
+    from ozhpc.private_files import config_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for value in ("rel/dir", "", "."):
+        assert config_dir({"XDG_CONFIG_HOME": value}) == str(tmp_path / ".config" / "ozhpc")
+    assert config_dir({"XDG_CONFIG_HOME": str(tmp_path / "c")}) == str(tmp_path / "c" / "ozhpc")

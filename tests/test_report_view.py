@@ -1,6 +1,7 @@
 """Run reports explain themselves: every field documented in docs/batch.md, the summary shows
 only what applies and where the report went, ``ozhpc report`` reads one or compares two."""
 import json
+import os
 import pathlib
 import re
 
@@ -115,7 +116,7 @@ def test_report_refuses_what_is_not_a_report(runs, tmp_path):
     _, out = runs
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "other.json").write_text('{"a": 1}')
-    cases = {tmp_path / "none.json": "No such file or directory",
+    cases = {tmp_path / "none.json": "does not exist",
              tmp_path / "bad.json": "is not JSON",
              tmp_path / "other.json": "is not an ozhpc run report"}
     for path, words in cases.items():
@@ -123,6 +124,11 @@ def test_report_refuses_what_is_not_a_report(runs, tmp_path):
         assert r.returncode == 2 and r.stdout == ""
         assert r.stderr.startswith(f"ozhpc report: error: report '{path}'") and words in r.stderr
         assert r.stderr.count("\n") == 1
+    os.mkfifo(tmp_path / "fifo.json")   # opened for reading, a FIFO would wait for a writer forever
+    for path in (tmp_path / "fifo.json", "/dev/zero"):
+        r = run_cli(["report", path], timeout=30)
+        assert (r.returncode, r.stdout, r.stderr) == (2, "", f"ozhpc report: error: report '{path}' is not a "
+                                                              "regular file\n")
     r = run_cli(["report", *[out["one"][0]] * 3])
     assert r.returncode == 2 and r.stderr == "ozhpc report: error: give one report, or two to compare (got 3)\n"
 
@@ -165,3 +171,19 @@ def test_report_compare_lists_the_wire_and_no_ratio_to_a_zero_time(runs):
     lines = compare(Fields(a), Fields(b))
     assert f"  wire: {a['wire']} -> {b['wire']}" in lines
     assert f"  {'split':<22}{0.0:>10.3f}{0.7705:>10.3f}{'-':>8}" in lines
+
+
+def test_report_compare_checks_and_lists_the_version(runs, tmp_path):
+    """Compared, a report is checked as when read alone (a version that is not a string: one line,
+    exit 2), and a version that differs is listed with the setup."""
+    _, out = runs
+    good = json.loads(out["one"][0].read_text())
+    for version, path in ((5, tmp_path / "five.json"), ("0.0.1", tmp_path / "old.json")):
+        path.write_text(json.dumps(dict(good, ozhpc_version=version)))
+    r = run_cli(["report", out["one"][0], tmp_path / "five.json"])
+    assert (r.returncode, r.stderr) == (2, f"ozhpc report: error: report {str(tmp_path / 'five.json')!r} field "
+                                           "'ozhpc_version' must be a string, got integer 5\n")
+    r = run_cli(["report", out["one"][0], tmp_path / "old.json"])
+    assert r.returncode == 0 and f"  ozhpc_version: {good['ozhpc_version']} -> 0.0.1" in r.stdout.splitlines()
+    assert f"b: {tmp_path / 'old.json'}: " in r.stdout and "(ozhpc 0.0.1, " in r.stdout
+

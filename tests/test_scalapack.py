@@ -21,6 +21,7 @@ import pytest
 import ozhpc
 from ozhpc.errors import InputError
 from ozhpc.parallel.layout import BlockCyclic
+from ozhpc.parallel.mpi import MPI
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -158,6 +159,21 @@ def test_pdgemm_one_rank_is_gemm_with_offsets():
         assert c.tobytes(order="F") == np.asfortranarray(ref).tobytes(order="F"), (ta, tb)
 
 
+def test_pdgemm_empty_products_keep_c_and_still_give_info():
+    """m or n = 0 touches nothing; k = 0 gives beta C; with info=True each returns its SummaInfo, as
+    ``ozhpc.gemm(info=True)`` gives its GemmInfo for an empty product."""
+    rng = np.random.default_rng(7)
+    C = random_matrix(rng, 6, 5)
+    a, da = local_blocks(random_matrix(rng, 6, 4), 2, 3)
+    b, db = local_blocks(random_matrix(rng, 4, 5), 3, 2)
+    for m, n, k, want in ((0, 5, 4, C), (6, 0, 4, C), (0, 0, 0, C), (6, 5, 0, ozhpc.gemm(
+            np.zeros((6, 0)), np.zeros((0, 5)), C, beta=-2.5))):
+        c, dc = local_blocks(C, 4, 4)
+        info = ozhpc.pdgemm("N", "N", m, n, k, 1.0, a, da, b, db, -2.5, c, dc, info=True)
+        assert (info.m, info.n, info.k, info.certified) == (m, n, k, True)
+        assert c.tobytes(order="F") == np.asfortranarray(want).tobytes(order="F"), (m, n, k)
+
+
 def test_pdgemm_refuses_bad_input_in_one_line_and_keeps_c():
     rng = np.random.default_rng(6)
     A, B, C = random_matrix(rng, 8, 6), random_matrix(rng, 6, 5), random_matrix(rng, 8, 5)
@@ -174,10 +190,21 @@ def test_pdgemm_refuses_bad_input_in_one_line_and_keeps_c():
         "c: the local array is updated in place, so it must be a writable float64 array, got float32":
             dict(c=c.astype(np.float32)),
         "alpha must be a real number, got 1j": dict(alpha=1j),
+        "beta must be within FP64's range, got a 309-digit integer": dict(beta=-10**308 * 2),
         "m must be an integer, got '8'": dict(m="8"),
         "jc must be an integer, got 1.0": dict(jc=1.0),
         "grid=2x2 needs 4 ranks, the communicator has 1": dict(grid=(2, 2)),
+        "grid must be two integers (NPROW, NPCOL), got '1x1'": dict(grid="1x1"),
+        "comm must be an mpi4py communicator of the grid's ranks, got 'world'": dict(comm="world"),
+        "grid must be two integers (NPROW, NPCOL), got (1.5, 1)": dict(grid=(1.5, 1)),
+        "desca must be 9 integers (DTYPE, CTXT, M, N, MB, NB, RSRC, CSRC, LLD), got [1, 0, 8, 6, 2.5, 2, 0, 0, 8]":
+            dict(desca=da[:4] + [2.5] + da[5:]),
+        "descb must be 9 integers (DTYPE, CTXT, M, N, MB, NB, RSRC, CSRC, LLD), got '100662205'":
+            dict(descb="100662205"),
+        "descc must be 9 integers (DTYPE, CTXT, M, N, MB, NB, RSRC, CSRC, LLD), got None": dict(descc=None),
     }
+    if hasattr(MPI, "COMM_NULL"):   # mpi4py's (the stand-in without MPI has none)
+        bad["comm must be an mpi4py communicator of the grid's ranks, got MPI.COMM_NULL"] = dict(comm=MPI.COMM_NULL)
     args = dict(transa="N", transb="N", m=8, n=5, k=6, alpha=1.0, a=a, desca=da, b=b, descb=db, beta=1.0,
                 c=c, descc=dc)
     for message, change in bad.items():

@@ -12,5 +12,5 @@ def fingerprint(dataset: h5io.DatasetRef, comm=None) -> str:
     """The 64 hex digits of ``dataset`` (collective over ``comm``; a bad dataset is refused on every rank)."""
     comm = world(comm)
     with collective_errors(comm, catch=InputError):
-        h5io.dataset_info(dataset, "dataset")
+        h5io.dataset_info(dataset)
     return fingerprint_dataset(dataset.file, dataset.path, comm=comm)

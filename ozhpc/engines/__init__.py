@@ -15,7 +15,7 @@ ENGINES = {
 ENGINE_NAMES = ("auto",) + tuple(ENGINES)
 """The choices of ``--engine`` / ``ozaki.engine`` / ``engine=``."""
 INSTALL_HINT = {
-    "cutile": "the cutile engine needs an NVIDIA GPU, CuPy and cuda-tile "
+    "cutile": "The cutile engine needs an NVIDIA GPU, CuPy and cuda-tile "
               "(pip install 'ozhpc[gpu]'; see README, 'GPU engine')",
 }
 

@@ -21,6 +21,7 @@ import numpy as np
 from h5py import h5z
 
 from ..errors import InputError
+from ..ozaki.gemm import inexact_integer
 from . import filelock
 
 PARALLEL_HDF5 = bool(h5py.get_config().mpi)
@@ -208,26 +209,15 @@ def _vds_source(vds_file: str, name: str) -> str | None:
     return None
 
 
-FP64_EXACT_INT = 2**53
-"""Every integer up to this magnitude is a float64; wider ones only some (checked one by one)."""
-
-
 def exact_float64(values, ref, what: str = "input") -> np.ndarray:
     """``values`` read from dataset ``ref`` as C-ordered float64; an integer that float64 cannot
     hold exactly (beyond 2^53 and not a float64 itself) is one InputError, not a rounded input."""
     values = np.asarray(values)
     out = np.ascontiguousarray(values, dtype=np.float64)
-    if values.dtype.kind in "iu" and values.dtype.itemsize > 4:
-        wide = values > FP64_EXACT_INT
-        if values.dtype.kind == "i":
-            wide |= values < -FP64_EXACT_INT
-        if wide.any():
-            x, f = values[wide], out[wide]
-            fits = f < 2.0 ** (8 * values.dtype.itemsize - (values.dtype.kind == "i"))  # no overflow back
-            bad = ~fits | (np.where(fits, f, 0).astype(values.dtype) != x)
-            if bad.any():
-                raise InputError(f"{what} {ref} holds the integer {x[bad][0]}, which FP64 cannot represent exactly "
-                                 f"(integers are exact up to 2^53); convert the dataset to float64 first")
+    bad = inexact_integer(values, out)
+    if bad is not None:
+        raise InputError(f"{what} {ref} holds the integer {bad}, which FP64 cannot represent exactly "
+                         f"(integers are exact up to 2^53); convert the dataset to float64 first")
     return out
 
 

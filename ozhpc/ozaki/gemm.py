@@ -23,7 +23,32 @@ def as_matrix(x, name: str):
             raise TypeError(f"{name} must be a 2-D array, got a {type(x).__name__} that NumPy cannot make "
                             "one array of (rows of different lengths?)") from None
     check_real_matrix(x, name)
+    if isinstance(x, np.ndarray):
+        bad = inexact_integer(x, x.astype(np.float64))
+        if bad is not None:
+            raise ValueError(f"{name} holds the integer {bad}, which FP64 cannot represent exactly (integers "
+                             "are exact up to 2^53); convert it to float64 first")
     return x
+
+
+FP64_EXACT_INT = 2**53
+"""Every integer up to this magnitude is a float64; wider ones only some (checked one by one)."""
+
+
+def inexact_integer(values: np.ndarray, as_float: np.ndarray):
+    """The first entry of the integer array ``values`` that ``as_float`` (its float64 copy) does not
+    hold exactly, or None: float64 rounds integers beyond 2^53 that it has no bits for."""
+    if values.dtype.kind not in "iu" or values.dtype.itemsize <= 4:
+        return None
+    wide = values > FP64_EXACT_INT
+    if values.dtype.kind == "i":
+        wide |= values < -FP64_EXACT_INT
+    if not wide.any():
+        return None
+    x, f = values[wide], as_float[wide]
+    fits = f < 2.0 ** (8 * values.dtype.itemsize - (values.dtype.kind == "i"))  # no overflow back
+    bad = ~fits | (np.where(fits, f, 0).astype(values.dtype) != x)
+    return x[bad][0] if bad.any() else None
 
 
 def check_real_matrix(x, name: str):
@@ -87,7 +112,8 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     AccuracyError
         ``accuracy="strict"`` and some entry not certified.
     TypeError, ValueError
-        Not 2-D, not real (matrices, alpha, beta), shapes that do not match, bad slices/groups/bits
+        Not 2-D, not real (matrices, alpha, beta), integers FP64 would round, shapes that do not
+        match, bad slices/groups/bits
         (:class:`ozhpc.errors.InputError`, a ValueError, for the options).
     """
     settings = OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee)

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, finite_or_named
 from ..ozaki.info import enforce_accuracy
 from ..ozaki.settings import OzakiSettings
 from .collective import collective_errors
@@ -109,13 +109,12 @@ def _displacements(counts: list[int]) -> list[int]:
 
 def _layout(name: str, desc, dims: tuple[int, int]) -> BlockCyclic:
     """The block-cyclic layout a descriptor describes, checked as ScaLAPACK checks it (not LLD)."""
-    try:
-        desc = [int(x) for x in desc]
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be {DLEN} integers, got {desc!r}") from None
+    fields = "(DTYPE, CTXT, M, N, MB, NB, RSRC, CSRC, LLD)"
+    if not _integer_sequence(desc):
+        raise InputError(f"{name} must be {DLEN} integers {fields}, got {desc!r}")
+    desc = [int(x) for x in desc]
     if len(desc) != DLEN:
-        raise InputError(f"{name} must be {DLEN} integers (DTYPE, CTXT, M, N, MB, NB, RSRC, CSRC, LLD), "
-                         f"got {len(desc)}")
+        raise InputError(f"{name} must be {DLEN} integers {fields}, got {len(desc)}")
     dtype, _, rows, cols, mb, nb, rsrc, csrc, _ = desc
     if dtype != BLOCK_CYCLIC_2D:
         raise InputError(f"{name}: DTYPE must be {BLOCK_CYCLIC_2D} (dense block-cyclic), got {dtype}")
@@ -152,10 +151,20 @@ def _window(name: str, desc, dims, coords, local, start: tuple[int, int], shape:
     return Window(layout, (i - 1, j - 1), (rows, cols), lambda r, q=dims[1]: divmod(r, q))
 
 
+def _integral(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _integer_sequence(values) -> bool:
+    """A list, tuple or 1-D array of integers (not a string, whose characters would pass ``int``)."""
+    return (isinstance(values, (list, tuple)) or isinstance(values, np.ndarray) and values.ndim == 1) and \
+        all(_integral(x) for x in values)
+
+
 def _integers(**values) -> list[int]:
     out = []
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not _integral(value):
             raise InputError(f"{name} must be an integer, got {value!r}")
         out.append(int(value))
     return out
@@ -175,7 +184,10 @@ def _same_on_every_rank(comm, arguments: dict) -> None:
 def _scalar(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(f"{name} must be a real number, got {value!r}")
-    return float(value)
+    try:
+        return finite_or_named(name, value)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _trans(name: str, value) -> bool:
@@ -184,9 +196,23 @@ def _trans(name: str, value) -> bool:
     return TRANSPOSES[value.upper()]
 
 
+def _communicator(comm):
+    """``comm`` (default COMM_WORLD), or one InputError for what is no communicator (nothing to agree
+    over, so raised where it is passed)."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    null = getattr(MPI, "COMM_NULL", None)
+    if null is not None and comm == null:
+        raise InputError("comm must be an mpi4py communicator of the grid's ranks, got MPI.COMM_NULL")
+    if not all(callable(getattr(comm, name, None)) for name in ("Get_size", "Get_rank", "Alltoallv")):
+        raise InputError(f"comm must be an mpi4py communicator of the grid's ranks, got {repr(comm)[:80]}")
+    return comm
+
+
 def _grid_dims(grid, size: int) -> tuple[int, int]:
     if grid is None:
         return near_square(size)
+    if not _integer_sequence(grid) or len(grid) != 2:
+        raise InputError(f"grid must be two integers (NPROW, NPCOL), got {grid!r}")
     p, q = (int(d) for d in grid)
     if p < 1 or q < 1 or p * q != size:
         raise InputError(f"grid={p}x{q} needs {p * q} ranks, the communicator has {size}")
@@ -239,7 +265,7 @@ def pdgemm(transa, transb, m, n, k, alpha, a, desca, b, descb, beta, c, descc, *
     AccuracyError
         ``accuracy="strict"`` and some entry not certified (C untouched).
     """
-    comm = MPI.COMM_WORLD if comm is None else comm
+    comm = _communicator(comm)
     with collective_errors(comm):
         dims = _grid_dims(grid, comm.Get_size())
         coords = divmod(comm.Get_rank(), dims[1])
@@ -257,8 +283,6 @@ def pdgemm(transa, transb, m, n, k, alpha, a, desca, b, descb, beta, c, descc, *
                                "beta": beta.hex(), "desca": wa.layout, "descb": wb.layout, "descc": wc.layout,
                                "ia, ja": wa.offset, "ib, jb": wb.offset, "ic, jc": wc.offset,
                                "the Ozaki options": settings})
-    if m == 0 or n == 0:
-        return None
     with ProcessGrid(comm, dims) as pgrid, Summa(pgrid, m, n, k, block=(wc.layout.mb, wc.layout.nb), engine=engine,
                                                  transport=transport, wire=wire, settings=settings) as summa:
         out = _multiply(summa, (wa, a, ta), (wb, b, tb), (wc, c), alpha, beta)

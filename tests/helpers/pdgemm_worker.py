@@ -7,7 +7,7 @@ Usage: mpiexec -n P*Q python pdgemm_worker.py NPROW NPCOL CASES SUFFIX
 The same case file as tests/helpers/pdgemm_driver.c (ScaLAPACK's PDGEMM): each rank takes its
 blocks of the global column-major A, B, C by the descriptors, as Fortran-order local arrays,
 calls ``ozhpc.pdgemm``, and rank 0 writes the gathered C to ``OUT.bin`` + SUFFIX.
-``refusals``: bad input on one rank only; every rank prints the error it got.
+``refusals``: bad input on one rank only; rank 0 prints the error every rank got.
 """
 import sys
 
@@ -55,6 +55,7 @@ def refusals() -> None:
     layout = BlockCyclic(6, 6, 2, 2, 1, comm.Get_size())
     shape = layout.local_shape(0, me)
     desc = layout.descriptor()
+    said = []
     for case in ("alpha", "array"):
         alpha = 2.0 if case == "alpha" and me == 1 else 1.0
         a = np.zeros((shape[0], shape[1] - (1 if case == "array" and me == 1 else 0)), order="F")
@@ -62,9 +63,12 @@ def refusals() -> None:
         try:
             ozhpc.pdgemm("N", "N", 6, 6, 6, alpha, a, desc, b, desc, 0.0, c, desc, comm=comm,
                          grid=(1, comm.Get_size()), engine="numpy")
-            print(f"rank {me}: {case}: no error", flush=True)
+            said.append(f"rank {me}: {case}: no error")
         except InputError as exc:
-            print(f"rank {me}: {case}: {exc}", flush=True)
+            said.append(f"rank {me}: {case}: {exc}")
+    everyone = comm.gather(said, root=0)   # one printer: mpiexec may interleave two ranks' lines
+    if me == 0:
+        print("\n".join(line for lines in everyone for line in lines), flush=True)
 
 
 if __name__ == "__main__":
