@@ -187,3 +187,14 @@ def test_report_compare_checks_and_lists_the_version(runs, tmp_path):
     assert r.returncode == 0 and f"  ozhpc_version: {good['ozhpc_version']} -> 0.0.1" in r.stdout.splitlines()
     assert f"b: {tmp_path / 'old.json'}: " in r.stdout and "(ozhpc 0.0.1, " in r.stdout
 
+
+
+def test_the_mpi_version_line_carries_no_nul(monkeypatch):
+    """Open MPI ends its library version with a NUL; the report's and ``ozhpc info``'s line do not."""
+    from ozhpc.parallel import mpi
+
+    if mpi.MISSING is not None:
+        pytest.skip("no MPI library here")
+    monkeypatch.setattr(mpi.MPI, "Get_library_version",
+                        lambda: "Open MPI v4.1.6, package: Debian OpenMPI, ident: 4.1.6\x00")
+    assert mpi.library_version() == "Open MPI v4.1.6, package: Debian OpenMPI, ident: 4.1.6"

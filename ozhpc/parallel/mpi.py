@@ -106,8 +106,11 @@ def check_launch(environ: Mapping[str, str] | None = None) -> None:
 
 
 def library_version() -> str | None:
-    """The MPI library's own version line (``MPICH Version: 4.3.0``), or None without one."""
-    return " ".join(MPI.Get_library_version().splitlines()[0].split()) if MISSING is None else None
+    """The MPI library's own version line (``MPICH Version: 4.3.0``), or None without one (Open MPI
+    ends its string with a NUL, which no report or terminal should carry)."""
+    if MISSING is not None:
+        return None
+    return " ".join(MPI.Get_library_version().replace("\0", " ").splitlines()[0].split())
 
 
 def describe() -> str:
