@@ -63,3 +63,23 @@ def test_range_bumps_read_the_exact_total(monkeypatch, rows, k, outlier, total_s
     assert seen[0] == exact
     bumped = np.flatnonzero(prod.row_exps != 0)
     assert bumped.tolist() == ([] if outlier is None else [outlier])
+
+
+def test_a_certified_product_longer_than_its_exact_sums_is_refused():
+    """Past k = 2**30 - 1 the certificate's int64 norm sums could wrap and read a bound too small:
+    such an "auto" product is one InputError before any work, never a certificate; k = 2**30 - 1
+    itself is taken."""
+    import numpy as np
+
+    from ozhpc.engines import get_engine
+    from ozhpc.errors import InputError
+    from ozhpc.ozaki.certificate import MAX_CERTIFIED_K
+    from ozhpc.ozaki.product import Product
+    from ozhpc.ozaki.settings import OzakiSettings
+
+    a, b = np.ones((2, 3)), np.ones((2, 3))
+    engine = get_engine("numpy")
+    with pytest.raises(InputError, match=r"k = 1073741824 is longer than the certified \("):
+        Product(OzakiSettings(), engine, a, b, k=MAX_CERTIFIED_K + 1)
+    Product(OzakiSettings(), engine, a, b, k=MAX_CERTIFIED_K)
+    Product(OzakiSettings(bits=53), engine, a, b, k=MAX_CERTIFIED_K + 1)   # fixed plans: no certificate

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engines.base import BITS, final_scale, ldexp_by
+from ..errors import InputError
 
 U = 2.0**-53
 UP, DOWN = 1.0 + 2.0**-40, 1.0 - 2.0**-40
@@ -40,6 +41,16 @@ NONE_EXP = -4096
 """Exponent code of a column / row with no nonzero finite entry."""
 NORM_BITS = 32
 """Fixed point of the row 1-norms: sums of ``ceil(|x| 2**(32 - e))`` are exact int64 for k < 2**30."""
+MAX_CERTIFIED_K = 2**30 - 1
+"""The longest k the certificate's exact int64 sums hold (:data:`NORM_BITS`): past it a sum could
+wrap and a bound be read too small, so a longer "auto" product is refused, not certified."""
+
+
+def check_k(k: int) -> None:
+    """InputError for a certified ("auto") product whose k the certificate's exact sums cannot hold."""
+    if k > MAX_CERTIFIED_K:
+        raise InputError(f"k = {k} is longer than the certified (\"auto\") product takes (at most "
+                         f"{MAX_CERTIFIED_K} = 2**30 - 1, where its exact sums hold); give fixed bits or slices")
 
 
 def _ident(x):

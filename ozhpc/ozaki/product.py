@@ -211,6 +211,8 @@ class Product:
         self.shape = (a_rows.shape[0], b_rows.shape[0])
         self.global_shape = self.shape if global_shape is None else tuple(int(v) for v in global_shape)
         self.reduce, self.certifying = reduce, settings.auto
+        if self.certifying:
+            certificate.check_k(self.k)
         self.guarantee = settings.guarantee if self.certifying else None
         self.factor = max(self.k, 1) if self.guarantee == "dgemm" else 1
         """The certified bound is ``factor u (|A||B|)_ij``: k for "dgemm", 1 for "tight"."""
