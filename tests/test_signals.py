@@ -148,7 +148,10 @@ def signal_once(job, d, sig, begun, pause=0.5, timeout=30):
     seen: set[str] = set()
     t0 = time.monotonic()
     while not begun(set(os.listdir(d))):
-        assert time.monotonic() - t0 < 60 and job.poll() is None
+        assert time.monotonic() - t0 < 60, "the job never reached the phase to signal"
+        if job.poll() is not None:   # ended before the signal: say how
+            code, out, err = finish(job)
+            pytest.fail(f"the job ended before the signal with {code}: {out[-500:]} {err[-1500:]}")
         for pid in descendants(job.pid):
             seen |= job_files(pid)
         time.sleep(0.01)
