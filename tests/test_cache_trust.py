@@ -41,22 +41,7 @@ def objection_to(path, uid=None) -> str | None:
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """No cuda.tile imported, as in a fresh process; afterwards every module the test imported is
-    forgotten and the packages' attributes point at the modules they held before (``import cuda.tile
-    as ct`` reads the attribute of ``cuda``: a test's re-import would otherwise hand later kernel
-    modules a second cuda.tile, which cuTile's own checks then refuse)."""
-    before = dict(sys.modules)
     monkeypatch.delitem(sys.modules, "cuda.tile", raising=False)  # configure as a fresh process would
-    yield
-    for name in [name for name in sys.modules if name not in before]:
-        parent, _, child = name.rpartition(".")
-        if parent in sys.modules and getattr(sys.modules[parent], child, None) is sys.modules[name]:
-            delattr(sys.modules[parent], child)
-        del sys.modules[name]
-    for name, module in before.items():
-        parent, _, child = name.rpartition(".")
-        if parent in before and getattr(before[parent], child, module) is not module:
-            setattr(before[parent], child, module)
 
 
 def configure(tmp_path, cache, caplog, **extra):
@@ -312,7 +297,7 @@ def repoint(attacker, uid=OTHER):
     os.replace(attacker / "new", attacker / "cache")
 
 
-def test_a_link_repointed_after_the_check_changes_nothing(tmp_path, caplog, fresh, monkeypatch):
+def test_a_link_repointed_after_the_check_changes_nothing(tmp_path, caplog, monkeypatch):
     """The cache is resolved once and checked; cuTile and the kernel store use what was checked."""
     pytest.importorskip("cuda.tile")
     from ozhpc.engines import kernel_store as ks
