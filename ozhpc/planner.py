@@ -35,7 +35,7 @@ from .ozaki.plan import assumed_depth, assumed_plan
 from .ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
 from .parallel.layout import numroc
 from .parallel.wire import LINK_RATE, SPLIT_RATE, choose_wire
-from .private_files import UntrustedFile, config_dir, read_private, write_private
+from .private_files import config_dir, read_private, write_private
 from .resources import estimate_memory
 
 RATES_FILE = "planner_rates.json"

@@ -74,7 +74,7 @@ def write_cases(tmp_path, nprow, npcol, rng):
 def _reference(ta, tb, m, n, k, alpha, beta, starts, mats):
     """ozhpc.gemm on one process on the gathered sub-matrices, C's other entries untouched; and
     the FP64 bound's |alpha| |op(A)||op(B)| + |beta| |C| over sub(C)."""
-    (a, b, c), windows = mats, []
+    (_, _, c), windows = mats, []
     for (i0, j0), x, shape in zip(starts, mats, sub_shapes(ta, tb, m, n, k)):
         windows.append((slice(i0 - 1, i0 - 1 + shape[0]), slice(j0 - 1, j0 - 1 + shape[1])))
     sa, sb, sc = (x[w] for x, w in zip(mats, windows))
