@@ -36,7 +36,8 @@ from . import certificate, special
 from .info import GemmInfo, enforce_accuracy  # noqa: F401  (re-exported: summa, runner)
 from .plan import DataSizes, plan_type, resolve_plan
 from .policy import Widening, equilibrated_operands
-from .scales import exponents, headroom, join_words, range_bumps, spread_bits, word_sums
+from ..engines.statistics import EXP, NORM
+from .scales import headroom, join_words, range_bumps, row_statistics, spread_bits, word_sums
 from .settings import OzakiSettings
 
 
@@ -237,6 +238,7 @@ class Product:
         self._split(a_rows, b_rows)
         self.clock.lap("split")
         self._acc = self._counts = self._ab = self._group_sums = None
+        self._request = self._stats = None   # this pass's verdicts asked of the combine; operand stats
         self._sums: dict = {}   # "lower" / "support": the certificate's digit products (1, m, n)
         self._settled = self._bounds_pass = False
 
@@ -251,21 +253,18 @@ class Product:
         """Row exponents, the finite parts, the operands' row sizes (what the plan reads, and the
         certificate), the "auto" statistics and the plan: every input of the plan reduced over every rank."""
         eng, xp, reduce = self.engine, self.xp, self.reduce
-        (amax, bad_a), (bmax, bad_b) = eng.row_stats(a_rows), eng.row_stats(b_rows)
-        self._bad_a, self._bad_b = (bool(v) for v in eng.to_host(xp.stack([xp.asarray(bad_a), xp.asarray(bad_b)])))
-        self.row_exps = exponents(xp, self._on_host(reduce.a_max)(amax))
-        self.col_exps = exponents(xp, self._on_host(reduce.b_max)(bmax))
+        kind = plan_type(self.policy.settings)
+        want_sizes = kind.reads_sizes or self.certifying
+        # one pass per operand and one copy to the host (one process: the one wait before the plan)
+        (self.row_exps, summary_a, pieces_a, self._bad_a), (self.col_exps, summary_b, pieces_b, self._bad_b) = \
+            row_statistics(eng, (a_rows, b_rows), (reduce.a_max, reduce.b_max), want_sizes)
+        self._host_exps = [summary_a[EXP], summary_b[EXP]]
         self._fin_a = special.finite_part(xp, a_rows, self._bad_a)
         self._fin_b = special.finite_part(xp, b_rows, self._bad_b)
-        kind = plan_type(self.policy.settings)
         self._mags, gaps, host = None, np.zeros(8, dtype=np.int64), ()
-        if kind.reads_sizes or self.certifying:
-            pieces = (certificate.magnitude_stats(xp, self._fin_a, self.row_exps),
-                      certificate.magnitude_stats(xp, self._fin_b, self.col_exps))
-            # (norm, nnz, sq, gaps) of both operands in one copy to the host: the plan reads them there
-            both = eng.to_host(xp.concatenate([xp.stack(piece) for piece in pieces], axis=1))
-            rows = pieces[0][0].shape[0]
-            host = [tuple(both[:, :rows]), tuple(both[:, rows:])]
+        if want_sizes:
+            pieces = (tuple(pieces_a), tuple(pieces_b))
+            host = [tuple(summary_a[NORM:]), tuple(summary_b[NORM:])]
             for side, (_, nnz, sq, gap) in enumerate(host):   # every entry lives on one rank: SUM over all
                 gaps[2 * side:2 * side + 2] = [int(gap.sum()), int(nnz.sum())]
                 gaps[4 + 2 * side:6 + 2 * side] = word_sums(np, sq)   # squares: past 2**63
@@ -292,8 +291,8 @@ class Product:
                                 mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[0:2], gaps[2:4])))
                       if self._mags is not None else None)
         self.plan = self._resolve_plan(self.policy.settings)
-        lift = (headroom(xp, self.row_exps), headroom(xp, self.col_exps))
-        self._lift = lift if any(bool(v.any()) for v in lift) else None
+        lift = tuple(headroom(np, e) for e in self._host_exps)   # on the host: no wait for the device
+        self._lift = tuple(eng.asarray(v) for v in lift) if any(v.any() for v in lift) else None
         self._low = None
 
     def _combine_exps(self):
@@ -339,7 +338,8 @@ class Product:
             sq = np.where(moved, (sq - nnz) // (step * step) + 1 + 2 * nnz, sq)
             host[side] = (norm, nnz, sq, gaps)
             mags[side] = tuple(eng.asarray(v) for v in host[side])
-            exps[side] = exps[side] + eng.asarray(bump.astype(np.int32))
+            self._host_exps[side] = self._host_exps[side] + bump
+            exps[side] = eng.asarray(self._host_exps[side].astype(np.int32))
         self._mags, (self.row_exps, self.col_exps) = tuple(mags), exps
         return host
 
@@ -477,14 +477,17 @@ class Product:
             w = extra.panel_width(panel_a.shape[2])
             self._accumulate_extra(extra.target, panel_a[s + i:s + i + 1, :, :w], panel_b[s + i:s + i + 1, :, :w])
 
-    def _accumulate_extra(self, target: str, plane_a, plane_b) -> None:
+    def _accumulate_extra(self, target: str, plane_a, plane_b, whole: bool = False) -> None:
         """One extra plane's products (3-D, one plane each): magnitude or support digits into
-        the certificate's sums, class codes into the special-value counts."""
+        the certificate's sums, class codes into the special-value counts (``whole``: all of k)."""
         xp, eng = self.xp, self.engine
         if target == "codes":
             if self._counts is None:
                 self._counts = special.zeros_counts(xp, *self.shape)
             special.accumulate_counts(xp, self._counts, plane_a[0], plane_b[0])
+            return
+        if self._sums.get(target) is None and whole:   # fresh sums, nothing to add into
+            self._sums[target] = eng.group_sums(plane_a, plane_b)
             return
         if self._sums.get(target) is None:
             self._sums[target] = eng.zeros_groups(1, *self.shape, slices=1, k=self.k)
@@ -493,11 +496,11 @@ class Product:
     def multiply(self) -> None:
         """All of k at once on this rank's own operands (one process: fused kernels, unless the
         certified combine reads the accumulators: ``plan.needs_group_sums``)."""
+        for extra in self._extras if self.k else ():   # first: the combine may read the certificate's sums
+            if extra.a.shape[2]:
+                self._accumulate_extra(extra.target, extra.a, extra.b, whole=True)
         if not self._bounds_pass:   # a bounds pass only sums the certificate's digits (the extras)
             self._multiply_plan()
-        for extra in self._extras if self.k else ():
-            if extra.a.shape[2]:
-                self._accumulate_extra(extra.target, extra.a, extra.b)
         self.release_operands()
         self.clock.lap("multiply")
 
@@ -508,7 +511,9 @@ class Product:
             if self.k:
                 plan.accumulate(eng, self._acc, self._planes_a, self._planes_b)
         else:
-            self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, *self._combine_exps())
+            self._request = self._verdicts_request()
+            self._ab = plan.multiply_combine(eng, self._planes_a, self._planes_b, *self._combine_exps(),
+                                             verdicts=self._request)
 
     # -- the end of a pass -------------------------------------------------------------------
     def settle(self) -> bool:
@@ -535,8 +540,10 @@ class Product:
         if step is not None and step.restore:   # the equilibrated problem failed: the given one, wider
             self._prepare(*self._given)
             return True
+        self._request = None
         if step is None:
             self.cert, self._fin_a, self._fin_b, self._sums, self._group_sums = cert, None, None, {}, None
+            self._stats = None
             self._rows = None
             self._given, self._settled = None, True
             return False
@@ -573,7 +580,8 @@ class Product:
         if ab is None:
             acc = self._acc if self._acc is not None else self.plan.zeros(self.engine, *self.shape, self.k)
             combine = self.plan.certified_combine if self.certifying else self.plan.combine
-            ab = combine(self.engine, acc, *self._combine_exps())
+            self._request = self._verdicts_request()
+            ab = combine(self.engine, acc, *self._combine_exps(), verdicts=self._request)
             self._acc = acc
         self._group_sums = self._acc if self.certifying and self.plan.needs_group_sums else None
         if self.nonfinite:
@@ -585,17 +593,41 @@ class Product:
     def _certify(self):
         """Every entry of this rank's block against the guarantee; the count and the worst ratio
         are global (SUM and MAX over every rank), so every rank takes the same decision (the group
-        sums, where the plan keeps them, bound the certified combine's roundings)."""
-        xp, r, plan = self.xp, self.reduce, self.plan
-        stats = tuple(certificate.operand_stats(xp, fin, exps, plan, self._on_host(reduce_max), mags=mags[:2])
-                      for fin, exps, reduce_max, mags in ((self._fin_a, self.row_exps, r.a_max, self._mags[0]),
-                                                          (self._fin_b, self.col_exps, r.b_max, self._mags[1])))
+        sums, where the plan keeps them, bound the certified combine's roundings). Where the combine
+        answered the verdicts as it wrote C (:meth:`_verdicts_request`), only their tally is left."""
+        r = self.reduce
+        reduce_sum, reduce_max = self._on_host(r.everywhere_sum), self._on_host(r.everywhere_max)
+        cert = certificate.answered(self.engine, self._request, reduce_sum, reduce_max)
+        if cert is not None:
+            return cert
         sums = {key: None if value is None else value[0] for key, value in self._sums.items()}
-        return certificate.certify_entries(xp, self._ab, sums.get("lower"), stats, self.row_exps, self.col_exps, plan,
-                                           self._group_sums, sums.get("support"),
+        return certificate.certify_entries(self.engine, self._ab, sums.get("lower"), self._operand_stats(),
+                                           self.row_exps, self.col_exps, self.plan, self._group_sums,
+                                           sums.get("support"),
                                            lifted=None if self._low is None else (self._low, *self._lift),
-                                           reduce_sum=self._on_host(r.everywhere_sum),
-                                           reduce_max=self._on_host(r.everywhere_max), factor=self.factor)
+                                           reduce_sum=reduce_sum, reduce_max=reduce_max, factor=self.factor)
+
+    def _operand_stats(self):
+        """Both operands' :class:`~ozhpc.ozaki.certificate.OperandStats` for this plan's split
+        (made once per plan: the combine's request and the certificate read the same)."""
+        steps = self.plan.split_steps
+        if self._stats is None or self._stats[0] != steps:
+            r = self.reduce
+            self._stats = (steps, tuple(
+                certificate.operand_stats(self.engine, fin, exps, self.plan, self._on_host(reduce_max), mags=mags[:2])
+                for fin, exps, reduce_max, mags in ((self._fin_a, self.row_exps, r.a_max, self._mags[0]),
+                                                    (self._fin_b, self.col_exps, r.b_max, self._mags[1]))))
+        return self._stats[1]
+
+    def _verdicts_request(self):
+        """What the certificate asks of this pass's combine (:func:`~ozhpc.ozaki.certificate.verdicts_request`):
+        certifying, finite inputs, no entry that can overflow, no support sums (those passes certify
+        from C afterwards); None otherwise."""
+        if not self.certifying or self.nonfinite or self._lift is not None or "support" in self._sums:
+            return None
+        lower = self._sums.get("lower")
+        return certificate.verdicts_request(self._operand_stats(), self.plan, None if lower is None else lower[0],
+                                            self.factor)
 
     def _on_host(self, reduce):
         """``reduce`` (NumPy arrays, MPI underneath) for arrays on the engine's device; the identity

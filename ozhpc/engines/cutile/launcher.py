@@ -2,7 +2,7 @@
 index width cached per shape (the other ops compute a grid, which costs nothing to redo)."""
 from __future__ import annotations
 
-from . import combine, count, crt, gaps, pair, residues, row_stats, split
+from . import combine, count, crt, gaps, pair, residues, row_stats, row_summary, split
 from .config import TileConfig, cdiv, config_for
 from .pair import PAIR_INDEX_FALLBACK, PAIR_KERNELS, fits_int32
 
@@ -112,8 +112,11 @@ class Launcher:
     def launch_row_stats(self, stream, x, trans: bool, amax, bad) -> None:
         row_stats.launch(stream, x, trans, amax, bad)
 
+    def launch_row_summary(self, stream, x, trans: bool, out, exps) -> None:
+        row_summary.launch(stream, x, trans, out, exps)
+
     def launch_count(self, stream, gaps, limits, out) -> None:
         count.launch(stream, gaps, limits, out)
 
-    def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int) -> None:
-        crt.launch(stream, self.config, self._crt, acc, row_exps, col_exps, tables, c, shift, pieces)
+    def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int, verdict: tuple) -> None:
+        crt.launch(stream, self.config, self._crt, acc, row_exps, col_exps, tables, c, shift, pieces, verdict)

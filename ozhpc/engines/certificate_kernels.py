@@ -1,8 +1,11 @@
-"""The certificate's element-wise steps as CuPy kernels, bitwise equal to the NumPy reference.
+"""The certificate's element-wise steps as CuPy kernels, bitwise equal to the NumPy reference
+(:mod:`ozhpc.engines.statistics`, and the array code of :mod:`ozhpc.ozaki.certificate`); the cuTile
+engine runs them behind :class:`ozhpc.engines.base.Engine`'s statistics methods.
 
 :func:`ozhpc.ozaki.certificate.certify_entries` on CuPy arrays would run some forty element-wise
 kernels over m x n (0.13 s at n = 16384 on an H200, more than the product's certificate budget).
-This kernel does the same operations in the same order in one pass. Every operation is written
+:func:`entry_verdicts` does the same operations in the same order in one pass (where the CRT kernel
+does not already answer them as it writes C: a pass without products, the support digits). Every operation is written
 with an explicitly rounded intrinsic (``__dmul_rn``, ``__dadd_rn``, ...), which the compiler
 never contracts into an FMA, so each rounds exactly like NumPy's separate operations and the
 verdicts -- hence the plan "auto" ends at, hence C -- are the same on every engine.
@@ -100,7 +103,7 @@ _INNER_MAP = r"""
 
 
 def inner_stats(cp, rows, none_exp: int):
-    """:func:`ozhpc.ozaki.certificate.inner_stats` (int32 (2, k)): per column the largest frexp
+    """:func:`ozhpc.engines.statistics.inner_stats` (int32 (2, k)): per column the largest frexp
     exponent of a nonzero finite entry, and minus the lowest bit any can hold."""
     out = []
     for high in (1, 0):
@@ -130,7 +133,7 @@ __device__ double ozhpc_delta(double x, long long e) {
 
 
 def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
-    """Row maxima of :func:`ozhpc.ozaki.certificate.representation_error` (scheme II: ``slices``
+    """Row maxima of :func:`ozhpc.engines.statistics.representation_error` (scheme II: ``slices``
     0 and ``shift`` = bits; scheme I: the slices and ``shift`` 0)."""
     key = ("delta", shift, slices, tiny)
     if key not in _KERNELS:
@@ -193,8 +196,8 @@ ROW_SUMS_THREADS = 256
 
 
 def magnitude_sums(cp, x, exps, norm_bits: int, gap_max: int):
-    """``(norm, nnz, sq, gaps)`` per row (int64, exact): :func:`ozhpc.ozaki.certificate.magnitude_stats`
-    before its reduction over ranks, in one pass over ``x`` (``y = |x| 2**-e`` exact, its square
+    """int64 ``(4, rows)``: ``norm``, ``nnz``, ``sq``, ``gaps`` per row, exact
+    (:func:`ozhpc.engines.statistics.magnitude_stats`), in one pass over ``x`` (``y = |x| 2**-e`` exact, its square
     rounded to nearest; a gap is ``e - (ilogb(x) + 1)``, frexp's exponent, clipped to [0, gap_max]).
     Integer sums, so the order of the atomics does not matter."""
     key = ("row_sums", norm_bits, gap_max)
@@ -214,4 +217,4 @@ def magnitude_sums(cp, x, exps, norm_bits: int, gap_max: int):
         chunk = 256
         by_row((-(-rows // ROW_SUMS_THREADS), -(-cols // chunk)), (ROW_SUMS_THREADS,),
                (x, e, rows, cols, rs, cs, chunk, out))
-    return out[0], out[1], out[2], out[3]
+    return out
