@@ -135,7 +135,7 @@ def test_crt_kernel_answers_the_verdicts(gpu, lower_dtype):
         plan = ModularPlan.for_k(bits, k)
         primes = np.array(tables.primes).reshape(-1, 1, 1)
         acc = (rng.integers(-2**40, 2**40, size=(count, m, n)) % primes)
-        acc = np.where(acc > primes // 2, acc - primes, acc).astype(np.int8)
+        acc = np.where(acc > primes - 1 - primes // 2, acc - primes, acc).astype(np.int8)   # balanced
         acc[:, 3, :] = 0
         e = exponents(np, row_abs_max(np, a)).astype(np.int32)
         f = exponents(np, row_abs_max(np, b)).astype(np.int32)

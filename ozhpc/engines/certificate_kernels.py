@@ -138,9 +138,9 @@ def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
     key = ("delta", shift, slices, tiny)
     if key not in _KERNELS:
         _KERNELS[key] = cp.ReductionKernel(
-            "float64 qv, int64 qe", "float64 y", "ozhpc_delta(qv, qe)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
+            "float64 qv, E qe", "float64 y", "ozhpc_delta(qv, qe)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
             preamble=f"#define SHIFT {shift}\n#define SLICES {slices}\n#define TINY {tiny!r}\n" + _DELTA)
-    return _KERNELS[key](x, cp.asarray(exps).astype(cp.int64).reshape(-1, 1), axis=1)
+    return _KERNELS[key](x, cp.asarray(exps).reshape(-1, 1), axis=1)   # int32 or int64 exponents
 
 
 _ROW_SUMS = r"""

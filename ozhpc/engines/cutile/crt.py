@@ -23,7 +23,7 @@ CRT_WIDE_PIECES = 6
 """From this many CRT pieces (M above 2**180: about 80 bits and up) the CRT kernel runs at half
 ``crt_occupancy``: 16 x 64 at occupancy 4 spills 56 B with 6 pieces and 104 B with 7, at
 occupancy 2 it needs 180 / 200 registers and no stack (CPU AOT, sm_90; 4-5 pieces: 116-128)."""
-CRT_GROUP = 4
+CRT_GROUP = 1
 """Moduli per load: one (CRT_GROUP, TM, TN) tile of residues per step, the next group's loaded
 before this one's arithmetic, so a block keeps CRT_GROUP times the bytes in flight of one
 modulus per step (one modulus per step was bound by the latency of its 1 KB loads: 7.3 ms at
