@@ -16,16 +16,16 @@ from mpi4py import MPI
 
 import ozhpc
 from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.config import RunConfig
+from ozhpc.errors import InputError
+from ozhpc.io import distio
+from ozhpc.io.h5io import DatasetRef
 from ozhpc.parallel import DistMatrix, ProcessGrid, Summa, dist_gemm, near_square
 from ozhpc.parallel.layout import BlockCyclic
 from ozhpc.parallel.summa import default_kb
 from ozhpc.parallel.transport import HostMPITransport
-from ozhpc.errors import InputError
-from ozhpc.io import distio
-from ozhpc.io.h5io import DatasetRef
-from ozhpc.matrices import standard_matrix
-from ozhpc.report import sha256_of_matrix
+from ozhpc.run.config import RunConfig
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.report import sha256_of_matrix
 
 COMM = MPI.COMM_SELF
 M, K, N = 157, 301, 96
@@ -185,7 +185,7 @@ def test_runner_one_rank_is_the_distributed_path(tmp_path):
     a, b = standard_matrix(40, 33, 0.5, 5), standard_matrix(33, 27, 0.5, 6)
     with h5py.File(tmp_path / "in.h5", "w") as f:
         f["A"], f["B"] = a, b
-    from ozhpc.runner import execute
+    from ozhpc.run.runner import execute
 
     cfg = RunConfig(a=DatasetRef(str(tmp_path / "in.h5"), "/A"), b=DatasetRef(str(tmp_path / "in.h5"), "/B"),
                     out=DatasetRef(str(tmp_path / "out.h5"), "/C"), block=(8, 8), engine="numpy",
