@@ -85,7 +85,7 @@ def dry_run_report(cfg: RunConfig, summa, estimate) -> dict:
     report = base_report()
     report.update({"dry_run": True, "config": cfg.describe(), "m": summa.m, "n": summa.n, "k": summa.k,
                    "ranks": summa.grid.size, "grid": list(summa.grid.dims), "block": [summa.mb, summa.nb],
-                   "kb": summa.kb, "engine": summa.engine.name, "wire": summa.wire,
+                   "kb": summa.kb, "engine": summa.engine.name, "wire": summa.wire.name,
                    "memory": {"host_bytes_per_rank": estimate.host, "device_bytes_per_rank": estimate.device,
                               "assumed": estimate.note, "summary": estimate.describe()}})
     return report

@@ -487,15 +487,10 @@ def resolve_plan(settings: OzakiSettings, spread: int, k: int, width: int | None
 def assumed_plan(settings: OzakiSettings, k: int):
     """The plan assumed before the data is read: the settings' typical plan
     (:meth:`OzakiSettings.typical`) on typical data (:meth:`DataSizes.typical`) of inner dimension
-    ``k``. The memory check, the wire SUMMA picks and ``ozhpc plan`` all start from it, so they agree."""
+    ``k``. The memory check, the wire SUMMA picks and ``ozhpc plan`` all start from it, so they
+    agree (with the first pass's extra planes: :func:`ozhpc.ozaki.passes.assumed_depth`)."""
     k = max(int(k), 1)
     return resolve_plan(settings.typical(), 0, k, sizes=DataSizes.typical(k))
-
-
-def assumed_depth(settings: OzakiSettings, k: int) -> int:
-    """int8 planes per entry of the first pass under :func:`assumed_plan`: its planes, plus the
-    certificate's magnitude digits under "auto"."""
-    return assumed_plan(settings, k).planes + (1 if settings.auto else 0)
 
 
 def make_plan(slices, groups, spread: int, *, scheme: str = "ozaki1", bits="auto", k: int = 0):
