@@ -424,11 +424,11 @@ def calibrate(gpu: str, n: int | None = None, path: str | None = None) -> tuple[
     for scheme in ("ozaki1", "ozaki2"):
         settings = OzakiSettings(scheme).typical()
         with ProcessGrid(MPI.COMM_SELF) as grid, Summa(grid, n, n, n, block=256, kb=n, engine=engine,
-                                                       settings=settings, wire="planes") as plan:
-            da, dbt, _ = plan.distribute(a, b)
-            plan(da, dbt)     # warm-up (kernels, allocations)
-            plan(da, dbt)
-            s, pairs = plan.info.seconds, plan.info.pair_gemms
+                                                       settings=settings, wire="planes") as summa:
+            da, dbt, _ = summa.distribute(a, b)
+            summa(da, dbt)     # warm-up (kernels, allocations)
+            summa(da, dbt)
+            s, pairs = summa.info.seconds, summa.info.int8_gemms
         rates[scheme] = {"pair_ops": 2.0 * n**3 * pairs / s["compute"], "split_rate": 2.0 * n * n / s["split"]}
     entry = {"pair_ops": float(np.mean([r["pair_ops"] for r in rates.values()])),
              "split_rate": float(np.mean([r["split_rate"] for r in rates.values()])), "by_scheme": rates,

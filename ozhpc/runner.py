@@ -277,7 +277,7 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
         "overlap": overlap_fraction(seconds),
         # slices/groups: scheme ozaki1 (None with ozaki2); moduli: scheme ozaki2 (None with ozaki1).
         "scheme": info.scheme, "bits": info.bits, "moduli": info.moduli,
-        "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
+        "slices": info.slices, "groups": info.groups, "int8_gemms": info.int8_gemms,
         "plan_summary": info.plan_summary, "spread_bits": info.spread_bits,
         "nonfinite_inputs": info.nonfinite_inputs,
         "error_bound": {"truncation": info.truncation_bound, "combine": info.combine_bound,

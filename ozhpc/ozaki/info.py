@@ -61,12 +61,6 @@ class GemmInfo:
     widths: list = field(default_factory=list)
     """Plans "auto" ran, in order: ``[bits, uncertified, worst_ratio]`` each (bits as in ``bits``)."""
 
-    @property
-    def pair_gemms(self) -> int:
-        """:attr:`int8_gemms` under its first name, which the report key ``pair_gemms``, the README and
-        scripts still read (kept for compatibility only)."""
-        return self.int8_gemms
-
     def to_dict(self) -> dict:
         return asdict(self)
 

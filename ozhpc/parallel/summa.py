@@ -44,7 +44,7 @@ from ..errors import InputError, real_scalars, require_c
 from ..ozaki.passes import assumed_depth
 from ..ozaki.product import GemmInfo, Product, enforce_accuracy, op_rows
 from ..ozaki.reductions import Reductions
-from ..ozaki.settings import OzakiSettings
+from ..ozaki.settings import DEFAULT_GUARANTEE, OzakiSettings
 from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
@@ -145,7 +145,7 @@ class Summa:
 
     def __init__(self, grid: ProcessGrid, m: int, n: int, k: int, *, block=(256, 256), kb: int | None = None,
                  engine="auto", transport="auto", slices="auto", groups="auto", on_panel=None,
-                 transport_options: dict | None = None, scheme=None, bits="auto", guarantee="dgemm",
+                 transport_options: dict | None = None, scheme=None, bits="auto", guarantee=DEFAULT_GUARANTEE,
                  settings: OzakiSettings | None = None, wire="auto"):
         mb, nb = (block, block) if isinstance(block, int) else (int(block[0]), int(block[1]))
         self.settings = settings or OzakiSettings(scheme, slices, groups, bits, guarantee=guarantee)
@@ -341,7 +341,7 @@ def _allreduce(comm, array, op):
 
 def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
               block=(64, 64), kb=None, slices="auto", groups="auto", engine="auto", transport="auto",
-              on_panel=None, info=False, scheme=None, bits="auto", accuracy="warn", guarantee="dgemm",
+              on_panel=None, info=False, scheme=None, bits="auto", accuracy="warn", guarantee=DEFAULT_GUARANTEE,
               wire="auto"):
     """Distributed product of global arrays that EVERY rank holds (tests, small problems).
 
