@@ -12,8 +12,8 @@ data. In order, while some entry fails:
 2. once, the operands equilibrated over k (:func:`equilibrated_operands`), where the failure is
    gross (a ratio above :data:`EQUILIBRATE_RATIO`) or the widest plan is reached: a new problem,
    "auto" picks its first plan afresh;
-3. a wider plan (``plan.next_width``, :func:`bits_to_close`), and past the widest what ``plan.beyond_cap`` offers
-   (scheme II: scheme I's digits);
+3. a wider plan (``plan.next_width`` of :func:`bits_to_close`), and past the widest what
+   ``plan.beyond_cap`` offers (scheme II: scheme I's digits);
 4. once, where the equilibrated problem still fails past all of that, the given operands again
    (equilibration can also push an entry below every plan's reach: a row of op(A) that mixes a
    column scaled down with one scaled up), from their first plan, widened without step 2.

@@ -41,8 +41,9 @@ from .mpi import MPI
 
 from ..engines import get_engine
 from ..errors import InputError, real_scalars, require_c
+from ..ozaki.info import GemmInfo, enforce_accuracy
 from ..ozaki.passes import assumed_depth
-from ..ozaki.product import GemmInfo, Product, enforce_accuracy, op_rows
+from ..ozaki.product import Product, op_rows
 from ..ozaki.reductions import Reductions
 from ..ozaki.settings import DEFAULT_GUARANTEE, OzakiSettings
 from .distmatrix import DistMatrix
