@@ -114,8 +114,8 @@ def sweep(cp, sizes, moduli: int, names, reps: int) -> list[dict]:
         runner(cp, "base", VARIANTS["base"], ra, rb, want, mods, num_sms)()
         for name in names:
             v = VARIANTS[name]
-            row = dict(n=n, moduli=moduli, variant=name, **{k: val for k, val in v.items() if k != "engine"},
-                       **v.get("engine", {}))
+            row = dict(n=n, moduli=moduli, variant=name,
+                       config={**{k: val for k, val in v.items() if k != "engine"}, **v.get("engine", {})})
             try:
                 f = runner(cp, name, v, ra, rb, out, mods, num_sms)
                 out.fill(0)
@@ -159,8 +159,7 @@ def warm(cp, names, moduli: int) -> None:
 def table(rows) -> str:
     out = ["| n | variant | config | same bits | s | POP/s |", "|---|---|---|---|---|---|"]
     for r in rows:
-        cfg = {k: v for k, v in r.items() if k not in ("n", "moduli", "variant", "first_s", "same_bits", "seconds",
-                                                        "pops", "error")}
+        cfg = r["config"]
         out.append(f"| {r['n']} | {r['variant']} | {cfg} | {r.get('same_bits', '-')} | "
                    f"{r.get('seconds', float('nan')):.4f} | "
                    f"{r['pops']:.3f} |" if "pops" in r else f"| {r['n']} | {r['variant']} | {cfg} | - | "
