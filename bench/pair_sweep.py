@@ -32,12 +32,15 @@ VARIANTS = {
     "tiles_k256": dict(m=256, n=128, k=256),
     "tiles_lat4": dict(m=256, n=128, k=128, lat=4),
     "tiles_w8": dict(m=256, n=128, k=128, warps=8),
+    "tiles_w8_wholek": dict(m=256, n=128, k=128, warps=8, panel=0),
     # persistent: one block per cluster, looping over (modulus, tile)
     "persist": dict(m=256, n=128, k=128, body="persistent"),
     "persist_wholek": dict(m=256, n=128, k=128, body="persistent", panel=0),
     "persist_k256": dict(m=256, n=128, k=256, body="persistent"),
     "persist_w8": dict(m=256, n=128, k=128, body="persistent", warps=8),
     "persist_w8_wholek": dict(m=256, n=128, k=128, body="persistent", warps=8, panel=0),
+    "persist_w8_k256": dict(m=256, n=128, k=256, body="persistent", warps=8),
+    "persist_w8_2waves": dict(m=256, n=128, k=128, body="persistent", warps=8, waves=2),
     "persist_128_occ2": dict(m=128, n=128, k=128, body="persistent", occ=2, ctas=1),
     # every modulus in one launch: int32-indexed views of more than 2**31 elements in all
     "tiles_big": dict(m=256, n=128, k=128, big=True),
