@@ -24,7 +24,7 @@ for step in ${STEPS:-tests accept}; do
     pairs)
       V=${PAIR_VARIANTS:-$(python3 -c "import sys; sys.path.insert(0, 'bench'); from pair_sweep import VARIANTS; \
 print(' '.join(k for k, v in VARIANTS.items() if not v.get('big')))")}
-      BIG=${PAIR_BIG:-$(python3 -c "import sys; sys.path.insert(0, 'bench'); from pair_sweep import VARIANTS; \
+      BIG=${PAIR_BIG-$(python3 -c "import sys; sys.path.insert(0, 'bench'); from pair_sweep import VARIANTS; \
 print(' '.join(k for k, v in VARIANTS.items() if v.get('big')))")}
       for v in $V $BIG; do python3 bench/pair_sweep.py --warm $v > /tmp/warm_$v.txt 2>&1 & done; wait
       tail -q -n 2 /tmp/warm_*.txt | grep -v "^$" | tr '\n' ';'; echo

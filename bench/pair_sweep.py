@@ -22,10 +22,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 VARIANTS = {
-    # the production path: 256x128x128, 2-CTA clusters, k panels of 8192, one product per launch
+    # the production path (CutileEngine._pair_sums): 256x128x128 on 2-CTA clusters, whole k, one
+    # (modulus, tile) per block with every modulus of a launch in one grid (as many as int32 allows)
     "base": dict(engine={}),
-    "base_wholek": dict(engine=dict(diagonal_k_panel=0)),
+    "single": dict(engine=dict(diagonal_launch_groups=1)),        # one product per launch
+    "single_panel8192": dict(engine=dict(diagonal_launch_groups=1, diagonal_k_panel=8192)),   # 2026-12-02's plan
     "base_panel4096": dict(engine=dict(diagonal_k_panel=4096)),
+    # the variants of bench/pair_variants.py (2026-12-04 sweep; "base" then was single_panel8192 with
+    # the kernel that looped over the moduli of a launch, "base_wholek" the same with whole k):
     # one (modulus, tile) per block, the moduli of a launch in one grid
     "tiles": dict(m=256, n=128, k=128),
     "tiles_wholek": dict(m=256, n=128, k=128, panel=0),
@@ -147,9 +151,7 @@ def warm(cp, names, moduli: int) -> None:
     mods = cp.asarray(modulus_table(crt_tables.MODULI[:moduli]))
     num_sms = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"])
     for name in names:
-        v = dict(VARIANTS[name])
-        if "engine" in v:
-            v["engine"] = dict(v["engine"], diagonal_one_launch_ops=0)
+        v = VARIANTS[name]
         t0 = time.perf_counter()
         for g in (1, 2):
             ra = cp.ones((g, 512, 16384), dtype=cp.int8)
