@@ -86,14 +86,18 @@ class Device:
 
 
 H200_INT8_PEAK, H200_FP64_PEAK = 1.979e15, 67e12
-PAIR_EFFICIENCY, DGEMM_EFFICIENCY = 1.2e15 / H200_INT8_PEAK, 56e12 / H200_FP64_PEAK
+H200_PAIR_OPS = 1.25e15
+"""Scheme II's products on the H200 (15 moduli, whole k, every modulus of a launch in one grid):
+1.27 / 1.24 POP/s at n = 16384 / 32768 (bench/results/hw_speed_h200_2026-12-04.md)."""
+PAIR_EFFICIENCY, DGEMM_EFFICIENCY = H200_PAIR_OPS / H200_INT8_PEAK, 56e12 / H200_FP64_PEAK
 """What the pair kernel and cuBLAS reach of the H200's dense peaks (measured); Blackwell is assumed
 to reach the same fractions of its datasheet peaks."""
 
 DEVICES = {
-    "h200": Device("NVIDIA H200 SXM", "cutile", 1.2e15, 56e12, SPLIT_RATE["cutile"], 4.19e12, 140e9,
+    "h200": Device("NVIDIA H200 SXM", "cutile", H200_PAIR_OPS, 56e12, SPLIT_RATE["cutile"], 4.19e12, 140e9,
                    LINK_RATE[("cutile", True)], LINK_RATE[("cutile", False)], 8, True, 256, 50e-6,
-                   source="measured here: bench/results/gpu_gemm_h200_2026-12-01_*.md, multi_gpu_h200x2_*.md"),
+                   source="measured here: bench/results/hw_speed_h200_2026-12-04.md, gpu_gemm_h200_2026-12-01_*.md, "
+                          "multi_gpu_h200x2_*.md"),
     "b200": Device("NVIDIA B200 (HGX, 1000 W)", "cutile", PAIR_EFFICIENCY * 4.5e15, DGEMM_EFFICIENCY * 40e12,
                    SPLIT_RATE["cutile"] * 8.0 / 4.19, 8.0e12, 180e9, 900e9, 50e9, 8, True, 256, 50e-6,
                    source="NVIDIA HGX B200 datasheet (dense INT8 4.5 POPS, FP64 40 TFLOPS, 180 GB, 8 TB/s, "
