@@ -7,7 +7,7 @@ import pytest
 
 import ozhpc
 from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 
 
 def counting(engine_class):

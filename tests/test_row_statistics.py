@@ -7,7 +7,7 @@ import pytest
 from ozhpc.engines import get_engine
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.engines.statistics import NORM
-from ozhpc.ozaki import certificate, product as product_module
+from ozhpc.ozaki import certificate, operands as operands_module
 from ozhpc.ozaki.product import Product
 from ozhpc.ozaki.scales import join_words, range_bumps, word_sums
 from ozhpc.ozaki.settings import OzakiSettings
@@ -66,12 +66,12 @@ def test_range_bumps_read_the_exact_total(monkeypatch, rows, k, outlier, total_s
             return host, dev, exps
 
     seen = []
-    monkeypatch.setattr(product_module, "range_bumps",
+    monkeypatch.setattr(operands_module, "range_bumps",
                         lambda sq, nnz, total, *rest: seen.append(total) or range_bumps(sq, nnz, total, *rest))
     a_rows, b_rows = np.full((rows, 1), 0.5), np.full((1, 1), 0.5)
     prod = Product(OzakiSettings("ozaki2"), Injected(), a_rows, b_rows)
     assert seen[0] == exact
-    bumped = np.flatnonzero(prod.row_exps != 0)
+    bumped = np.flatnonzero(prod.ops.row_exps != 0)
     assert bumped.tolist() == ([] if outlier is None else [outlier])
 
 
