@@ -123,10 +123,14 @@ def test_crt_kernel_answers_the_verdicts(gpu, lower_dtype):
     the certificate's array code on the NumPy engine's C: the same count and worst ratio, for
     scales that make C normal, subnormal, zero and inf, "tight" and "dgemm", with and without
     magnitude sums; C keeps its bits."""
+    from dataclasses import replace
+
     from ozhpc.engines import crt
     from ozhpc.engines.base import Verdicts
+    from ozhpc.engines.cutile_engine import CutileEngine
 
     engine, cp = gpu
+    engine = CutileEngine(config=replace(engine.config, crt_verdicts=True))   # off by default: slower
     rng = np.random.default_rng(8)
     m, n, k = 45, 70, 64
     a, b = awkward(rng, m, k), awkward(rng, k, n).T.copy()

@@ -1,6 +1,6 @@
 """One process's product waits for the device only where the host needs values: once before the
-plan (both operands' row statistics in one copy), once for the certificate's verdict (two numbers,
-made by the CRT kernel as it writes C), and for C itself when NumPy arrays came in; the identity
+plan (both operands' row statistics in one copy), once for the certificate's verdict (the worst
+ratio of a one-pass kernel over C), and for C itself when NumPy arrays came in; the identity
 reductions stay on the device and the phase times come from the engine's timers."""
 import numpy as np
 import pytest
@@ -48,9 +48,9 @@ def test_default_product_copies_to_host_twice_and_never_synchronises():
 @pytest.mark.gpu
 @pytest.mark.parametrize("host_arrays", [False, True])
 def test_gpu_product_copies_statistics_and_verdict_only(gpu, host_arrays):
-    """The cuTile engine: the statistics (one copy), the verdict's worst ratio and count (one copy,
-    answered by the CRT kernel: no pass over C after it), C when NumPy arrays came in; never a
-    synchronisation; the NumPy engine's bits and certificate."""
+    """The cuTile engine: the statistics (one copy), the verdict's worst ratio (one copy: the count
+    only where some entry fails), C when NumPy arrays came in; never a synchronisation; the NumPy
+    engine's bits and certificate."""
     from ozhpc.engines.cutile_engine import CutileEngine
 
     _, cp = gpu

@@ -73,12 +73,13 @@ def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict)
     return _KERNELS[key]
 
 
-def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict):
+def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict, to_host=None):
     """``(failed, worst)`` over this block of C: how many entries have a ratio ``E / (c u L)``
     (:func:`ozhpc.ozaki.certificate.entry_ratio`) above 1 (they fail), and the largest ratio (0 for
     inf/NaN entries). One element-wise pass and a max; the count only when some entry fails
     (``row`` / ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B) as
-    float64 vectors)."""
+    float64 vectors; ``to_host``: the engine's copy, one per number read)."""
+    get = to_host or (lambda x: x.get())
     if c.size == 0:
         return 0, 0.0
     zero = cp.zeros((), dtype=cp.float64)
@@ -87,8 +88,8 @@ def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: d
     kern = _kernel(lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants)
     ratio = kern(c, cp.asarray(e).astype(cp.int64).reshape(-1, 1), cp.asarray(f).astype(cp.int64).reshape(1, -1),
                  *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
-    worst = float(ratio.max())
-    return (int(cp.count_nonzero(ratio > 1.0)) if worst > 1.0 else 0), worst
+    worst = float(get(ratio.max()))
+    return (int(get(cp.count_nonzero(ratio > 1.0))) if worst > 1.0 else 0), worst
 
 
 def _ctype(x) -> str:

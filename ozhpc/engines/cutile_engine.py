@@ -331,7 +331,8 @@ class CutileEngine(Engine):
         """The certificate's verdicts in one CuPy pass (:func:`.certificate_kernels.entry_verdicts`)."""
         vecs = [(delta, norm.astype(cp.float64) * 2.0**-NORM_BITS, nnz.astype(cp.float64))
                 for delta, norm, nnz in (row, col)]
-        return cert_kernels.entry_verdicts(cp, c, row_exps, col_exps, vecs[0], vecs[1], lower, support, constants)
+        return cert_kernels.entry_verdicts(cp, c, row_exps, col_exps, vecs[0], vecs[1], lower, support, constants,
+                                           self.to_host)
 
     def entry_gaps(self, x, exps):
         """Gap codes by :mod:`ozhpc.engines.cutile.gaps`, columns padded with NO_GAP to a
@@ -476,7 +477,8 @@ class CutileEngine(Engine):
         return self._combine(acc, row_exps, col_exps)
 
     def combine_moduli(self, acc, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
-        return self._combine(acc, row_exps, col_exps, tables, verdicts)
+        """``verdicts`` answered only with ``config.crt_verdicts`` (off: the certificate's own pass)."""
+        return self._combine(acc, row_exps, col_exps, tables, verdicts if self.config.crt_verdicts else None)
 
     def _combine(self, acc, row_exps, col_exps, crt=None, verdicts=None):
         d, m, n = acc.shape
@@ -528,7 +530,8 @@ class CutileEngine(Engine):
         return self._multiply_combine(da, eb, ngroups, row_exps, col_exps)
 
     def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
-        return self._multiply_combine(da, eb, tables.count, row_exps, col_exps, tables, verdicts)
+        return self._multiply_combine(da, eb, tables.count, row_exps, col_exps, tables,
+                                      verdicts if self.config.crt_verdicts else None)
 
     def _multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, crt=None, verdicts=None):
         """Pair GEMMs over the whole k, then the combine; the same bits as the three steps.

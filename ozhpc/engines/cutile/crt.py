@@ -23,11 +23,11 @@ CRT_WIDE_PIECES = 6
 """From this many CRT pieces (M above 2**180: about 80 bits and up) the CRT kernel runs at half
 ``crt_occupancy``: 16 x 64 at occupancy 4 spills 56 B with 6 pieces and 104 B with 7, at
 occupancy 2 it needs 180 / 200 registers and no stack (CPU AOT, sm_90; 4-5 pieces: 116-128)."""
-CRT_GROUP = 1
+CRT_GROUP = 4
 """Moduli per load: one (CRT_GROUP, TM, TN) tile of residues per step, the next group's loaded
 before this one's arithmetic, so a block keeps CRT_GROUP times the bytes in flight of one
-modulus per step (one modulus per step was bound by the latency of its 1 KB loads: 7.3 ms at
-n = 16384, 15 moduli, against about 1.5 ms for its bytes)."""
+modulus per step. H200, n = 16384, 15 moduli (``bench/crt_kernel.py``, 2026-12-04), the same
+bits: 6.63 ms one modulus per load, 5.81 two, 5.11 four, 5.71 eight (occupancy 2)."""
 
 VERDICT_COLS = 16
 """Width of the verdict constants' table (``ozhpc.engines.base.VERDICT_CONSTANTS``, zero padded)."""
