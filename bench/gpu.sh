@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU runs of the benchmark suite, in one device call: one or more modes, each one bench script
+# The GPU runs of the benchmark suite, in one call: one or more modes, each one bench script
 # (bench/README.md says what each measures and which results file holds its latest figures).
 #
 #   source .tile/tile-env.sh && export PYTHONPATH=$PWD:$PYTHONPATH && MODE="tests accept" bash bench/gpu.sh
@@ -9,13 +9,13 @@
 # (<MODE>_S seconds, e.g. ACCEPT_S=300) and writes its log to $OUT/<mode>.txt and its results to
 # $OUT/<mode>.md / .json; the last lines printed are one row per mode (exit status, seconds).
 # Settings per mode (environment): TESTS (pytest arguments), SIZES (accept), TIMELINE, HOSTPROF,
-# PAIR_SIZES, PAIR_VARIANTS, PAIR_BIG, CERT_SIZES, TABLE_SIZES, GEMM_ARGS, E2E_N, E2E_DIR, STARTUP_N,
+# PAIR_SIZES, PAIR_VARIANTS, PAIR_BIG, CERT_SIZES, TABLE_SIZES, GEMM_ARGS, TRANSFER_GB, E2E_N, E2E_DIR, STARTUP_N,
 # MULTI_ARGS, MULTI_MACHINE, WEAK_RUNS.
 # A new mode is one case in run_mode below plus its script (and a line in bench/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-MODES="tests accept pairs timeline certified table gemm overflow e2e startup shared multi weak crt"
+MODES="tests accept pairs timeline certified table gemm transfer overflow e2e startup shared multi weak crt"
 MODE=${MODE:-tests}
 OUT=${OUT:-/tmp/out}
 DRY=${DRY:-0}
@@ -57,7 +57,7 @@ run_mode() {
       # shellcheck disable=SC2046,SC2086
       step "$(left)" python3 -m pytest -q -p no:cacheprovider -n 4 -rs \
         ${TESTS:-$(grep -l "pytest.mark.gpu" tests/test_*.py | grep -v test_shared_gpu)} ;;
-    accept)    # issue 30's acceptance table: cuBLAS DGEMM, the default, fixed bits, "tight", GEMMul8 accurate
+    accept)    # the acceptance table: cuBLAS DGEMM, the default, fixed bits, "tight", GEMMul8 accurate
       if [ -n "$GM8" ] && [ "$DRY" != 1 ]; then
         for _ in $(seq 60); do
           { [ -f /tmp/libgm8.so ] || grep -q error "$OUT/gemmul8_build.txt" 2>/dev/null; } && break; sleep 2
@@ -103,6 +103,8 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
       # shellcheck disable=SC2086
       step "$(left)" python3 bench/speed/gpu_gemm.py ${GEMM_ARGS:---sizes 4096 8192 16384 --slices 6 7 8 auto --bits 53 auto --emulation --reps 3} \
         --out "$OUT/gemm" ;;
+    transfer)  # host <-> GPU copy paths for a large operand (TRANSFER_GB)
+      step "$(left)" python3 bench/speed/transfer_paths.py --gb "${TRANSFER_GB:-2}" ;;
     overflow)  # the overflow reproducer on both engines, and the default product CPU == GPU
       step "$(left)" python3 bench/accuracy/overflow_check.py ;;
     e2e)       # the ozhpc command end to end, HDF5 in and out, against h5py + cuBLAS
@@ -138,7 +140,7 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
 default_limit() {   # seconds per mode unless <MODE>_S says otherwise
   case $1 in
     tests|accept|gemm|e2e|startup) echo 300 ;; pairs) echo 260 ;; certified|table) echo 240 ;;
-    timeline|crt) echo 150 ;; overflow) echo 120 ;; shared|multi|weak) echo 420 ;;
+    timeline|crt) echo 150 ;; transfer|overflow) echo 120 ;; shared|multi|weak) echo 420 ;;
   esac
 }
 
@@ -148,7 +150,7 @@ else
   mkdir -p "$OUT" /tmp/ctc /tmp/ctt /tmp/ozc && chmod 700 /tmp/ctc /tmp/ozc
   export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 CUDA_TILE_CACHE_DIR=/tmp/ctc CUDA_TILE_TEMP_DIR=/tmp/ctt
   export OZHPC_CACHE_DIR=${OZHPC_CACHE_DIR:-/tmp/ozc}
-  # the GPU machine runs as root with Open MPI's mpiexec: the SUMMA tests' mpiexec refuses root without these
+  # a GPU node that runs as root with Open MPI's mpiexec: the SUMMA tests' mpiexec refuses root without these
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   # GEMMul8's build runs beside the first modes (only accept reads it)
   case " $MODE " in *" accept "*) [ -n "$GM8" ] && (bash "$GM8/build.sh" > "$OUT/gemmul8_build.txt" 2>&1 &) ;; esac
