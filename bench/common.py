@@ -109,9 +109,19 @@ def cpu_run_line(command: str) -> str:
             f"{platform.machine()}), NumPy {np.__version__}, engine numpy.\nCommand: `{command}`\n\n")
 
 
-def command_line() -> str:
-    """How this script was called, as a result file quotes it."""
-    return "python3 " + " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:])
+def command_line(argv=None) -> str:
+    """How this script was called (``argv``: its arguments when ``main`` got them), as a result file
+    quotes it."""
+    return "python3 " + " ".join([os.path.relpath(sys.argv[0], REPO)] + list(sys.argv[1:] if argv is None else argv))
+
+
+def write_cpu_markdown(path: str | None, title: str, table: list[str], intro: str = "", trailer: str = "",
+                       argv=None) -> None:
+    """A CPU result file at ``path``: the title, the run line (date, machine, command), ``intro``,
+    the table's lines and ``trailer``; nothing without a path."""
+    if path:
+        with open(path, "w") as fh:
+            fh.write(f"# {title}\n\n{cpu_run_line(command_line(argv))}{intro}" + "\n".join(table) + "\n" + trailer)
 
 
 def write_result(out: str | None, markdown: str | None = None, data=None) -> None:

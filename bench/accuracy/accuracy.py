@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: common (and this checkout's ozhpc)
-from common import cpu_run_line, markdown_table, parser  # noqa: E402
+from common import markdown_table, parser, write_cpu_markdown  # noqa: E402
 import ozhpc  # noqa: E402
 from ozhpc.engines import crt  # noqa: E402
 from ozhpc.ozaki.plan import FP64_BITS  # noqa: E402
@@ -83,23 +83,17 @@ def main(argv=None):
 
     table = markdown_table(header, rows)
     print("\n".join(table))
-    if args.out:
-        command = f"python3 bench/accuracy/accuracy.py {' '.join(sys.argv[1:] if argv is None else argv)}"
-        with open(args.out, "w") as f:
-            if scheme2:
-                f.write(f"# ozhpc accuracy vs native FP64 GEMM: Ozaki scheme II\n\n{cpu_run_line(command)}"
-                        f"Max over {args.samples} sampled entries of |C - exact| / (|A||B|), m = n = {args.m}; "
-                        f"ozhpc columns are ratios to native (below 1 = more accurate than native). "
-                        f"spread: the exponent-spread statistic (bits); auto bits: what today's \"auto\" rule "
-                        f"took (bench/accuracy/auto_rule.py measures that rule); moduli = int8 GEMMs; b=N: N bits per entry; M=m: bits = "
-                        f"53 + spread + m (the former auto rule with margin m).\n\n")
-            else:
-                f.write(f"# ozhpc accuracy vs native FP64 GEMM\n\n{cpu_run_line(command)}"
-                        f"Max over {args.samples} sampled entries of |C - exact| / (|A||B|), m = n = {args.m}; "
-                        f"ozhpc columns are ratios to native (below 1 = more accurate than native); "
-                        f"groups = {args.groups}; round-to-nearest int8 digits, 7 bits per slice.\n\n")
-            f.write("\n".join(table) + "\n")
-
+    intro = (f"Max over {args.samples} sampled entries of |C - exact| / (|A||B|), m = n = {args.m}; "
+             f"ozhpc columns are ratios to native (below 1 = more accurate than native)")
+    if scheme2:
+        title = "ozhpc accuracy vs native FP64 GEMM: Ozaki scheme II"
+        intro += (". spread: the exponent-spread statistic (bits); auto bits: what today's \"auto\" rule took "
+                  "(bench/accuracy/auto_rule.py measures that rule); moduli = int8 GEMMs; b=N: N bits per entry; "
+                  "M=m: bits = 53 + spread + m (the former auto rule with margin m)")
+    else:
+        title = "ozhpc accuracy vs native FP64 GEMM"
+        intro += f"; groups = {args.groups}; round-to-nearest int8 digits, 7 bits per slice"
+    write_cpu_markdown(args.out, title, table, intro=intro + ".\n\n", argv=argv)
 
 if __name__ == "__main__":
     main()

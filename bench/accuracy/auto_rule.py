@@ -17,7 +17,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: common (and this checkout's ozhpc)
-from common import cpu_run_line, markdown_table, parser  # noqa: E402
+from common import markdown_table, parser, write_cpu_markdown  # noqa: E402
 import numpy as np  # noqa: E402
 
 import ozhpc  # noqa: E402
@@ -71,16 +71,12 @@ def main(argv=None):
                 print(" | ".join(row), flush=True)
     table = markdown_table(header, rows)
     print("\n".join(table))
-    if args.out:
-        command = f"python3 bench/accuracy/auto_rule.py {' '.join(sys.argv[1:] if argv is None else argv)}"
-        with open(args.out, "w") as f:
-            f.write(f"# Scheme II \"auto\" (guarantee \"dgemm\") against native DGEMM on the CPU\n\n"
-                    f"{cpu_run_line(command)}"
+    write_cpu_markdown(args.out, "Scheme II \"auto\" (guarantee \"dgemm\") against native DGEMM on the CPU", table,
+                       argv=argv, intro=(
                     f"m = n = 64; errors are the max over 48 sampled entries of |C - exact| / (|A||B|) "
                     f"(exact rational reference); auto/native below 1 means the default product is the "
                     f"more accurate. 'bits' is what \"auto\" took: its rule's bits, raised to the most its "
-                    f"moduli hold.\n\n")
-            f.write("\n".join(table) + "\n")
+                    f"moduli hold.\n\n"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/: common (and this checkout's ozhpc)
-from common import cpu_run_line, markdown_table, parser  # noqa: E402
+from common import markdown_table, parser, write_cpu_markdown  # noqa: E402
 import ozhpc  # noqa: E402
 from ozhpc.run.matrices import standard_matrix  # noqa: E402
 
@@ -46,12 +46,8 @@ def main(argv=None):
     summary = (f"\n\"tight\" took {bits[0]}-{bits[-1]} more bits than \"dgemm\" (median {bits[len(bits) // 2]}), "
                f"{moduli[0]}-{moduli[-1]} more moduli (median {moduli[len(moduli) // 2]}), over {len(bits)} products.\n")
     print(summary)
-    if args.out:
-        command = "python3 bench/accuracy/guarantee_bits.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        with open(args.out, "w") as f:
-            f.write("# Bits and moduli of guarantee \"tight\" over \"dgemm\" (scheme II, \"auto\")\n\n")
-            f.write(cpu_run_line(command.strip()))
-            f.write("\n".join(markdown_table(header, rows)) + "\n" + summary)
+    write_cpu_markdown(args.out, "Bits and moduli of guarantee \"tight\" over \"dgemm\" (scheme II, \"auto\")",
+                       markdown_table(header, rows), trailer=summary, argv=argv)
 
 
 if __name__ == "__main__":
