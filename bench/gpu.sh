@@ -68,7 +68,7 @@ run_mode() {
       if [ "$DRY" = 1 ]; then [ -n "$GM8" ] && lib=(--gemmul8 /tmp/libgm8.so)
       elif [ -f /tmp/libgm8.so ]; then lib=(--gemmul8 /tmp/libgm8.so); fi
       # shellcheck disable=SC2086
-      step "$(left)" python3 bench/speed/hw_speed.py --sizes ${SIZES:-4096 8192 16384 32768} "${lib[@]}" \
+      step "$(left)" python3 bench/speed/hw_speed.py --sizes ${SIZES:-4096 8192 16384 32768} ${lib[@]+"${lib[@]}"} \
         --out "$OUT/accept" ;;
     pairs)     # scheme II's products per pair-kernel variant (compiled in parallel first)
       local v big
