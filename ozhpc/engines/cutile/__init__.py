@@ -46,4 +46,4 @@ KERNELS = {
     "row_stats": row_stats._row_stats_kernel,
     "row_summary": row_summary._row_summary_kernel,
 }
-"""Every kernel of the package by name (the type-check test and ``bench/kernel_resources.py``)."""
+"""Every kernel of the package by name (the type-check test and ``bench/speed/kernel_resources.py``)."""
