@@ -52,7 +52,7 @@ class TileConfig:
     there with 7 pieces, before the piece count followed M)."""
     crt_verdicts: bool = False
     """Whether the CRT kernel answers the certificate's verdicts as it writes C (``VERDICT``). Off:
-    on the H200 at n = 16384, 15 moduli (``bench/crt_kernel.py``, 2026-12-04) the verdicts made
+    on the H200 at n = 16384, 15 moduli (``bench/speed/crt_kernel.py``, 2026-12-04) the verdicts made
     the kernel 6.6 -> 19.3 ms (5.1 -> 17.8 ms at 4 moduli per load), against about 4 ms for the
     separate one-pass CuPy kernel (:meth:`~ozhpc.engines.cutile_engine.CutileEngine.entry_verdicts`);
     and in the product its answer did not match the reference certificate (no

@@ -26,7 +26,7 @@ occupancy 2 it needs 180 / 200 registers and no stack (CPU AOT, sm_90; 4-5 piece
 CRT_GROUP = 4
 """Moduli per load: one (CRT_GROUP, TM, TN) tile of residues per step, the next group's loaded
 before this one's arithmetic, so a block keeps CRT_GROUP times the bytes in flight of one
-modulus per step. H200, n = 16384, 15 moduli (``bench/crt_kernel.py``, 2026-12-04), the same
+modulus per step. H200, n = 16384, 15 moduli (``bench/speed/crt_kernel.py``, 2026-12-04), the same
 bits: 6.63 ms one modulus per load, 5.81 two, 5.11 four, 5.71 eight (occupancy 2)."""
 
 VERDICT_COLS = 16

@@ -1,7 +1,7 @@
 """The CRT kernel alone (a benchmark, not a test): its variants' times on one GPU.
 
-    python3 bench/crt_kernel.py --n 16384 --moduli 15 --variants 1:4 2:4 4:2 8:2 --out $OUT/crt
-    python3 bench/crt_kernel.py --warm --variants 1:4 4:2     # compile only (a small shape, same facts)
+    python3 bench/speed/crt_kernel.py --n 16384 --moduli 15 --variants 1:4 2:4 4:2 8:2 --out $OUT/crt
+    python3 bench/speed/crt_kernel.py --warm --variants 1:4 4:2     # compile only (a small shape, same facts)
 
 Each variant is ``GROUP:OCCUPANCY`` (moduli per load, CTAs per SM), run without and with the
 certificate's verdicts (``VERDICT``, with the magnitude sums). Inputs: random balanced int8 residues
@@ -17,7 +17,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _inputs(cp, n: int, moduli: int, bits: int, seed: int = 0):
@@ -55,8 +56,7 @@ def main() -> None:
     from ozhpc.engines.cutile import crt as crt_kernel
     from ozhpc.ozaki import certificate
     from ozhpc.ozaki.plan import ModularPlan
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from gpu_gemm import time_events
+    from common import time_events
 
     eng = get_engine("cutile")
     n = 256 if args.warm else args.n
