@@ -184,7 +184,7 @@ def io(comm, directory) -> dict:
         cfg = RunConfig(a=DatasetRef(src, "/AT" if ta else "/A"), b=DatasetRef(src, "/BT" if tb else "/B"),
                         out=out, c=DatasetRef(src, "/C0") if beta else None, transa=ta, transb=tb,
                         alpha=alpha, beta=beta, grid=run["grid"], block=run["block"], engine="numpy",
-                        scheme=scheme, kb=run.get("kb"), force=True, progress="off",
+                        scheme=scheme, panel=run.get("kb"), force=True, progress="off",
                         report=os.path.join(directory, f"run{size}_{i}.json"))
         report = execute(cfg, comm=comm)
         if rank == 0:
