@@ -1,5 +1,5 @@
 """Every numeric option of every command is range-checked before any work, and a bad option value
-or dataset spec is one line ``ozhpc <cmd>: error: ...`` with exit status 2 (issue 23); the usage
+or dataset spec is one line ``ozhpc <cmd>: error: ...`` with exit status 2; the usage
 is printed only for ``--help`` and a missing command."""
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from mpi4py import MPI
 import ozhpc
 from ozhpc.parallel import ProcessGrid, dist_gemm
 from ozhpc.parallel.wire import Wire, choose_wire, wire_cost
-from test_certified import structured_cases
+from test_certificate_pipeline import structured_cases
 
 
 def same_bits(x, y) -> bool:

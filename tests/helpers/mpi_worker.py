@@ -117,14 +117,14 @@ def repro(comm) -> dict:
 
 def wire(comm, engine="numpy") -> dict:
     """Both wire formats, both schemes, on every grid of this rank count: C bit for bit equal to
-    ozhpc.gemm, through certified "auto"'s extra passes (tests/test_certified.py's structured cases:
+    ozhpc.gemm, through certified "auto"'s extra passes (tests/test_certificate_pipeline.py's structured cases:
     equilibrated operands, support digits, wider plans), and bytes sent = the model's, exactly.
     ``engine`` "cutile": the GPU engine, transport "auto" (tests/test_shared_gpu.py: ranks sharing
     one GPU), against the NumPy engine's one-process bits."""
     import warnings
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/
-    from test_certified import structured_cases
+    from test_certificate_pipeline import structured_cases
 
     rank = comm.Get_rank()
     named = structured_cases()

@@ -1,4 +1,4 @@
-"""The front end of the accuracy certificate (issue 15): ``--accuracy`` / ``ozaki.accuracy``, what
+"""The front end of the accuracy certificate: ``--accuracy`` / ``ozaki.accuracy``, what
 ``warn`` and ``strict`` do to a run (exit 3, nothing written / one warning line, C written), the
 report's and the attributes' certificate fields, the summary line, and ``dist_gemm(accuracy=)``.
 
