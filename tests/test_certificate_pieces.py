@@ -1,8 +1,8 @@
-"""The pieces of the accuracy certificate (issue 15) that the product pipeline uses, one at a time:
+"""The pieces of the accuracy certificate that the product pipeline uses, one at a time:
 equilibration, the magnitude / support digits, the operand statistics, the error bounds, the
 compensated combine, the per-entry decision and the widening step, against exact rational
 references (ozhpc.run.reference). The guarantee of the whole pipeline (``ozhpc.gemm`` and SUMMA with
-"auto") is tested in tests/test_certified.py."""
+"auto") is tested in tests/test_certificate_pipeline.py."""
 from fractions import Fraction
 
 import numpy as np
