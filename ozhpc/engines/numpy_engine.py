@@ -17,6 +17,7 @@ import numpy as np
 from . import crt as _crt
 from .base import Engine
 from .digits import BITS, final_scale, group_weight_exponent, ldexp_by
+from .gaussian_numpy import GaussianNumpy
 
 PACK_K = 4096
 PACK_SCALE = 2.0**27
@@ -27,7 +28,7 @@ the high product, the difference the low one)."""
 _DIGIT_RADIX = float(2**BITS)
 
 
-class NumpyEngine(Engine):
+class NumpyEngine(GaussianNumpy, Engine):
     name = "numpy"
     xp = np
 
