@@ -117,7 +117,7 @@ class Engine(ABC):
             self.accumulate_moduli(acc, da, eb, tables)
         return self.combine_moduli(acc, row_exps, col_exps, tables)
 
-    # -- complex scheme II (:mod:`ozhpc.engines.gaussian`); NumPy: :mod:`.gaussian_numpy` ----------
+    # -- complex scheme II (:mod:`ozhpc.engines.gaussian`) -----------------------------------------
     def gaussian_residues(self, x, exps, tables, conj: bool = False):
         """int8 ``(tables.planes, rows, k)`` residue planes of complex rows given as float64 ``(rows,
         2k)`` (parts interleaved: a complex128 array's float64 view); ``conj``: of their conjugates."""

@@ -35,12 +35,10 @@ and ``U - V``; ``P1 - P2`` and ``P3 - P1 - P2``: ``|c_l| <= 384``) times a const
 ``1/(2w)`` modulo ``p_l`` (1 for Karatsuba), which is folded into the CRT weight:
 ``W'_l = W_l * h_l mod M``. So ``s_t = sum_l c_l W'_l[t]`` (each term below ``2**45``, at most 48
 terms: exact) is congruent to the component modulo ``M``, and steps 3-5 of :mod:`ozhpc.engines.crt`
-follow unchanged. Any exact representative of ``c_l`` with ``|c_l| <= 384`` will do (the NumPy
-engine reduces it first): ``|x| <= 384 N M <= 2**14 M`` here (``2**12 M`` for real moduli), so the
+follow unchanged: ``|x| <= 384 N M <= 2**14 M`` here (``2**12 M`` for real moduli), so the
 roundings of step 3 move ``x / M`` by less than ``2**-35`` and the moduli must hold
-``M (1/2 - 2**-34) > |C'|`` (:func:`need`). The pieces ``P_t`` after the carries are the unique
-balanced digits of the component, so every engine, whichever representatives it sums, ends with the
-same additions of the same pieces: the same bits.
+``M (1/2 - 2**-34) > |C'|`` (:func:`need`). Every engine sums the same ``c_l`` (combinations of
+the unique balanced planes, not reduced again), so it gets the same pieces and the same bits.
 """
 from __future__ import annotations
 
