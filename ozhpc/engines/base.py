@@ -119,8 +119,8 @@ class Engine(ABC):
 
     # -- complex scheme II (:mod:`ozhpc.engines.gaussian`) -----------------------------------------
     def gaussian_residues(self, x, exps, tables, conj: bool = False):
-        """int8 ``(tables.planes, rows, k)`` residue planes of complex rows given as float64 ``(rows,
-        2k)`` (parts interleaved: a complex128 array's float64 view); ``conj``: of their conjugates."""
+        """int8 ``(tables.planes, rows, k)`` residue planes of the complex128 rows ``x`` (any strides);
+        ``conj``: of their conjugates."""
         raise NotImplementedError(f"engine {self.name!r} has no complex products")
 
     def zeros_gaussian(self, tables, m: int, n: int):
@@ -132,7 +132,7 @@ class Engine(ABC):
         raise NotImplementedError(f"engine {self.name!r} has no complex products")
 
     def combine_gaussian(self, acc, row_exps, col_exps, tables):
-        """float64 ``(m, n, 2)`` (real and imaginary parts): the CRT of each component."""
+        """complex128 ``(m, n)``: the CRT of each component (stored as one float64 ``(m, n, 2)``)."""
         raise NotImplementedError(f"engine {self.name!r} has no complex products")
 
     def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables):

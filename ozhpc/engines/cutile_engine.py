@@ -40,6 +40,7 @@ from . import cutile as ck
 from . import host_copy
 from .base import Engine
 from .crt import balanced_range
+from .cutile_gaussian import CutileGaussian
 from .digits import NO_GAP
 
 _DIGIT_KERNELS: dict = {}
@@ -117,7 +118,7 @@ class EventTimer:
         return self.total
 
 
-class CutileEngine(Engine):
+class CutileEngine(CutileGaussian, Engine):
     """Both Ozaki schemes on one GPU with the cuTile kernels of :mod:`ozhpc.engines.cutile`.
 
     Parameters

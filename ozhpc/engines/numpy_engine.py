@@ -58,19 +58,18 @@ class NumpyEngine(Engine):
                 out[l, r0:r0 + step] = _residue(halves, row, short)
         return out
 
-    # -- complex scheme II (ozhpc.engines.gaussian): complex rows as float64 (rows, 2k), parts
-    # interleaved (a complex128 array's float64 view); C as float64 (m, n, 2) ---------------------
+    # -- complex scheme II (ozhpc.engines.gaussian): complex rows in, complex C out ----------------
     def gaussian_residues(self, x, exps, tables, conj: bool = False):
-        x = np.asarray(x, dtype=np.float64)
-        rows, k = x.shape[0], x.shape[1] // 2
+        x = np.asarray(x, dtype=np.complex128)
+        rows, k = x.shape
         out = np.empty((tables.planes, rows, k), dtype=np.int8)
         shifts = tables.bits - np.asarray(exps, dtype=np.int64).reshape(-1, 1)
         short = tables.bits <= _crt.SHORT_BITS
         step = block_rows(2 * k)
         for r0 in range(0, rows, step):
             block, shift = x[r0:r0 + step], shifts[r0:r0 + step]
-            re = _halves(np.rint(ldexp_by(np, block[:, 0::2], shift)))
-            im = _halves((-1.0 if conj else 1.0) * np.rint(ldexp_by(np, block[:, 1::2], shift)))
+            re = _halves(np.rint(ldexp_by(np, block.real, shift)))
+            im = _halves((-1.0 if conj else 1.0) * np.rint(ldexp_by(np, block.imag, shift)))
             plane = 0
             for row, kind, root in zip(tables.residue, tables.kinds, tables.roots):
                 for values in _gaussian_planes(_residue(re, row, short), _residue(im, row, short), row, kind, root):
@@ -88,7 +87,7 @@ class NumpyEngine(Engine):
         """Each component by the real CRT's steps 2-5 from its plane combinations of the balanced
         residues (summed as they are, as the cuTile kernel sums them: the same pieces)."""
         _, m, n = acc.shape
-        out = np.empty((m, n, 2), dtype=np.float64)
+        out = np.empty((m, n, 2), dtype=np.float64)   # a complex128 matrix's layout
         row_exps = np.asarray(row_exps, dtype=np.int64).reshape(-1)
         step = block_rows(n)
         for i0 in range(0, m, step):
@@ -102,7 +101,7 @@ class NumpyEngine(Engine):
             for c, (part, crt) in enumerate(zip(parts, (tables.re, tables.im))):
                 out[i0:i0 + step, :, c] = _crt_combine(np.stack(part), row_exps[i0:i0 + step], col_exps, crt,
                                                        reduce=False)
-        return out
+        return out.view(np.complex128).reshape(m, n)
 
     def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables):
         acc = self.zeros_gaussian(tables, da.shape[1], eb.shape[1])
