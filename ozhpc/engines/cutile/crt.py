@@ -16,6 +16,34 @@ CRT_WIDE_PIECES = 6
 occupancy 2 it needs 180 / 200 registers and no stack (CPU AOT, sm_90; 4-5 pieces: 116-128)."""
 
 
+def reconstruct(s, MP, INVM, PIECES: ConstInt):
+    """Steps 3-5 of :mod:`ozhpc.engines.crt` from the piece sums ``s`` (a tuple of PIECES float64
+    tiles): the quotient by M, the pieces (carries from the least significant one, as NumPy's
+    ``pieces[t-1] += rint(pieces[t] / unit)``), their sum from the least significant; MP: M's pieces
+    (1, MP_COLS), INVM: fl(1/M) (1, 1)."""
+    # Powers of two as float64 tiles: a Python float literal in a kernel may be typed float32,
+    # where 2**72 and up overflow (the first H200 run gave NaN everywhere).
+    unit = pow2_const(crt_tables.PIECE_BITS)
+    x = s[0]
+    for t in ct.static_iter(range(1, PIECES)):
+        x = x * unit + s[t]
+    q = rint_small(x * ct.load(INVM, (0, 0), (1, 1)))
+    m_row = ct.load(MP, (0, 0), (1, MP_COLS))
+    s = tuple(s[t] - q * entry(m_row, t) for t in ct.static_iter(range(PIECES)))
+    inv_unit = pow2_const(-crt_tables.PIECE_BITS)
+    low = ()
+    carried = s[PIECES - 1]
+    for t in ct.static_iter(range(PIECES - 1, 0, -1)):
+        c = rint_small(carried * inv_unit)
+        low = (carried - c * unit,) + low
+        carried = s[t - 1] + c
+    pieces = (carried,) + low
+    total = pieces[PIECES - 1]
+    for t in ct.static_iter(range(PIECES - 2, -1, -1)):
+        total = total + pieces[t] * pow2_const(crt_tables.PIECE_BITS * (PIECES - 1 - t))
+    return total
+
+
 @stored_kernel
 def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
                 TM: ConstInt, TN: ConstInt, PIECES: ConstInt, RESIDUES: ConstBool):
@@ -30,9 +58,6 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
     """
     bm = ct.bid(0)
     bn = ct.bid(1)
-    # Powers of two as float64 tiles: a Python float literal in a kernel may be typed float32,
-    # where 2**72 and up overflow (the first H200 run gave NaN everywhere).
-    unit = pow2_const(crt_tables.PIECE_BITS)
     s = tuple(ct.zeros((TM, TN), ct.float64) for _ in ct.static_iter(range(PIECES)))
     nmod = ACC.shape[0]
     # The next modulus's sums are loaded before this one's arithmetic (software pipelining:
@@ -48,24 +73,7 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int,
         else:
             r = balanced(y.astype(ct.float64), row)
         s = tuple(s[t] + r * entry(row, WEIGHT_COL + t) for t in ct.static_iter(range(PIECES)))
-    x = s[0]
-    for t in ct.static_iter(range(1, PIECES)):
-        x = x * unit + s[t]
-    q = rint_small(x * ct.load(INVM, (0, 0), (1, 1)))
-    m_row = ct.load(MP, (0, 0), (1, MP_COLS))
-    s = tuple(s[t] - q * entry(m_row, t) for t in ct.static_iter(range(PIECES)))
-    # Carries from the least significant piece up (NumPy: pieces[t-1] += rint(pieces[t] / unit)).
-    inv_unit = pow2_const(-crt_tables.PIECE_BITS)
-    low = ()
-    carried = s[PIECES - 1]
-    for t in ct.static_iter(range(PIECES - 1, 0, -1)):
-        c = rint_small(carried * inv_unit)
-        low = (carried - c * unit,) + low
-        carried = s[t - 1] + c
-    pieces = (carried,) + low
-    total = pieces[PIECES - 1]
-    for t in ct.static_iter(range(PIECES - 2, -1, -1)):
-        total = total + pieces[t] * pow2_const(crt_tables.PIECE_BITS * (PIECES - 1 - t))
+    total = reconstruct(s, MP, INVM, PIECES)
     ct.store(C, (bm, bn), final_scale(total, row_col_scale(RE, CE, bm, bn, TM, TN) + shift))
 
 

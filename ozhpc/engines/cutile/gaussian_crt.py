@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import cuda.tile as ct
 
-from .. import crt as crt_tables
 from ..kernel_store import stored_kernel
 from .config import tile_grid
-from .tile_math import (MP_COLS, TABLE_COLS, WEIGHT_COL, ZERO, BigArray, ConstInt, entry, final_scale, pow2_const,
-                        rint_small, row_col_scale)
+from .crt import reconstruct
+from .tile_math import TABLE_COLS, WEIGHT_COL, ZERO, BigArray, ConstInt, entry, final_scale, row_col_scale
 
 CRT_TILE = (16, 32)
 """Rows x columns of C per block: half the real CRT kernel's 16 x 64, for two components' piece
@@ -30,30 +29,6 @@ def _plane(ACC, g, bm, bn, TM: ConstInt, TN: ConstInt):
 def _add_weighted(s, c, row, PIECES: ConstInt):
     """``s[t] + c W[t]`` for the pieces of a table row's weights (exact: integers below 2**51)."""
     return tuple(s[t] + c * entry(row, WEIGHT_COL + t) for t in ct.static_iter(range(PIECES)))
-
-
-def _total(s, MP, INVM, PIECES: ConstInt):
-    """Steps 3-5 of :mod:`ozhpc.engines.crt` from the piece sums ``s``: the quotient by M, the pieces
-    of the component (carries from the least significant), their sum from the least significant."""
-    unit = pow2_const(crt_tables.PIECE_BITS)
-    x = s[0]
-    for t in ct.static_iter(range(1, PIECES)):
-        x = x * unit + s[t]
-    q = rint_small(x * ct.load(INVM, (0, 0), (1, 1)))
-    m_row = ct.load(MP, (0, 0), (1, MP_COLS))
-    s = tuple(s[t] - q * entry(m_row, t) for t in ct.static_iter(range(PIECES)))
-    inv_unit = pow2_const(-crt_tables.PIECE_BITS)
-    low = ()
-    carried = s[PIECES - 1]
-    for t in ct.static_iter(range(PIECES - 1, 0, -1)):
-        c = rint_small(carried * inv_unit)
-        low = (carried - c * unit,) + low
-        carried = s[t - 1] + c
-    pieces = (carried,) + low
-    total = pieces[PIECES - 1]
-    for t in ct.static_iter(range(PIECES - 2, -1, -1)):
-        total = total + pieces[t] * pow2_const(crt_tables.PIECE_BITS * (PIECES - 1 - t))
-    return total
 
 
 @stored_kernel(occupancy=CRT_OCCUPANCY)
@@ -81,8 +56,8 @@ def _gaussian_crt_kernel(ACC: BigArray, RE, CE, TABR, TABI, MP, INVM, C: BigArra
         sr = _add_weighted(sr, p1 - p2, ct.load(TABR, (l, 0), (1, TABLE_COLS)), PIECES)
         si = _add_weighted(si, p3 - p1 - p2, ct.load(TABI, (l, 0), (1, TABLE_COLS)), PIECES)
     scale = row_col_scale(RE, CE, bm, bn, TM, TN) + shift
-    re = final_scale(_total(sr, MP, INVM, PIECES), scale).reshape((TM, TN, 1))
-    im = final_scale(_total(si, MP, INVM, PIECES), scale).reshape((TM, TN, 1))
+    re = final_scale(reconstruct(sr, MP, INVM, PIECES), scale).reshape((TM, TN, 1))
+    im = final_scale(reconstruct(si, MP, INVM, PIECES), scale).reshape((TM, TN, 1))
     ct.store(C, (bm, bn, 0), ct.cat((re, im), 2))
 
 
