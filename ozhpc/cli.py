@@ -172,6 +172,8 @@ def add_gen_command(sub) -> None:
     g.add_argument("--phi", type=_number("--phi", 0.0, MAX_PHI), default=0.5,
                    help=f"exponent spread, 0 to {MAX_PHI:g} (default 0.5)")
     g.add_argument("--seed", type=_integer("--seed", 0, MAX_SEED), default=0, help="random seed, 0 or more (default 0)")
+    g.add_argument("--complex", action="store_true",
+                   help="a complex128 matrix (h5py's compound of r and i), both parts drawn so")
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
 
@@ -361,7 +363,7 @@ def config_from_args(args) -> RunConfig:
 def cmd_gen(args, comm) -> int:
     from .commands.gen import gen
 
-    say(gen(args.output, args.shape, args.phi, args.seed, args.force, comm=comm))
+    say(gen(args.output, args.shape, args.phi, args.seed, args.force, comm=comm, complex=args.complex))
     return 0
 
 
