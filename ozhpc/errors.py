@@ -34,6 +34,25 @@ def real_scalars(alpha, beta) -> tuple[float, float]:
     return finite_or_named("alpha", alpha), finite_or_named("beta", beta)
 
 
+TRANS_MODES = ("N", "T", "C")
+"""BLAS's op(X): X, its transpose, its conjugate transpose."""
+
+
+def trans_mode(value, name: str = "trans") -> str:
+    """``value`` as "N", "T" or "C": a bool (True: "T") or one of those letters, any case; else one
+    TypeError / ValueError naming ``name``."""
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return "T" if value else "N"
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a bool or one of 'N', 'T', 'C', got {type(value).__name__} {value!r}")
+    if value.upper() not in TRANS_MODES:
+        raise ValueError(f"{name} must be a bool or one of 'N', 'T', 'C' (BLAS: as is, transposed, conjugate "
+                         f"transposed), got {shown(value)}")
+    return value.upper()
+
+
 def finite_or_named(name: str, value) -> float:
     """``float(value)``, or a ValueError naming ``name`` for an integer beyond FP64's range (Python's
     own OverflowError names nothing)."""

@@ -93,3 +93,31 @@ def test_complex_blocks_round_trip(tmp_path):
     assert got.tobytes() == np.ascontiguousarray(z.T).tobytes()
     assert digest == attrs["ozhpc_sha256"] == sha256_of_matrix(z.T)
     assert not [p for p in os.listdir(tmp_path) if "tmp" in p]
+
+
+def test_check_a_complex_product(tmp_path):
+    """``ozhpc check`` on complex data: exact components, conjugate transposes, complex alpha and beta;
+    a changed imaginary part fails it."""
+    from ozhpc.check import failures, zgemm_bound
+    from ozhpc.commands.check import check, check_lines
+
+    a, b = standard_matrix(9, 6, 1.0, 1, complex=True), standard_matrix(9, 5, 1.0, 2, complex=True)
+    c0 = standard_matrix(6, 5, 0.5, 3, complex=True)
+    alpha, beta = 0.5 - 2j, 1j
+    c = alpha * (a.conj().T @ b) + beta * c0
+    path = str(tmp_path / "p.h5")
+    with h5py.File(path, "w") as f:
+        f["A"], f["B"], f["C0"], f["C"] = a, b, c0, c
+        bad = c.copy()
+        bad[2, 3] += 1e-9j
+        f["BAD"] = bad
+    ref = lambda name: h5io.DatasetRef(path, f"/{name}")   # noqa: E731
+    stats = check(ref("C"), ref("A"), ref("B"), c=ref("C0"), alpha=alpha, beta=beta, transa="C", samples=30)
+    assert stats["complex"] and stats["bound"] == zgemm_bound(9) and not failures(stats)
+    assert stats["max_rel_error"] < 1e-15 and stats["native_max_rel_error"] < 1e-15
+    assert "complex FP64 GEMM" in "\n".join(check_lines(stats, alpha, beta))
+    stats = check(ref("BAD"), ref("A"), ref("B"), c=ref("C0"), alpha=alpha, beta=beta, transa="C", samples=30)
+    assert stats["outside_bound"] == 1 and failures(stats)
+    # the transpose without conjugation is another product: far outside
+    stats = check(ref("C"), ref("A"), ref("B"), c=ref("C0"), alpha=alpha, beta=beta, transa="T", samples=30)
+    assert stats["outside_bound"] == 30
