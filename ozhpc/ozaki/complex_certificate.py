@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .certificate import (CERTIFY_CHUNK, MAGNITUDE_UNIT, UP, Certificate, OperandStats, error_bound, free_lower_bound,
-                          normalised_c, operand_stats, overflow_verdicts, subnormal_unit, support_bound, verdicts)
+from .certificate import (CERTIFY_CHUNK, MAGNITUDE_UNIT, UP, Certificate, OperandStats, certify_entries, error_bound,
+                          free_lower_bound, normalised_c, operand_stats, overflow_verdicts, subnormal_unit, support_bound,
+                          verdicts)
 
 TERMS = (((0, 0), (1, 1)), ((0, 1), (1, 0)))
 """Per component (Re, Im), its two terms as (part of op(A), part of op(B)^T): 0 real, 1 imaginary."""
@@ -76,20 +77,48 @@ def certify_complex_entries(xp, c, magnitude_groups, stats, e, f, plan, acc=None
     op(B)^T)``; ``magnitude_groups`` / ``support_groups``: the three groups of the parts' magnitude /
     support digit products (or None); ``acc``: the plan's per-component accumulators where its combine
     rounding reads them (scheme I), else None; ``lifted``: ``(low, d_r, d_c)`` as in
-    :func:`ozhpc.ozaki.certificate.certify_entries`, ``low`` complex. Chunked over rows."""
+    :func:`ozhpc.ozaki.certificate.certify_entries`, ``low`` complex.
+
+    First each component by the real certificate with the parts' joint statistics (:func:`joint`:
+    the rows as real rows of length 2k, a valid and looser bound of both terms; on a GPU one fused
+    kernel each); only when some entry fails there, every entry again term by term
+    (:func:`precise_entries`), which certifies what the joint bound cannot see (a part that is all
+    zero contributes nothing). Both steps are global decisions with the same roundings on every
+    engine, so every rank and engine takes the same one."""
+    mags = None if magnitude_groups is None else component_sums(xp, magnitude_groups)
+    supp = None if support_groups is None else component_sums(xp, support_groups)
+    joint_stats = tuple(joint(xp, s) for s in stats)
+    certs = [certify_entries(xp, part(c), _at(mags, comp), joint_stats, e, f, plan, _at(acc, comp), _at(supp, comp),
+                             lifted=None if lifted is None else (part(lifted[0]), *lifted[1:]),
+                             reduce_sum=reduce_sum, reduce_max=reduce_max, factor=factor)
+             for comp, part in enumerate(PARTS)]
+    if all(cert.uncertified == 0 for cert in certs):
+        passed = None if certs[0].passed is None or certs[1].passed is None else certs[0].passed & certs[1].passed
+        return Certificate(passed, 0, max(cert.worst for cert in certs))
+    return precise_entries(xp, c, mags, stats, e, f, plan, acc, supp, lifted, reduce_sum, reduce_max, factor)
+
+
+PARTS = (lambda z: z.real, lambda z: z.imag)
+"""The components of a complex array (views)."""
+
+
+def _at(pair, comp: int):
+    return None if pair is None else pair[comp]
+
+
+def precise_entries(xp, c, mags, stats, e, f, plan, acc, supp, lifted, reduce_sum, reduce_max, factor) -> Certificate:
+    """The certificate term by term (:func:`component_bound`), chunked over rows; ``mags`` / ``supp``:
+    the components' digit sums (:func:`component_sums`) or None."""
     m, n = c.shape
     step = max(1, CERTIFY_CHUNK // max(1, n))
     passed = xp.ones(c.shape, dtype=bool)
     count, worst = 0, 0.0
-    mags = None if magnitude_groups is None else component_sums(xp, magnitude_groups)
-    supp = None if support_groups is None else component_sums(xp, support_groups)
     with np.errstate(invalid="ignore", over="ignore"):
         for r0 in range(0, m, step):
             rows = slice(r0, r0 + step)
             ok, ratio = xp.ones(c[rows].shape, dtype=bool), xp.zeros(c[rows].shape)
             sa = tuple(OperandStats(s.delta[rows], s.norm[rows], s.nnz[rows]) for s in stats[0])
-            for comp, terms in enumerate(TERMS):
-                part = (lambda z: z.real) if comp == 0 else (lambda z: z.imag)
+            for comp, (terms, part) in enumerate(zip(TERMS, PARTS)):
                 low = None if lifted is None else (part(lifted[0][rows]), lifted[1][rows], lifted[2])
                 done, r = _component(xp, part(c[rows]), (sa, stats[1]), terms, xp.asarray(e)[rows], f, plan,
                                      None if acc is None else acc[comp][:, rows],
