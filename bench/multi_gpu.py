@@ -161,7 +161,7 @@ def worker(args) -> None:
             comm_s = sec["comm"]
             print(json.dumps({
                 "n": n, "grid": f"{p}x{q}", "gpus": grid.size, "slices": info.slices, "groups": info.groups, "moduli": info.moduli,
-                "pair_gemms": info.pair_gemms, "kb": info.kb, "panels": info.panels,
+                "pair_gemms": info.int8_gemms, "kb": info.kb, "panels": info.panels,
                 "transport": info.transport, "transport_reason": info.transport_reason,
                 "seconds": sec, "tflops": 2.0 * n**3 / sec["wall"] / 1e12,
                 "tflops_per_gpu": 2.0 * n**3 / sec["wall"] / 1e12 / grid.size,

@@ -45,21 +45,21 @@ def worker(n: int, engine: str) -> None:
         for scheme, fixed in CASES:
             for wire in ("fp64", "planes"):
                 with Summa(grid, n, n, n, block=BLOCK if engine == "numpy" else 1024, engine=engine,
-                           scheme=scheme, wire=wire, **fixed) as plan:
-                    da, dbt, _ = plan.distribute(a, b)
-                    plan(da, dbt)   # warm-up (the transport's counters run on: subtract it)
-                    before = plan.info.bytes_sent
+                           scheme=scheme, wire=wire, **fixed) as summa:
+                    da, dbt, _ = summa.distribute(a, b)
+                    summa(da, dbt)   # warm-up (the transport's counters run on: subtract it)
+                    before = summa.info.bytes_sent
                     comm.Barrier()
                     t0 = MPI.Wtime()
-                    c = plan(da, dbt)
+                    c = summa(da, dbt)
                     wall = comm.allreduce(MPI.Wtime() - t0, op=MPI.MAX)
-                    sent = comm.gather(plan.info.bytes_sent - before, root=0)
+                    sent = comm.gather(summa.info.bytes_sent - before, root=0)
                     whole = c.gather(0)
                     if comm.Get_rank() == 0:
                         print(json.dumps({"scheme": scheme, "fixed": fixed, "wire": wire, "grid": list(grid.dims),
-                                          "kb": plan.kb, "block": plan.mb, "wall": wall, "bytes_sent": sent,
-                                          "transport": plan.info.transport, "passes": len(plan.info.pass_planes),
-                                          "plan": plan.info.plan_summary,
+                                          "kb": summa.kb, "block": summa.mb, "wall": wall, "bytes_sent": sent,
+                                          "transport": summa.info.transport, "passes": len(summa.info.pass_planes),
+                                          "plan": summa.info.plan_summary,
                                           "sha256": sha256_of_matrix(whole)[:16]}), flush=True)
 
 

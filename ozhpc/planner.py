@@ -31,10 +31,11 @@ import numpy as np
 
 from .config import MAX_EXTENT, MAX_RANKS
 from .errors import InputError, digit_count, shown
-from .ozaki.plan import assumed_depth, assumed_plan
+from .ozaki.passes import assumed_depth
+from .ozaki.plan import assumed_plan
 from .ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
 from .parallel.layout import numroc
-from .parallel.wire import LINK_RATE, SPLIT_RATE, choose_wire
+from .parallel.wire import LINK_RATE, SPLIT_RATE, Wire, choose_wire
 from .private_files import config_dir, read_private, write_private
 from .resources import estimate_memory
 
@@ -173,16 +174,16 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     ranks, per_node = p * q, per_node or device.per_node
     plan, depth = assumed_plan(settings, k), assumed_depth(settings, k)
     wire, why = _wire(wire, requested, depth, ranks, per_node, device)
-    entry = 8 if wire == "fp64" else depth
+    entry, on_arrival = Wire(wire).bytes_per_entry(depth), Wire(wire).split_on_arrival
     # the largest rank (rank 0 holds the most rows and k columns): its time and memory
     rows_a, rows_b = numroc(m, block[0], 0, 0, p), numroc(n, block[1], 0, 0, q)
     ka, kbt = numroc(k, kb, 0, 0, q), numroc(k, kb, 0, 0, p)
     share = max(1.0, min(ranks, per_node) / device.cores) if device.cores else 1.0  # CPU ranks beyond its cores
     pair_ops = device.pair_ops / share * kb / (kb + device.k_half)
     split_rate = device.split_rate / share
-    products = 2.0 * rows_a * rows_b * k * (plan.int8_gemms + (1 if settings.auto else 0)) / pair_ops
-    split_each = (rows_a + rows_b) * k / split_rate if wire == "fp64" else 0.0
-    split_front = 0.0 if wire == "fp64" else (rows_a * ka + rows_b * kbt) / split_rate
+    products = 2.0 * rows_a * rows_b * k * (plan.int8_gemms + depth - plan.planes) / pair_ops   # + the extra planes'
+    split_each = (rows_a + rows_b) * k / split_rate if on_arrival else 0.0
+    split_front = 0.0 if on_arrival else (rows_a * ka + rows_b * kbt) / split_rate
     link_row = device.network if q > per_node else device.nvlink     # rank 0's process row: ranks 0 .. q-1
     link_col = device.network if (p - 1) * q >= per_node else device.nvlink   # its column: 0, q, .., (p-1) q
     comm = (entry * rows_a * (k - ka) / link_row if q > 1 else 0.0) + \
@@ -217,10 +218,9 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
 def _wire(wire: str, requested: bool, depth: int, ranks: int, per_node: int, device: Device) -> tuple[str, str]:
     """(wire, why): what ``--wire auto`` picks (:func:`choose_wire`, the run's rule), or ``wire``
     as requested, or ``wire`` as tried for ``--wire auto`` and what auto itself would pick."""
-    pick, why = choose_wire("auto", depth, ranks=ranks, engine=device.engine, one_node=ranks <= per_node,
-                            split_rate=device.split_rate,
-                            link_rate=device.network if ranks > per_node else device.nvlink)
-    why = why[len("auto: "):]
+    auto = choose_wire("auto", depth, ranks=ranks, engine=device.engine, one_node=ranks <= per_node,
+                       split_rate=device.split_rate, link_rate=device.network if ranks > per_node else device.nvlink)
+    pick, why = auto.name, auto.reason[len("auto: "):]
     if wire == "auto" or (not requested and wire == pick):
         return pick, f"--wire auto picks it: {why}"
     if requested:
@@ -424,11 +424,11 @@ def calibrate(gpu: str, n: int | None = None, path: str | None = None) -> tuple[
     for scheme in ("ozaki1", "ozaki2"):
         settings = OzakiSettings(scheme).typical()
         with ProcessGrid(MPI.COMM_SELF) as grid, Summa(grid, n, n, n, block=256, kb=n, engine=engine,
-                                                       settings=settings, wire="planes") as plan:
-            da, dbt, _ = plan.distribute(a, b)
-            plan(da, dbt)     # warm-up (kernels, allocations)
-            plan(da, dbt)
-            s, pairs = plan.info.seconds, plan.info.pair_gemms
+                                                       settings=settings, wire="planes") as summa:
+            da, dbt, _ = summa.distribute(a, b)
+            summa(da, dbt)     # warm-up (kernels, allocations)
+            summa(da, dbt)
+            s, pairs = summa.info.seconds, summa.info.int8_gemms
         rates[scheme] = {"pair_ops": 2.0 * n**3 * pairs / s["compute"], "split_rate": 2.0 * n * n / s["split"]}
     entry = {"pair_ops": float(np.mean([r["pair_ops"] for r in rates.values()])),
              "split_rate": float(np.mean([r["split_rate"] for r in rates.values()])), "by_scheme": rates,

@@ -85,7 +85,7 @@ def dry_run_report(cfg: RunConfig, summa, estimate) -> dict:
     report = base_report()
     report.update({"dry_run": True, "config": cfg.describe(), "m": summa.m, "n": summa.n, "k": summa.k,
                    "ranks": summa.grid.size, "grid": list(summa.grid.dims), "block": [summa.mb, summa.nb],
-                   "kb": summa.kb, "engine": summa.engine.name, "wire": summa.wire,
+                   "kb": summa.kb, "engine": summa.engine.name, "wire": summa.wire.name,
                    "memory": {"host_bytes_per_rank": estimate.host, "device_bytes_per_rank": estimate.device,
                               "assumed": estimate.note, "summary": estimate.describe()}})
     return report
@@ -277,7 +277,7 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
         "overlap": overlap_fraction(seconds),
         # slices/groups: scheme ozaki1 (None with ozaki2); moduli: scheme ozaki2 (None with ozaki1).
         "scheme": info.scheme, "bits": info.bits, "moduli": info.moduli,
-        "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
+        "slices": info.slices, "groups": info.groups, "int8_gemms": info.int8_gemms,
         "plan_summary": info.plan_summary, "spread_bits": info.spread_bits,
         "nonfinite_inputs": info.nonfinite_inputs,
         "error_bound": {"truncation": info.truncation_bound, "combine": info.combine_bound,

@@ -116,3 +116,29 @@ def test_no_function_body_over_60_lines():
                 if node.end_lineno - start + 1 > MAX_BODY_LINES:
                     long.append(f"{name}.{node.name}: {node.end_lineno - start + 1} lines")
     assert long == []
+
+
+def test_the_policy_takes_values_and_never_calls_the_product():
+    """ozaki/policy.py answers a pass's outcome with the next pass as a value: it imports neither
+    the product nor the passes or operands it would have to call into."""
+    assert {"ozhpc.ozaki.product", "ozhpc.ozaki.passes", "ozhpc.ozaki.operands"} & imports("ozhpc.ozaki.policy") == set()
+
+
+WIRE_FORMATS = {"fp64", "planes"}
+
+
+def wire_branches(name: str) -> list[str]:
+    """Where ``name`` compares something with a wire format's name ("fp64", "planes")."""
+    found = []
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Compare):
+            found += [f"{name}:{node.lineno}" for part in (node.left, *node.comparators)
+                      if isinstance(part, ast.Constant) and part.value in WIRE_FORMATS]
+    return found
+
+
+def test_only_the_wire_value_branches_on_the_wire_format():
+    """parallel/wire.py's Wire says what a format means (bytes per entry, split on arrival); no
+    other module compares a wire's name, and the product is told only ``split_on_arrival``."""
+    assert [hit for name in MODULES if name != "ozhpc.parallel.wire" for hit in wire_branches(name)] == []
+    assert wire_branches("ozhpc.parallel.wire")   # the check sees a branch where there is one

@@ -14,8 +14,8 @@ from ozhpc.engines.digits import BITS, magnitude_digits, support_digits
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki import certificate as cf
-from ozhpc.ozaki.plan import ModularPlan, SlicePlan
-from ozhpc.ozaki.policy import next_width
+from ozhpc.ozaki.plan import PLANS, ModularPlan, SlicePlan
+from ozhpc.ozaki.policy import bits_to_close
 from ozhpc.ozaki.scales import exponents, row_abs_max
 from ozhpc.reference import exact_entry
 
@@ -262,6 +262,11 @@ def test_certify_compares_exactly_and_counts():
     assert cert.uncertified == 1 and cert.worst == 2.0
     cert = cf.certify(np, bound, lower)
     assert cert.uncertified == 2 and cert.worst == np.inf   # a bound without a lower bound
+
+
+def next_width(scheme: str, width: int, worst: float, cap: int) -> int:
+    """The width the policy asks for after ``width`` (bits or slices) for a worst ratio ``worst``."""
+    return PLANS[scheme].widen(width, bits_to_close(worst), cap)
 
 
 def test_next_width_closes_the_worst_gap_up_to_the_cap():

@@ -181,7 +181,7 @@ def test_info_reports_what_was_done(product):
     a = standard_matrix(30, 40, 0.5, 1)
     b = standard_matrix(40, 20, 0.5, 2)
     _, info = product(a, b, slices=7, groups="all", info=True)
-    assert (info.m, info.n, info.k, info.slices, info.groups, info.pair_gemms) == (30, 20, 40, 7, 13, 49)
+    assert (info.m, info.n, info.k, info.slices, info.groups, info.int8_gemms) == (30, 20, 40, 7, 13, 49)
     assert {"scales", "split", "multiply", "combine"} <= set(info.seconds)
     assert info.engine == "numpy" and 0 < info.truncation_bound < 1e-12
 

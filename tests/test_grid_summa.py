@@ -194,7 +194,7 @@ def test_runner_one_rank_is_the_distributed_path(tmp_path):
     assert report["sha256"] == sha256_of_matrix(ozhpc.gemm(a, b, engine="numpy"))
     saved = json.loads((tmp_path / "run.json").read_text())
     for key in ("ranks", "grid", "block", "bytes_sent", "seconds", "tflops", "gflops", "sha256", "slices",
-                "groups", "pair_gemms", "engine", "config", "m", "n", "k", "error_bound"):
+                "groups", "int8_gemms", "engine", "config", "m", "n", "k", "error_bound"):
         assert key in saved, key
     assert saved["ranks"] == 1 and saved["grid"] == [1, 1] and saved["bytes_sent"]["total"] == 0
     for phase in ("read", "scales", "split", "multiply", "combine", "write", "total"):

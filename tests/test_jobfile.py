@@ -300,7 +300,7 @@ def sha256_of_dataset(path, name):
 
 REPORT_FIELDS = {
     "ozhpc_version", "date", "host", "python", "numpy", "config", "m", "n", "k", "ranks", "grid",
-    "block", "engine", "scheme", "bits", "moduli", "slices", "groups", "pair_gemms", "error_bound", "seconds",
+    "block", "engine", "scheme", "bits", "moduli", "slices", "groups", "int8_gemms", "error_bound", "seconds",
     "bytes_sent", "gflops", "tflops", "sha256", "certified", "uncertified", "worst_ratio", "widths",
 }
 PHASES = {"read", "split", "multiply", "combine", "write", "total"}

@@ -188,8 +188,8 @@ def _run_wire_and_estimate(settings, m, n, k, ranks, grid, kb, per_node):
     run = SimpleNamespace(settings=settings, k=k, grid=SimpleNamespace(size=ranks, comm=comm, coords=(0, 0)),
                           engine=SimpleNamespace(name="cutile", on_device=True), kb=kb,
                           a_layout=BlockCyclic(m, k, 256, kb, *grid), bt_layout=BlockCyclic(n, k, 256, kb, grid[1], grid[0]))
-    run.wire, _ = Summa._choose_wire(run, "auto")
-    return run.wire, rank_estimate(run).device
+    run.wire = Summa._choose_wire(run, "auto")
+    return run.wire.name, rank_estimate(run).device
 
 
 @pytest.mark.parametrize("scheme,width", [("ozaki2", "auto"), ("ozaki2", 53), ("ozaki2", 54), ("ozaki2", 60),

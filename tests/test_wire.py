@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 import ozhpc
 from ozhpc.parallel import ProcessGrid, dist_gemm
-from ozhpc.parallel.wire import choose_wire, wire_cost
+from ozhpc.parallel.wire import Wire, choose_wire, wire_cost
 from test_certified import structured_cases
 
 
@@ -72,15 +72,15 @@ def test_fp64_wire_makes_no_whole_operand_planes(monkeypatch):
 
 def test_auto_wire_rule():
     # one rank: nothing moves, so no whole-operand planes
-    assert choose_wire("auto", 18, ranks=1)[0] == "fp64"
+    assert choose_wire("auto", 18, ranks=1).name == "fp64"
     # 18 planes (scheme II + certificate) between H200s over NVLink, 8 (scheme I, 7 slices) too
-    assert choose_wire("auto", 18, ranks=2, engine="cutile")[0] == "fp64"
-    assert choose_wire("auto", 8, ranks=2, engine="cutile")[0] == "planes"
-    assert choose_wire("auto", 10, ranks=8, engine="cutile", one_node=False)[0] == "fp64"
+    assert choose_wire("auto", 18, ranks=2, engine="cutile").name == "fp64"
+    assert choose_wire("auto", 8, ranks=2, engine="cutile").name == "planes"
+    assert choose_wire("auto", 10, ranks=8, engine="cutile", one_node=False).name == "fp64"
     # the NumPy engine splits ~5 M entries/s: moving planes is always cheaper than splitting again
-    name, why = choose_wire("auto", 19, ranks=4)
-    assert name == "planes" and why.startswith("auto: 19 planes per entry cost")
-    assert choose_wire("planes", 19, ranks=1) == ("planes", "requested")
+    chosen = choose_wire("auto", 19, ranks=4)
+    assert chosen.name == "planes" and chosen.reason.startswith("auto: 19 planes per entry cost")
+    assert choose_wire("planes", 19, ranks=1) == Wire("planes", "requested")
     planes, fp64 = wire_cost(16, split_rate=1e9, link_rate=8e9)
     assert planes == 2e-9 and fp64 == 2e-9
     with pytest.raises(ValueError, match="unknown wire format 'int4'"):

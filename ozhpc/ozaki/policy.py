@@ -1,8 +1,10 @@
 """Certified "auto": which pass of the products comes after a failed certificate, as a value.
 
-A :class:`~ozhpc.ozaki.product.Product` runs one pass (scales, split, panels, combine) and its
-certificate; :class:`Widening` reads the verdict and answers with a :class:`NextPass` (or None:
-done), which the product starts. In order, while some entry fails:
+A :class:`~ozhpc.ozaki.product.Product` runs one pass (:class:`~ozhpc.ozaki.passes.Pass`) and its
+certificate; :class:`Widening` reads the outcome (the verdict, the plan, which digits were summed)
+and answers with a :class:`NextPass` (or None: done), a value the product starts. It never calls
+the product: a wider plan is named by its settings and width, which the product resolves for its
+data. In order, while some entry fails:
 
 1. once per set of scales, a pass of the certificate's digits alone (:data:`BOUNDS`): the
    magnitudes of every k index where the first pass sampled them, support digits where some entry
@@ -10,8 +12,8 @@ done), which the product starts. In order, while some entry fails:
 2. once, the operands equilibrated over k (:func:`equilibrated_operands`), where the failure is
    gross (a ratio above :data:`EQUILIBRATE_RATIO`) or the widest plan is reached: a new problem,
    "auto" picks its first plan afresh;
-3. a wider plan (``plan.next_width``), and past the widest what ``plan.beyond_cap`` offers
-   (scheme II: scheme I's digits);
+3. a wider plan (``plan.next_width`` of :func:`bits_to_close`), and past the widest what
+   ``plan.beyond_cap`` offers (scheme II: scheme I's digits);
 4. once, where the equilibrated problem still fails past all of that, the given operands again
    (equilibration can also push an entry below every plan's reach: a row of op(A) that mixes a
    column scaled down with one scaled up), from their first plan, widened without step 2.
@@ -28,7 +30,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import certificate
-from .plan import PLANS
 
 EQUILIBRATE_MIN_SHIFT = 4
 """Columns of op(A) whose largest exponent is within 8 bits of the matching row of op(B) keep their
@@ -48,12 +49,14 @@ BOUNDS = ("lower", "support")
 @dataclass(frozen=True)
 class NextPass:
     """The pass a failed certificate asks for: the certificate's digits alone (``bounds``, a subset
-    of :data:`BOUNDS`), the operands equilibrated over k (``equilibrate``), a wider ``plan``, or the
-    given operands again (``restore``)."""
+    of :data:`BOUNDS`), the operands equilibrated over k (``equilibrate``), a wider plan (``width``
+    in the units of ``settings``' plans: :meth:`~ozhpc.ozaki.operands.Operands.plan`), or the given
+    operands again (``restore``)."""
 
     bounds: tuple = ()
     equilibrate: bool = False
-    plan: object = None
+    settings: object = None
+    width: int | None = None
     restore: bool = False
     """The given operands again, their first plan afresh (step 4)."""
 
@@ -64,20 +67,13 @@ def bits_to_close(worst: float) -> int:
     return 16 if not math.isfinite(worst) else max(1, math.ceil(math.log2(max(worst, 1.0))) + 1)
 
 
-def next_width(scheme: str, width: int, worst: float, cap: int) -> int:
-    """The width after ``width`` (bits or slices of ``scheme``'s plans) for a worst ratio
-    ``worst``, at most ``cap``: at least one step; an infinite ratio takes 16 bits (3 slices)."""
-    return PLANS[scheme].widen(width, bits_to_close(worst), cap)
-
-
 class Widening:
     """The policy's state across the passes of one product: the settings the plans resolve from
     (scheme I's past scheme II's cap), whether the operands were equilibrated, the plans run
-    (``widths``: ``[bits, uncertified, worst_ratio]`` each). ``resolve(settings, width)`` gives the
-    product's plan for a width (its scales and sizes are the product's)."""
+    (``widths``: ``[bits, uncertified, worst_ratio]`` each)."""
 
-    def __init__(self, settings, resolve):
-        self.settings, self._resolve = settings, resolve
+    def __init__(self, settings):
+        self.settings = settings
         self.equilibrated = False
         self._given_settings = None   # while the equilibrated problem runs: the settings to restore
         self.widths: list = []
@@ -104,7 +100,7 @@ class Widening:
             return NextPass(equilibrate=True)
         need = bits_to_close(cert.worst)
         if not at_cap:
-            return NextPass(plan=self._resolve(self.settings, plan.next_width(need)))
+            return NextPass(settings=self.settings, width=plan.next_width(need))
         beyond = plan.beyond_cap(self.settings, need)
         if beyond is None:
             if self._given_settings is None:
@@ -112,7 +108,7 @@ class Widening:
             self.settings, self._given_settings = self._given_settings, None
             return NextPass(restore=True)
         self.settings, width = beyond
-        return NextPass(plan=self._resolve(self.settings, width))
+        return NextPass(settings=self.settings, width=width)
 
     def nothing_to_equilibrate(self, cert, plan) -> NextPass | None:
         """:meth:`wider` past step 2, when equilibration changes nothing (no column needs it)."""
