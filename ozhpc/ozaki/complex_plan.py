@@ -13,7 +13,7 @@ scale for both parts. What differs from a real product is per component: each of
 C`` is a sum of two real products of the parts over k (``Ar Br - Ai Bi``, ``Ar Bi + Ai Br``), so
 the a-priori bounds are twice the real ones and the certificate
 (:mod:`ozhpc.ozaki.complex_certificate`) works per component from the parts' statistics.
-:func:`complex_plan` turns the plan :func:`ozhpc.ozaki.plan.resolve_plan` picks into its complex form.
+:func:`ozhpc.ozaki.plan.resolve_plan` resolves them with ``forms=COMPLEX_FORM``.
 """
 from __future__ import annotations
 
@@ -178,14 +178,4 @@ def _as_complex(xp, re, im):
 
 
 COMPLEX_FORM = {ModularPlan: GaussianPlan, SlicePlan: ComplexSlicePlan}
-"""The complex form of each real plan class."""
-
-
-def complex_plan(plan, settings: OzakiSettings, k: int, sizes: DataSizes | None = None, auto: bool = False):
-    """The complex form of the real ``plan`` that :func:`ozhpc.ozaki.plan.resolve_plan` picked for
-    ``settings`` (scheme I: the same slices and groups; scheme II: its bits, with the complex moduli
-    that hold them; ``auto``: then as many more bits as the same moduli hold)."""
-    kind = COMPLEX_FORM[type(plan)]
-    if kind is ComplexSlicePlan:
-        return ComplexSlicePlan(plan.slices, plan.groups)
-    return (kind.widest_for if auto else kind.for_k)(plan.bits, k, sizes)
+"""The complex form of each real plan class (``forms`` of :func:`ozhpc.ozaki.plan.resolve_plan`)."""

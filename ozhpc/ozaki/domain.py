@@ -11,8 +11,8 @@ its passes and its operands, the questions whose answer depends on that and noth
 * their finite parts, their certificate digit planes and special-value codes: one int8 plane per
   operand, or one per part (two), whose products a pass sums into ``2 planes - 1`` groups (the
   engine's slice-pair groups: ``Mr Mr``, ``Mr Mi + Mi Mr``, ``Mi Mi``);
-* the plan: the real plan :func:`ozhpc.ozaki.plan.resolve_plan` picks, or its complex form
-  (:func:`ozhpc.ozaki.complex_plan.complex_plan`);
+* the plan: what :func:`ozhpc.ozaki.plan.resolve_plan` picks, or its complex form (``forms``);
+* the per-k statistics of equilibration, and its exact scaling of columns;
 * the special values, the certificate and its factor under "dgemm" (k for a real product, k + 1
   for a complex one: native ZGEMM's ``gamma_(k+1)`` per component), the last scaling of an entry
   that overflowed, and alpha / beta.
@@ -25,13 +25,15 @@ from __future__ import annotations
 
 from ..engines.base import final_scale
 from . import certificate, complex_certificate, special
-from .complex_plan import complex_plan
+from .complex_plan import COMPLEX_FORM
 
 
 class RealDomain:
     """Real operands: the pipeline as it was written for them."""
 
     complex = False
+    dtype = "float64"
+    """What the product's operands and C are held as."""
     digit_planes = 1
     """int8 planes per operand of each certificate digit plane and of the special-value codes."""
 
@@ -63,8 +65,19 @@ class RealDomain:
     def apply_counts(self, xp, c, counts):
         return special.apply_counts(xp, c, counts)
 
-    def plan(self, real_plan, settings, k: int, sizes, auto: bool):
-        return real_plan
+    forms: dict = {}
+    """The plan classes the operands take (:func:`ozhpc.ozaki.plan.resolve_plan`'s ``forms``)."""
+
+    def inner_stats(self, xp, rows):
+        """Equilibration's per-k statistics (:func:`ozhpc.ozaki.certificate.inner_stats`)."""
+        return certificate.inner_stats(xp, rows)
+
+    def ldexp_columns(self, xp, rows, shifts):
+        return certificate.ldexp_columns(xp, rows, shifts)
+
+    def times(self, xp, alpha, x):
+        """``alpha * x`` (one rounding per entry)."""
+        return alpha * x
 
     def factor(self, k: int) -> int:
         """The certified bound's factor under "dgemm": a real dot product's k roundings."""
@@ -131,6 +144,7 @@ class ComplexDomain(RealDomain):
     """Complex operands (complex128 rows, C-ordered: their parts are a real array of twice the width)."""
 
     complex = True
+    dtype = "complex128"
     digit_planes = 2
 
     def operand(self, xp, x):
@@ -158,8 +172,18 @@ class ComplexDomain(RealDomain):
     def apply_counts(self, xp, c, counts):
         return special.apply_complex_counts(xp, c, counts)
 
-    def plan(self, real_plan, settings, k: int, sizes, auto: bool):
-        return complex_plan(real_plan, settings, k, sizes, auto)
+    forms = COMPLEX_FORM
+
+    def inner_stats(self, xp, rows):
+        """Of both parts of each complex column together (one shift scales both)."""
+        stats = certificate.inner_stats(xp, self.realified(rows))
+        return stats.reshape(2, rows.shape[1], 2).max(axis=2)
+
+    def ldexp_columns(self, xp, rows, shifts):
+        return _assemble(xp, *(certificate.ldexp_columns(xp, part, shifts) for part in _parts(rows)))
+
+    def times(self, xp, alpha, x):
+        return _times(xp, complex(alpha), x)
 
     def factor(self, k: int) -> int:
         """Native ZGEMM's per component: each complex product's two real products and their sum,

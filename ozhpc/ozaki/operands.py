@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines.base import final_scale
-from . import certificate, special
+from . import certificate
+from .domain import REAL
 from .plan import DataSizes, plan_type, resolve_plan
 from .reductions import Reductions, is_local, on_host
 from .scales import exponents, headroom, join_words, range_bumps, spread_bits, word_sums
@@ -44,10 +44,12 @@ class Operands:
     k: int
     k_index: tuple | None = None
     """Global k index of each column of ``a`` / ``b`` (None: all of k in order, one process)."""
+    domain: object = REAL
+    """Real or complex operands (:mod:`ozhpc.ozaki.domain`)."""
 
     def plan(self, settings, width: int | None = None):
         """The plan of ``settings`` (at ``width``, a wider one of "auto") for these operands."""
-        plan = resolve_plan(settings, self.spread, self.k, width, self.sizes)
+        plan = resolve_plan(settings, self.spread, self.k, width, self.sizes, self.domain.forms)
         plan.check_k(self.k)
         return plan
 
@@ -72,29 +74,33 @@ class Operands:
         the entry's total, for the certificate and for alpha), else None."""
         if self.lift is None:
             return low, None
-        ab = final_scale(xp, low, self.lift_of())
+        ab = self.domain.scaled(xp, low, self.lift_of())
         return ab, (low if bool((xp.isinf(ab) & xp.isfinite(low)).any()) else None)
 
 
 def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduce: Reductions,
-            k_index=None) -> Operands:
+            k_index=None, domain=REAL) -> Operands:
     """The :class:`Operands` of these rows: every input of the plan reduced over every rank
     (collective when ``reduce`` is). ``settings``: those the first plan resolves from (what it
-    reads: sizes, spread); ``certifying``: "auto" (the certificate reads the sizes too)."""
+    reads: sizes, spread); ``certifying``: "auto" (the certificate reads the sizes too); ``domain``:
+    real or complex rows (the statistics read a complex row's parts as one real row of length 2k,
+    so its scale is one exponent for both parts)."""
     xp = engine.xp
-    (amax, bad_a), (bmax, bad_b) = engine.row_stats(a_rows), engine.row_stats(b_rows)
+    real = domain.realified
+    (amax, bad_a), (bmax, bad_b) = engine.row_stats(real(a_rows)), engine.row_stats(real(b_rows))
     bad_a, bad_b = (bool(v) for v in engine.to_host(xp.stack([xp.asarray(bad_a), xp.asarray(bad_b)])))
     exps = [exponents(xp, on_host(engine, reduce.a_max)(amax)), exponents(xp, on_host(engine, reduce.b_max)(bmax))]
-    fin = (special.finite_part(xp, a_rows, bad_a), special.finite_part(xp, b_rows, bad_b))
+    fin = (domain.finite(xp, a_rows, bad_a), domain.finite(xp, b_rows, bad_b))
     kind = plan_type(settings)
     mags, gaps, host = None, np.zeros(8, dtype=np.int64), ()
     if kind.reads_sizes or certifying:
-        mags, gaps, host = _row_sizes(engine, fin, exps, reduce)
+        mags, gaps, host = _row_sizes(engine, tuple(real(x) for x in fin), exps, reduce)
         if kind.reads_sizes and certifying:   # the sizes set the plan's range
             mags, host = _relieve_rows(engine, mags, exps, gaps, host, k)
     local = np.zeros(8, dtype=np.int64)
     if certifying and kind.reads_spread:   # scheme I's "auto" statistic
-        local[0] = max(_spread(engine, a_rows, exps[0], reduce.a_sum), _spread(engine, b_rows, exps[1], reduce.b_sum))
+        local[0] = max(_spread(engine, real(a_rows), exps[0], reduce.a_sum),
+                       _spread(engine, real(b_rows), exps[1], reduce.b_sum))
     local[1] = bad_a or bad_b
     for side, (norm, nnz, sq, _) in enumerate(host):
         local[2 + side] = sq.max(initial=0)
@@ -107,7 +113,7 @@ def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduc
             if mags is not None else None)
     lift = (headroom(xp, exps[0]), headroom(xp, exps[1]))
     return Operands(a_rows, b_rows, *fin, *exps, mags, spread, bool(nonfinite), data,
-                    lift if any(bool(v.any()) for v in lift) else None, k, k_index)
+                    lift if any(bool(v.any()) for v in lift) else None, k, k_index, domain)
 
 
 def _row_sizes(engine, fin, exps, reduce: Reductions):

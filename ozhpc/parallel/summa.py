@@ -40,7 +40,7 @@ import numpy as np
 from .mpi import MPI
 
 from ..engines import get_engine
-from ..errors import InputError, real_scalars, require_c
+from ..errors import InputError, require_c, scalars
 from ..ozaki.info import GemmInfo, enforce_accuracy
 from ..ozaki.passes import assumed_depth
 from ..ozaki.product import Product, op_rows
@@ -201,7 +201,7 @@ class Summa:
         C's blocks on the engine's device, e.g. to fingerprint them there)."""
         if a.layout != self.a_layout or bt.layout != self.bt_layout or not bt.transposed_grid:
             raise ValueError("operands are not in this Summa's layouts (Summa.a_layout / bt_layout)")
-        alpha, beta = real_scalars(alpha, beta)
+        alpha, beta = scalars(alpha, beta)
         require_c(beta, c)
         if beta != 0.0 and c.layout != self.c_layout:
             raise ValueError("C is not in this Summa's layout (Summa.c_layout)")
