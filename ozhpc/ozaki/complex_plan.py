@@ -37,7 +37,7 @@ class GaussianPlan(ModularPlan):
     def for_k(cls, bits: int, k: int, sizes: "DataSizes | None" = None) -> "GaussianPlan":
         """The fewest complex moduli that hold both components of every ``C'_ij`` (worst case ``2 k
         4**bits``; ``sizes`` from the parts of the rows, as a real dot product of length 2k)."""
-        OzakiSettings("ozaki2", bits=bits)
+        OzakiSettings(cls.scheme, bits=bits)
         bound = None if sizes is None else sizes.product_bound(bits)
         try:
             return cls(bits, _gaussian.moduli_needed(bits, k, bound), _gaussian.reference_pieces(bits, k))

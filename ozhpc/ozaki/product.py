@@ -267,7 +267,8 @@ class Product:
                         scheme=plan.scheme, bits=plan.bits, plan_summary=plan.summary(),
                         certified=None if cert is None else cert.uncertified == 0,
                         uncertified=0 if cert is None else cert.uncertified,
-                        worst_ratio=0.0 if cert is None else cert.worst, widths=list(self.widths))
+                        worst_ratio=0.0 if cert is None else cert.worst, widths=list(self.widths),
+                        complex=self.domain.complex)
 
     # -- finish ----------------------------------------------------------------------------
     def finish(self, alpha: float = 1.0, beta: float = 0.0, c=None):
