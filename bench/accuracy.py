@@ -24,9 +24,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import ozhpc  # noqa: E402
 from ozhpc.engines import crt  # noqa: E402
-from ozhpc.matrices import standard_matrix  # noqa: E402
 from ozhpc.ozaki.plan import FP64_BITS  # noqa: E402
-from ozhpc.reference import exact_entry, relative_errors, sample_indices  # noqa: E402
+from ozhpc.run.matrices import standard_matrix  # noqa: E402
+from ozhpc.run.reference import exact_entry, relative_errors, sample_indices  # noqa: E402
 from result_file import cpu_run_line, markdown_table  # noqa: E402  (bench/ is on the path when run as a script)
 
 

@@ -25,8 +25,8 @@ import ozhpc  # noqa: E402
 from ozhpc.engines import get_engine  # noqa: E402
 from ozhpc.ozaki.product import Product  # noqa: E402
 from ozhpc.ozaki.settings import OzakiSettings  # noqa: E402
-from ozhpc.matrices import standard_matrix  # noqa: E402
-from ozhpc.reference import exact_dot, relative_errors, sample_indices  # noqa: E402
+from ozhpc.run.matrices import standard_matrix  # noqa: E402
+from ozhpc.run.reference import exact_dot, relative_errors, sample_indices  # noqa: E402
 from result_file import cpu_run_line, markdown_table  # noqa: E402  (bench/ is on the path when run as a script)
 
 

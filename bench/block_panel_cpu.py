@@ -25,9 +25,9 @@ def worker(args) -> None:
     import numpy as np
     from mpi4py import MPI
 
-    from ozhpc.matrices import standard_matrix
     from ozhpc.parallel import ProcessGrid, Summa
-    from ozhpc.report import sha256_of_matrix
+    from ozhpc.run.matrices import standard_matrix
+    from ozhpc.run.report import sha256_of_matrix
 
     comm, n = MPI.COMM_WORLD, args.n
     a, b = standard_matrix(n, n, 0.5, 3), standard_matrix(n, n, 0.5, 4)

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import ozhpc
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 
 
 def best_of(fn, repeat):

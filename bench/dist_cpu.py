@@ -30,8 +30,8 @@ def worker(args) -> None:
 
     import ozhpc
     from ozhpc.parallel import ProcessGrid, Summa
-    from ozhpc.matrices import standard_matrix
-    from ozhpc.report import sha256_of_matrix
+    from ozhpc.run.matrices import standard_matrix
+    from ozhpc.run.report import sha256_of_matrix
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()

@@ -294,7 +294,7 @@ def tune_stats(cp, eng, n, reps, row_tiles, count_tiles, ctas_per_sm):
                    dtype=cp.int32)
     t = {"what": "gap codes", "gaps_s": time_events(cp, lambda: eng.entry_gaps(a, e), reps),
          "gaps_t_s": time_events(cp, lambda: eng.entry_gaps(bt, e), reps),
-         "count_kernel_s": time_events(cp, lambda: eng.launcher.launch_count(
+         "count_kernel_s": time_events(cp, lambda: ck.count.launch(
              cp.cuda.get_current_stream(), words, lim, out), reps)}
     rows.append(t)
     print("stats", t, flush=True)

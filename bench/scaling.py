@@ -1,4 +1,4 @@
-"""The run planner (ozhpc.planner) against measured multi-rank SUMMA runs, both wires.
+"""The run planner (ozhpc.commands.plan) against measured multi-rank SUMMA runs, both wires.
 
     python3 bench/scaling.py [--n 512] [--ranks 1 2 4 8 16]             # CPU, NumPy engine
     python3 bench/scaling.py --engine cutile --n 8192 --ranks 1 2 4      # ranks sharing ONE GPU
@@ -35,9 +35,9 @@ shared memory, host -> device): an assumption, to be replaced by the measured fi
 def worker(n: int, engine: str) -> None:
     from mpi4py import MPI
 
-    from ozhpc.matrices import standard_matrix
     from ozhpc.parallel import ProcessGrid, Summa
-    from ozhpc.report import sha256_of_matrix
+    from ozhpc.run.matrices import standard_matrix
+    from ozhpc.run.report import sha256_of_matrix
 
     comm = MPI.COMM_WORLD
     a, b = standard_matrix(n, n, 0.5, 1), standard_matrix(n, n, 0.5, 2)
@@ -78,8 +78,8 @@ def main() -> None:
     sys.path.insert(0, REPO)
     from dataclasses import replace
 
+    from ozhpc.commands.plan import RATES_FILE, device_for, load_calibration, predict
     from ozhpc.ozaki.settings import OzakiSettings
-    from ozhpc.planner import RATES_FILE, device_for, load_calibration, predict
 
     gpu = args.engine != "numpy"
     key = "h200" if gpu else "cpu"

@@ -1,8 +1,8 @@
 """``ozhpc`` command line: gen, gemm, run, check, fingerprint, warmup, info, demo, plan, report.
 
 This module parses, dispatches and maps errors to exit codes; each command's work is a function
-of the run layer (ozhpc/commands/, warmup.py, planner.py, report_view.py), given the
-communicator explicitly, and the process around it is ozhpc/lifecycle.py.
+in ozhpc/commands/ (one module per command), given the communicator explicitly, and the process
+around it is ozhpc/commands/lifecycle.py. Nothing below ozhpc/run/ is imported here.
 
 Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
@@ -10,7 +10,7 @@ and exit with status 2. A C that "auto" cannot certify gives one warning line (`
 or one error line and exit status 3 with nothing written (``--accuracy strict``).
 
 Longer than 500 lines because it is the parser of ten commands with their help texts; the work
-of each lives below it (``ozhpc/commands/``, ``runner.py``, ``lifecycle.py``).
+of each lives below it (``ozhpc/commands/``, ``ozhpc/run/``).
 """
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ import os
 import sys
 import warnings
 
-from . import __version__, lifecycle, planner, signals
-from .config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED, PROGRESS_MODES,
-                     SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value, parse_float, parse_int,
-                     parse_pair, parse_panel)
-from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
-from .lifecycle import launcher_rank
+from . import __version__, signals
+from .commands import lifecycle, plan
+from .commands.lifecycle import launcher_rank
+from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling, shown, trans_mode
+from .run.config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED,
+                         PROGRESS_MODES, SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value,
+                         parse_float, parse_int, parse_pair, parse_panel, parse_scalar)
 
 EXIT_USAGE = 2
 MAX_DEMO_N = 1 << 16
@@ -70,6 +71,45 @@ def _number(option, lo=-float("inf"), hi=float("inf")):
     return _option(parse_float, option, lo, hi)
 
 
+def _scalar(option):
+    """A finite real or complex number (``1+2j``)."""
+    return _option(parse_scalar, option)
+
+
+def _trans(option):
+    """BLAS's op: N, T or C, any case."""
+    def parse(text):
+        try:
+            return trans_mode(text, option)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} must be N, T or C (conjugate transposed), got {shown(text)}") from None
+    parse.__name__ = option
+    return parse
+
+
+TRANS_OPTIONS = ("--transa", "--transb")
+
+
+def _trans_values(argv: list) -> list:
+    """``--transa`` alone means T: give it its value, so the next token (a dataset) is never taken
+    for one."""
+    out, i = [], 0
+    end = argv.index("--") if "--" in argv else len(argv)
+    while i < len(argv):
+        token = argv[i]
+        if i < end and token in TRANS_OPTIONS:
+            value = argv[i + 1] if i + 1 < end else ""
+            if value.upper() in ("N", "T", "C"):
+                out.append(f"{token}={value}")
+                i += 2
+                continue
+            out.append(f"{token}=T")
+        else:
+            out.append(token)
+        i += 1
+    return out
+
+
 def _integer(option, lo, hi):
     return _option(parse_int, option, lo, hi)
 
@@ -87,10 +127,13 @@ def _ozaki_option(name):
 
 def add_product_options(p: argparse.ArgumentParser) -> None:
     """Options that describe op(A), op(B), alpha and beta (gemm and check share them)."""
-    p.add_argument("--transa", action="store_true", help="use A transposed")
-    p.add_argument("--transb", action="store_true", help="use B transposed")
-    p.add_argument("--alpha", type=_number("--alpha"), default=1.0, help="scale of op(A) op(B) (default 1)")
-    p.add_argument("--beta", type=_number("--beta"), default=0.0, help="scale of the input C (default 0: C is not read)")
+    for name, x in (("--transa", "A"), ("--transb", "B")):
+        p.add_argument(name, type=_trans(name), default="N", metavar="{N,T,C}",
+                       help=f"op({x}): N {x} (default), T {x} transposed ({name} alone), C {x} conjugate transposed")
+    p.add_argument("--alpha", type=_scalar("--alpha"), default=1.0,
+                   help="scale of op(A) op(B), real or complex such as 1+2j (default 1)")
+    p.add_argument("--beta", type=_scalar("--beta"), default=0.0,
+                   help="scale of the input C, real or complex (default 0: C is not read)")
     p.add_argument("--c", type=_dataset("input C"), metavar="FILE.h5:/C0", help="input C, needed when beta != 0")
 
 
@@ -112,7 +155,7 @@ def add_tool_commands(sub) -> None:
                                    "schemes), so that jobs start without compiling. Run once per node or shared "
                                    "cache directory; without a usable GPU engine it says so and exits 0.")
     w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
-    planner.add_arguments(sub.add_parser(
+    plan.add_arguments(sub.add_parser(
         "plan", help="predict time, bytes and memory of a product on P GPUs and pick grid, panel and wire",
         description="The run planner (docs/planning.md): for the best grid, panel width and wire it finds, the "
                     "predicted time of the product, of reading A and B and writing C (--io-rate) and of the "
@@ -248,7 +291,7 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
 
 
 def add_run_command(sub) -> None:
-    from .jobfile import SCHEMA
+    from .run.jobfile import SCHEMA
 
     r = sub.add_parser("run", help="run the product a TOML job file describes",
                        description=f"Run what a TOML job file describes ({', '.join(SCHEMA)} tables; see "
@@ -314,7 +357,7 @@ def _strict_parse(parser: argparse.ArgumentParser, argv):
 
     An unknown ``--option`` is found before parsing: argparse would otherwise take the value after
     it as a positional argument and name that instead (``gen --dtype float32 x.h5:/A``)."""
-    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    argv = _trans_values(sys.argv[1:] if argv is None else [str(a) for a in argv])
     commands = parser._subparsers._group_actions[0].choices  # noqa: SLF001
     name = next((token for token in argv if token in commands), None)
     if name is not None:
@@ -374,11 +417,11 @@ def say(*lines: str) -> None:
 
 
 def cmd_plan(args, comm) -> int:
-    return planner.main(args)
+    return plan.main(args)
 
 
 def cmd_warmup(args, comm) -> int:
-    from .warmup import run_warmup
+    from .commands.warmup import run_warmup
 
     return run_warmup(args.cache_dir)
 
@@ -401,21 +444,21 @@ def cmd_run(args, comm) -> int:
 
 
 def print_summary(report: dict, report_path: str | None = None) -> None:
-    from .report_view import summary_lines
+    from .commands.report import summary_lines
 
     say(*summary_lines(report, report_path))
 
 
 def cmd_report(args, comm) -> int:
-    from .report_view import report_lines
+    from .commands.report import report_lines
 
     print("\n".join(report_lines(args.reports)))
     return 0
 
 
 def cmd_check(args, comm) -> int:
-    from .check import EXIT_CHECK, failures
     from .commands.check import check, check_lines
+    from .run.check import EXIT_CHECK, failures
 
     stats = check(args.result, args.a, args.b, c=args.c, alpha=args.alpha, beta=args.beta, transa=args.transa,
                   transb=args.transb, samples=args.samples, seed=args.seed, fingerprint=args.fingerprint, comm=comm)
@@ -452,7 +495,7 @@ COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check
             "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo, "report": cmd_report, "plan": cmd_plan}
 
 
-# -- MPI behaviour: ozhpc/lifecycle.py --------------------------------------------------------------
+# -- MPI behaviour: ozhpc/commands/lifecycle.py -----------------------------------------------------
 def _parse(parser: argparse.ArgumentParser, argv):
     """``parser.parse_args`` with usage/help output on rank 0 only (all ranks exit alike)."""
     if launcher_rank() == 0:
@@ -522,7 +565,7 @@ def _one_line_warnings(show_default, command):
 
 def _strict_spelling(args) -> str:
     """Where "strict" came from: ``--accuracy strict``, or the job file's ``ozaki.accuracy``."""
-    from .jobfile import job_spelling
+    from .run.jobfile import job_spelling
 
     from_job = args.command == "run" and args.accuracy is None
     return (job_spelling if from_job else cli_spelling)("accuracy", "strict")

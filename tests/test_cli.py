@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ozhpc
-from ozhpc.report import sha256_of_matrix
+from ozhpc.run.report import sha256_of_matrix
 
 from conftest import REPO, run_cli
 
@@ -296,8 +296,8 @@ def test_info_and_help():
 
 
 def test_run_help_names_the_job_files_tables():
-    """``run --help`` names exactly the tables a job file may hold (ozhpc.jobfile.SCHEMA)."""
-    from ozhpc.jobfile import SCHEMA
+    """``run --help`` names exactly the tables a job file may hold (ozhpc.run.jobfile.SCHEMA)."""
+    from ozhpc.run.jobfile import SCHEMA
 
     h = " ".join(run_cli(["run", "--help"]).stdout.split())
     assert "(inputs, output, gemm, layout, ozaki, run, summa tables;" in h

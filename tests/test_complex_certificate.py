@@ -11,7 +11,7 @@ import pytest
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.ozaki import complex_certificate as cc
 from ozhpc.ozaki.complex_plan import ComplexSlicePlan, GaussianPlan
-from ozhpc.reference import exact_dot
+from ozhpc.run.reference import exact_dot
 
 ENG = NumpyEngine()
 U = Fraction(1, 2**53)

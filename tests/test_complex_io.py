@@ -6,10 +6,10 @@ import h5py
 import numpy as np
 import pytest
 
-from ozhpc.fingerprint import fingerprint_matrix, lane_sums
+from ozhpc.run.fingerprint import fingerprint_matrix, lane_sums
 from ozhpc.io import h5io
 from ozhpc.io.checksum import sha256_of_matrix
-from ozhpc.matrices import ROW_CHUNK, standard_matrix
+from ozhpc.run.matrices import ROW_CHUNK, standard_matrix
 
 from conftest import run_cli
 from test_gen_check import ozhpc_mpi, read
@@ -29,7 +29,7 @@ def test_fingerprint_of_a_complex_matrix():
     whole = fingerprint_matrix(z)
     parts = [lane_sums(z[r0:r1, c0:c1], np.arange(r0, r1), np.arange(c0, c1))
              for r0, r1 in ((0, 13), (13, 40)) for c0, c1 in ((0, 4), (4, 11))]
-    from ozhpc.fingerprint import add_sums, finish
+    from ozhpc.run.fingerprint import add_sums, finish
     assert finish(add_sums(*parts), z.shape, complex=True) == whole
     assert whole != fingerprint_matrix(z.view(np.float64))
     assert whole != fingerprint_matrix(np.conj(z))
@@ -99,7 +99,7 @@ def test_complex_blocks_round_trip(tmp_path):
 def test_check_a_complex_product(tmp_path):
     """``ozhpc check`` on complex data: exact components, conjugate transposes, complex alpha and beta;
     a changed imaginary part fails it."""
-    from ozhpc.check import failures, zgemm_bound
+    from ozhpc.run.check import failures, zgemm_bound
     from ozhpc.commands.check import check, check_lines
 
     a, b = standard_matrix(9, 6, 1.0, 1, complex=True), standard_matrix(9, 5, 1.0, 2, complex=True)

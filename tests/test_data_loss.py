@@ -22,7 +22,7 @@ from conftest import run_cli
 from ozhpc.errors import InputError
 from ozhpc.io import h5out
 from ozhpc.io.h5io import DatasetRef, dataset_path
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 from test_output_safety import N, assert_refused, digest, env, gemm, leftovers, run, temp_datasets
 from helpers.inputs import square_inputs
 from helpers.outputs import write_whole

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ozhpc
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 
 from helpers.inputs import assert_same_nonfinite_pattern, native_pattern_defined, special_operands
 from conftest import _summa_product
@@ -196,7 +196,7 @@ def test_alpha_zero_does_not_use_the_product(product, rng):
 
 
 def test_reference_errors_for_zero_scale_and_nonfinite_entries():
-    from ozhpc.reference import relative_errors
+    from ozhpc.run.reference import relative_errors
 
     a = np.array([[0.0, 0.0], [1.0, 2.0], [np.inf, 1.0]])
     b = np.array([[1.0, 3.0], [1.0, 4.0]])

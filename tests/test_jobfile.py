@@ -12,10 +12,10 @@ import pytest
 
 from conftest import REPO, run_cli
 from helpers.inputs import JOB_FILES
-from ozhpc.config import RunConfig
 from ozhpc.errors import InputError
 from ozhpc.io.h5io import DatasetRef
-from ozhpc.jobfile import SCHEMA, load_job, parse_job
+from ozhpc.run.config import RunConfig
+from ozhpc.run.jobfile import SCHEMA, load_job, parse_job
 
 GOOD = JOB_FILES
 

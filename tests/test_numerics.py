@@ -10,9 +10,9 @@ from hypothesis.extra import numpy as hnp
 import ozhpc
 from ozhpc.engines.digits import BITS
 from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.plan import SlicePlan, make_plan
 from ozhpc.ozaki.scales import exponents, row_abs_max
+from ozhpc.run.matrices import standard_matrix
 
 from helpers.inputs import phi_matrix
 

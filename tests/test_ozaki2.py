@@ -17,10 +17,10 @@ from ozhpc.engines import crt
 from ozhpc.engines import numpy_engine
 from ozhpc.engines.numpy_engine import PACK_K, NumpyEngine, block_rows
 from ozhpc.errors import InputError
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.plan import AUTO_BITS_TIGHT_MARGIN, FP64_BITS, DataSizes, ModularPlan, auto_bits, make_plan
 from ozhpc.ozaki.scales import exponents, row_abs_max
-from ozhpc.reference import exact_entry, sample_indices
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.reference import exact_entry, sample_indices
 
 from helpers.inputs import assert_same_nonfinite_pattern, native_pattern_defined, phi_matrix, special_operands
 from helpers.tolerances import NATIVE_RATIO_MAX, error_vs_native

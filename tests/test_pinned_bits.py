@@ -30,7 +30,7 @@ import sys
 import pytest
 
 import ozhpc
-from ozhpc.report import sha256_of_matrix
+from ozhpc.run.report import sha256_of_matrix
 
 sys.path.insert(0, os.path.dirname(__file__))
 from helpers.pinned_cases import CASES, gemm_kwargs, operands  # noqa: E402

@@ -91,10 +91,10 @@ def test_wire_option_in_job_files_cli_and_config(tmp_path):
     from helpers.inputs import JOB_FILES
 
     from conftest import run_cli
-    from ozhpc.config import RunConfig
     from ozhpc.errors import InputError
     from ozhpc.io.h5io import DatasetRef
-    from ozhpc.jobfile import parse_job
+    from ozhpc.run.config import RunConfig
+    from ozhpc.run.jobfile import parse_job
 
     assert parse_job(JOB_FILES + '[summa]\nwire = "fp64"\n')["wire"] == "fp64"
     with pytest.raises(InputError, match=r'summa.wire must be one of "auto", "fp64", "planes"'):
@@ -113,7 +113,7 @@ def test_report_and_dry_run_name_the_wire(tmp_path, wire):
     import h5py
 
     from conftest import run_cli
-    from ozhpc.matrices import standard_matrix
+    from ozhpc.run.matrices import standard_matrix
 
     with h5py.File(tmp_path / "in.h5", "w") as f:
         f["A"], f["B"] = standard_matrix(30, 20, 0.5, 1), standard_matrix(20, 10, 0.5, 2)

@@ -31,6 +31,7 @@ from ..parallel.distmatrix import DistMatrix
 from ..parallel.collective import collective_errors
 from ..parallel.grid import ProcessGrid
 from ..parallel.layout import BlockCyclic, Cyclic1D
+from ..errors import trans_mode
 from . import h5io, h5out
 from .checksum import RowHasher, byte_order
 
@@ -120,10 +121,15 @@ def read_distributed(ref: h5io.DatasetRef, grid: ProcessGrid, layout: BlockCycli
 
 
 def read_operands(summa, a_ref, b_ref, c_ref=None, *, transa=False, transb=False):
-    """op(A), op(B)^T (and C when given) in the layouts of a :class:`~ozhpc.parallel.Summa`."""
+    """op(A), op(B)^T (and C when given) in the layouts of a :class:`~ozhpc.parallel.Summa`;
+    ``transa`` / ``transb`` a bool or BLAS's "N", "T", "C" (conjugate transposed)."""
     g = summa.grid
-    a = read_distributed(a_ref, g, summa.a_layout, transpose=transa, what="input A")
-    bt = read_distributed(b_ref, g, summa.bt_layout, transpose=not transb, transposed_grid=True, what="input B")
+    transa, transb = trans_mode(transa, "transa"), trans_mode(transb, "transb")
+    a = read_distributed(a_ref, g, summa.a_layout, transpose=transa != "N", what="input A")
+    bt = read_distributed(b_ref, g, summa.bt_layout, transpose=transb == "N", transposed_grid=True, what="input B")
+    for x, mode in ((a, transa), (bt, transb)):
+        if mode == "C" and x.local.dtype.kind == "c":
+            x.local = x.local.conj()
     c = None if c_ref is None else read_distributed(c_ref, g, summa.c_layout, what="input C")
     return a, bt, c
 

@@ -22,11 +22,11 @@ import numpy as np
 from mpi4py import MPI
 
 import ozhpc
-from ozhpc.config import RunConfig
-from ozhpc.parallel import ProcessGrid, Summa
 from ozhpc.io.h5io import DatasetRef
-from ozhpc.matrices import standard_matrix
-from ozhpc.report import sha256_of_matrix
+from ozhpc.parallel import ProcessGrid, Summa
+from ozhpc.run.config import RunConfig
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.report import sha256_of_matrix
 
 M, K, N = 157, 301, 96
 BLOCKS = [1, 5, 13, 17, 32, 64, (5, 13)]
@@ -166,7 +166,7 @@ def wire(comm, engine="numpy") -> dict:
 
 
 def io(comm, directory) -> dict:
-    from ozhpc.runner import execute
+    from ozhpc.run.runner import execute
 
     rank, size = comm.Get_rank(), comm.Get_size()
     src = os.path.join(directory, "in.h5")

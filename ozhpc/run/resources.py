@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import InputError
+from ..errors import InputError
 
 BASE_BYTES = 64 << 20
 """Python, NumPy, h5py and mpi4py loaded, before any matrix (measured 63 MiB on 2026-12-02, the
@@ -46,8 +46,8 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     the device and only the operands and C on the host. ``bench/results/memory_cpu_2026-12-01.md``
     compares it with the measured peak.
     """
-    from .ozaki.plan import assumed_plan
-    from .parallel.wire import as_wire
+    from ..ozaki.plan import assumed_plan
+    from ..parallel.wire import as_wire
 
     (m, ka), (n, kbt) = local_a, local_bt
     plan = assumed_plan(settings, k)
@@ -76,7 +76,7 @@ def _certificate_bytes(a: int, b: int, c: int, rows: int, w: int) -> int:
     six FP64 temporaries live at once) after. Not counted: the equilibrated copy of both
     operands that a pass made after a failed one holds (8 bytes per operand entry; rare inputs,
     e.g. compensated column scalings)."""
-    from .ozaki.certificate import CERTIFY_CHUNK
+    from ..ozaki.certificate import CERTIFY_CHUNK
 
     return 8 * c + max((a + b) + 2 * rows * w, c + 6 * 8 * min(c, CERTIFY_CHUNK))
 

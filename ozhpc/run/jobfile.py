@@ -41,14 +41,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..engines import ENGINE_NAMES
+from ..errors import InputError, OptionError
+from ..io import h5io
+from ..ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
+from ..parallel.transport_names import TRANSPORT_NAMES
+from ..parallel.wire import WIRE_NAMES
 from .config import MAX_RANKS, RunConfig, parse_pair
-from .engines import ENGINE_NAMES
-from .errors import InputError, OptionError
-from .io import h5io
 from .named_files import read_regular
-from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
-from .parallel.transport_names import TRANSPORT_NAMES
-from .parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 if sys.version_info >= (3, 11):
@@ -108,6 +108,23 @@ def _number(value, key):
         return float(value)
     except OverflowError:
         raise InputError(f"{key} must be a finite number, {_got(value)}") from None
+
+
+def _trans(value, key):
+    """BLAS's op: true / false (T / N) or "N", "T", "C" (conjugate transposed)."""
+    if isinstance(value, bool):
+        return "T" if value else "N"
+    if not isinstance(value, str) or value.upper() not in ("N", "T", "C"):
+        raise InputError(f"{key} must be true, false, \"N\", \"T\" or \"C\", {_got(value)}")
+    return value.upper()
+
+
+def _scalar(value, key):
+    """A real number, or a complex one as a string (``"1+2j"``: TOML has no complex numbers)."""
+    if isinstance(value, str):
+        from .config import parse_scalar
+        return parse_scalar(value, key)
+    return _number(value, key)
 
 
 def _string(value, key):
@@ -207,10 +224,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "force": Key("force", _boolean, doc="replace an existing output dataset and report"),
     },
     "gemm": {
-        "transa": Key("transa", _boolean, doc="use A transposed"),
-        "transb": Key("transb", _boolean, doc="use B transposed"),
-        "alpha": Key("alpha", _number, doc="scale of op(A) op(B)"),
-        "beta": Key("beta", _number, doc="scale of the input C"),
+        "transa": Key("transa", _trans, doc="op(A): false/\"N\" A, true/\"T\" A transposed, \"C\" conjugate transposed"),
+        "transb": Key("transb", _trans, doc="op(B): false/\"N\" B, true/\"T\" B transposed, \"C\" conjugate transposed"),
+        "alpha": Key("alpha", _scalar, doc="scale of op(A) op(B): a number, or a complex one as a string (\"1+2j\")"),
+        "beta": Key("beta", _scalar, doc="scale of the input C: a number, or a complex one as a string"),
     },
     "layout": {
         "grid": Key("grid", _grid, doc="process grid \"PxQ\" or \"auto\""),
@@ -375,7 +392,7 @@ def load_job(path, *, comm=None, check_files: bool = True, **overrides) -> RunCo
     InputError
         With a message that starts with the job file's path and names the table and key.
     """
-    from .parallel.collective import collective_errors
+    from ..parallel.collective import collective_errors
 
     with collective_errors(comm, catch=InputError):
         cfg = _load(os.fspath(path), check_files, overrides)

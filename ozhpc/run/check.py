@@ -25,8 +25,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import InputError, trans_mode
-from .io import h5io
+from ..errors import InputError, trans_mode
+from ..io import h5io
 from .reference import exact_dot, sample_indices
 
 PROVENANCE = ("alpha", "beta", "transa", "transb")
@@ -84,8 +84,9 @@ def check_provenance(args) -> None:
     with h5io.reading(args.result.file, "result C") as f:
         attrs = f[args.result.path].attrs
         stored = {key: attrs[h5io.ATTRS_PREFIX + key] for key in PROVENANCE if h5io.ATTRS_PREFIX + key in attrs}
-    given = {"alpha": args.alpha, "beta": args.beta, "transa": trans_mode(args.transa) != "N",
-             "transb": trans_mode(args.transb) != "N"}
+    given = {"alpha": args.alpha, "beta": args.beta, "transa": trans_mode(args.transa), "transb": trans_mode(args.transb)}
+    if not complex_product(args):   # op C of a real matrix is its transpose
+        given.update((key, "T" if given[key] == "C" else given[key]) for key in ("transa", "transb"))
     wrong = [key for key, value in stored.items() if _attribute(args.result, key, value, type(given[key])) != given[key]]
     if wrong:
         made = ", ".join(f"{key}={stored[key]}" for key in wrong)
@@ -96,6 +97,11 @@ def check_provenance(args) -> None:
 
 def _attribute(ref, key: str, value, kind):
     """A stored provenance attribute as ``kind`` (float or complex, bool), or an InputError naming it."""
+    if kind is str:   # transa / transb: "N", "T", "C", or a boolean (T / N)
+        text = value.decode() if isinstance(value, bytes) else value
+        if isinstance(text, str) and text in ("N", "T", "C"):
+            return text
+        return "T" if _attribute(ref, key, value, bool) else "N"
     value = np.asarray(value)
     if kind is float and value.dtype.kind == "c" and value.shape == ():
         return complex(value)
@@ -197,7 +203,7 @@ def statistics(errors: list[tuple[int, float, float]], alpha, beta, k: int, comp
 
 def run_check(args, comm) -> dict:
     """The whole check, collective over ``comm``; returns the statistics on every rank."""
-    from .parallel import collective_errors
+    from ..parallel import collective_errors
 
     with collective_errors(comm, catch=InputError):
         m, n, k = check_shapes(args)
@@ -211,6 +217,11 @@ def run_check(args, comm) -> dict:
     if getattr(args, "fingerprint", False):
         stats.update(fingerprint_status(args.result, comm))
     return stats
+
+
+def complex_product(args) -> bool:
+    """Whether op(A) op(B) is complex (A or B is): its transa / transb attributes say C, not T."""
+    return any(h5io.dataset_info(ref)[1].kind == "c" for ref in (args.a, args.b))
 
 
 def is_complex(args) -> bool:

@@ -1,6 +1,7 @@
 """One frozen description of a run, built from CLI flags or a job file; defaults live here only."""
 from __future__ import annotations
 
+import cmath
 import math
 import os
 import re
@@ -9,12 +10,12 @@ from dataclasses import dataclass
 # The choices and parsers of the options (DatasetRef, ENGINE_NAMES, SCHEMES, GUARANTEES, ACCURACY,
 # option_value, TRANSPORT_NAMES, WIRE_NAMES, PROGRESS_MODES) are also what cli.py builds its parser
 # from: it takes them here, never from the layers below.
-from .engines import ENGINE_NAMES
-from .errors import InputError, OptionError, cli_spelling, digit_count, shown
-from .io.h5io import DatasetRef
-from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
-from .parallel.transport_names import TRANSPORT_NAMES
-from .parallel.wire import WIRE_NAMES
+from ..engines import ENGINE_NAMES
+from ..errors import InputError, OptionError, cli_spelling, digit_count, shown, trans_mode
+from ..io.h5io import DatasetRef
+from ..ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
+from ..parallel.transport_names import TRANSPORT_NAMES
+from ..parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 
@@ -60,6 +61,28 @@ def parse_float(text, option: str, lo: float = -math.inf, hi: float = math.inf) 
     return value
 
 
+def parse_scalar(text, option: str):
+    """``--alpha`` / ``--beta``: a finite real number, or a complex one as Python writes it
+    (``1+2j``, ``-0.5j``; ``i`` is taken for ``j``)."""
+    if isinstance(text, str) and text.strip().lower().rstrip(")").endswith(("j", "i")):
+        try:
+            value = complex(text.strip().lower().replace("i", "j").replace(" ", ""))
+        except ValueError:
+            raise InputError(f"{option} must be a real or complex number (such as 2 or 1+2j), got {shown(text)}") from None
+        if not cmath.isfinite(value):
+            raise InputError(f"{option} must be a finite number, got {shown(text)}")
+        return value if value.imag else value.real
+    try:
+        return parse_float(text, option)
+    except InputError:
+        raise InputError(f"{option} must be a real or complex number (such as 2 or 1+2j), got {shown(text)}") from None
+
+
+def json_scalar(value):
+    """alpha / beta as JSON takes them: a float, or ``[re, im]`` for a complex number."""
+    return [value.real, value.imag] if isinstance(value, complex) else value
+
+
 def parse_panel(text) -> int | None:
     """``--panel``: 'auto' (None) or an integer (RunConfig checks its range)."""
     if text in (None, "auto"):
@@ -100,10 +123,10 @@ class RunConfig:
     out: DatasetRef
     c: DatasetRef | None = None
     report: str | None = None
-    transa: bool = False
-    transb: bool = False
-    alpha: float = 1.0
-    beta: float = 0.0
+    transa: str = "N"   # BLAS's op: "N", "T" or "C" (conjugate transposed); a bool is taken as "N" / "T"
+    transb: str = "N"
+    alpha: float | complex = 1.0
+    beta: float | complex = 0.0
     grid: tuple[int, int] | None = None  # None: near-square from the rank count
     block: tuple[int, int] = (256, 256)
     scheme: str | None = None  # "ozaki2" (CRT, int8 moduli) or "ozaki1" (int8 digit slices); None: ozaki1
@@ -134,8 +157,13 @@ class RunConfig:
 
     def _check(self) -> None:
         self.ozaki  # noqa: B018 -- validates scheme, slices, groups, bits, accuracy, guarantee
+        for name in ("transa", "transb"):
+            try:
+                object.__setattr__(self, name, trans_mode(getattr(self, name), name))
+            except (TypeError, ValueError):
+                raise OptionError(f"{{{name}}} must be N, T or C (or a boolean), got {shown(getattr(self, name))}") from None
         for name, value in (("alpha", self.alpha), ("beta", self.beta)):
-            if not math.isfinite(value):
+            if not cmath.isfinite(value):
                 raise OptionError(f"{{{name}}} must be a finite number, got {value}")
         if self.beta != 0.0 and self.c is None:
             raise OptionError(f"{{beta={self.beta:g}}} needs an input C: add {{c=FILE.h5:/C}}")
@@ -156,7 +184,7 @@ class RunConfig:
         return {
             "a": _absolute(self.a), "b": _absolute(self.b), "c": _absolute(self.c) if self.c else None,
             "out": _absolute(self.out), "transa": self.transa, "transb": self.transb,
-            "alpha": self.alpha, "beta": self.beta,
+            "alpha": json_scalar(self.alpha), "beta": json_scalar(self.beta),
             "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
             "scheme": self.ozaki.scheme, "slices": self.slices, "groups": self.groups, "bits": self.bits,
             "accuracy": self.accuracy, "guarantee": self.guarantee, "engine": self.engine,

@@ -12,11 +12,11 @@ import logging
 
 import numpy as np
 
+from ..errors import InputError
+from ..io import h5io
+from ..ozaki.product import enforce_accuracy
 from .config import RunConfig
-from .errors import InputError
 from .fingerprint import fingerprint_distributed
-from .io import h5io
-from .ozaki.product import enforce_accuracy
 from .progress import make_progress, step
 from .report import base_report, check_report, gflops, write_report
 
@@ -27,8 +27,8 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
     """Check every input and the output before any work; returns (m, n, k)."""
     (ra, ca), _ = h5io.dataset_info(cfg.a, "input A")
     (rb, cb), _ = h5io.dataset_info(cfg.b, "input B")
-    m, k = (ca, ra) if cfg.transa else (ra, ca)
-    kb, n = (cb, rb) if cfg.transb else (rb, cb)
+    m, k = (ca, ra) if cfg.transa != "N" else (ra, ca)
+    kb, n = (cb, rb) if cfg.transb != "N" else (rb, cb)
     if k != kb:
         raise h5io.InputError(
             f"shape mismatch: op(A) from {cfg.a} is {m}x{k} but op(B) from {cfg.b} is {kb}x{n}")
@@ -40,6 +40,12 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
     return m, n, k
 
 
+def complex_inputs(cfg: RunConfig) -> bool:
+    """Whether the product is complex: A or B is (C0 alone makes only alpha*AB + beta*C0 complex,
+    which the product learns from C0's blocks)."""
+    return any(h5io.dataset_info(ref)[1].kind == "c" for ref in (cfg.a, cfg.b))
+
+
 def check_outputs(cfg: RunConfig) -> None:
     """The output dataset and the report may be written (before any work)."""
     inputs = [ref for ref in (cfg.a, cfg.b, cfg.c if cfg.beta != 0.0 else None) if ref is not None]
@@ -49,23 +55,24 @@ def check_outputs(cfg: RunConfig) -> None:
 
 
 def check_resources(cfg: RunConfig, summa, ranks_here: int):
-    """Memory per rank (the model of :mod:`ozhpc.resources` on this rank's layouts) and disk space
+    """Memory per rank (the model of :mod:`ozhpc.run.resources` on this rank's layouts) and disk space
     for C (on rank 0, after it removed the temporaries of dead jobs, which hold space: a dry run
     only counts them), so a run that cannot fit fails before allocating; returns the memory
     estimate."""
-    from .io.h5out import check_size_limit, clear_stale
+    from ..io.h5out import check_size_limit, clear_stale
     from .resources import check_disk, check_memory
 
     estimate = rank_estimate(summa, with_c=cfg.beta != 0.0)
     check_memory(estimate, ranks_here, _device_free(summa.engine))
     if summa.grid.rank == 0:  # one file system; the others would race with the removal
-        check_disk(cfg.out.file, summa.m, summa.n, clear_stale(cfg.out.file, remove=not cfg.dry_run))
-    check_size_limit(cfg.out.file, 8 * summa.m * summa.n)
+        check_disk(cfg.out.file, summa.m, summa.n, clear_stale(cfg.out.file, remove=not cfg.dry_run),
+                   itemsize=16 if summa.complex else 8)
+    check_size_limit(cfg.out.file, (16 if summa.complex else 8) * summa.m * summa.n)
     return estimate
 
 
 def rank_estimate(summa, with_c: bool = False):
-    """:func:`ozhpc.resources.estimate_memory` of this rank of ``summa`` (its local shapes, panel
+    """:func:`ozhpc.run.resources.estimate_memory` of this rank of ``summa`` (its local shapes, panel
     width, settings, engine and wire)."""
     from .resources import estimate_memory
 
@@ -107,7 +114,7 @@ def ranks_on_this_node(comm) -> int:
 
 
 def _engine(name):
-    from .engines import EngineUnavailable, get_engine
+    from ..engines import EngineUnavailable, get_engine
 
     try:
         return get_engine(name)
@@ -125,19 +132,20 @@ def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict
 
     Returns (fingerprint, SHA-256 or None for a C over SHA256_MAX_BYTES, {"fingerprint": s, "write": s}).
     """
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
-    from .io import distio
-    from .parallel.distmatrix import DistMatrix
+    from ..io import distio
+    from ..parallel.distmatrix import DistMatrix
 
     t0 = MPI.Wtime()
     fingerprint = fingerprint_distributed(c)   # where C's blocks are (on the GPU: before the copy back)
     if engine.on_device:   # the copy back (page-locked: engines/host_copy.py)
         c = DistMatrix(c.grid, c.layout, engine.to_host(c.local))
     t1 = MPI.Wtime()
-    attrs = dict(info.plan_attrs(), alpha=cfg.alpha, beta=cfg.beta, transa=cfg.transa,
-                 transb=cfg.transb, fingerprint=fingerprint)  # what ozhpc check compares against
-    small = 8 * c.layout.shape[0] * c.layout.shape[1] <= SHA256_MAX_BYTES
+    modes = [mode if info.complex or mode != "C" else "T" for mode in (cfg.transa, cfg.transb)]  # real: C is T
+    attrs = dict(info.plan_attrs(), alpha=cfg.alpha, beta=cfg.beta, transa=modes[0],
+                 transb=modes[1], fingerprint=fingerprint)  # what ozhpc check compares against
+    small = c.local.itemsize * c.layout.shape[0] * c.layout.shape[1] <= SHA256_MAX_BYTES
     digest = distio.write_distributed(cfg.out, c, attrs=attrs, force=cfg.force, sha256=small)
     return fingerprint, digest, {"fingerprint": t1 - t0, "write": MPI.Wtime() - t1}
 
@@ -150,7 +158,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
     """The whole run over ``comm`` (default ``MPI.COMM_WORLD``; 1 rank works the same way).
 
     Collective. ``on_panel(done, total)`` is the progress hook (pass it on rank 0 only;
-    by default rank 0 shows ``cfg.progress`` through :mod:`ozhpc.progress`).
+    by default rank 0 shows ``cfg.progress`` through :mod:`ozhpc.run.progress`).
     Returns the report on every rank; only rank 0 writes it to ``cfg.report``.
 
     Raises
@@ -161,19 +169,20 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         On every rank alike, with ``cfg.accuracy`` "strict" when "auto" could not certify C;
         nothing was written (no output dataset, no report). With "warn" an AccuracyWarning.
     """
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
-    from .parallel import ProcessGrid, Summa, collective_errors
+    from ..parallel import ProcessGrid, Summa, collective_errors
 
     comm = MPI.COMM_WORLD if comm is None else comm
     t_start = MPI.Wtime()
     with ProcessGrid(comm, cfg.grid) as grid:
         ranks_here = ranks_on_this_node(grid.comm)
         m, n, k, engine = _setup(cfg, grid)
+        complex_ = complex_inputs(cfg)
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
-                   settings=cfg.ozaki, on_panel=on_panel, wire=cfg.wire) as summa:
+                   settings=cfg.ozaki, on_panel=on_panel, wire=cfg.wire, complex=complex_) as summa:
             with collective_errors(grid.comm, catch=InputError):
                 estimate = check_resources(cfg, summa, ranks_here)
             if cfg.dry_run:
@@ -196,9 +205,9 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
 
 def _setup(cfg: RunConfig, grid):
     """Inputs and outputs checked, this rank's GPU bound, the engine made (collective)."""
-    from .engines.toolchain import configure_cache
-    from .parallel import collective_errors
-    from .parallel.localrank import bind_device
+    from ..engines.toolchain import configure_cache
+    from ..parallel import collective_errors
+    from ..parallel.localrank import bind_device
 
     with collective_errors(grid.comm, catch=InputError):
         m, n, k = validate_inputs(cfg)
@@ -216,9 +225,9 @@ def _setup(cfg: RunConfig, grid):
 def _multiply(cfg: RunConfig, summa, startup: float):
     """Read op(A), op(B)^T (and C), multiply, enforce ``cfg.accuracy``, write C; returns (info,
     (fingerprint, sha256), this rank's seconds per phase)."""
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
-    from .io import distio
+    from ..io import distio
 
     step(summa.on_panel, "reading A and B")
     t0 = MPI.Wtime()
@@ -237,7 +246,7 @@ def _multiply(cfg: RunConfig, summa, startup: float):
 def _gather_figures(grid, mine: dict, info, engine):
     """The slowest rank's seconds per phase, every rank's bytes moved and the kernel counts
     summed over the ranks (collective)."""
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
     slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
     grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
@@ -254,7 +263,7 @@ def _kernel_counts(engine) -> tuple[int, int, list[str]] | None:
     their descriptions); None for an engine without GPU kernels or with the kernel cache off."""
     if not engine.on_device:
         return None
-    from .engines.kernel_store import active_store
+    from ..engines.kernel_store import active_store
 
     store = active_store()
     return None if store is None else (store.hits, store.misses, list(store.compiled))
@@ -262,12 +271,13 @@ def _kernel_counts(engine) -> tuple[int, int, list[str]] | None:
 
 def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels, outputs) -> dict:
     """The JSON report of a finished run (every rank builds it; rank 0 writes it)."""
-    from .parallel.summa import overlap_fraction
+    from ..parallel.summa import overlap_fraction
 
     m, n, k, (p, q) = info.m, info.n, info.k, layout["grid"]
     compute = sum(seconds[p] for p in ("scales", "split", "multiply", "certificate", "combine"))
     rate = gflops(m, n, k, compute)
     report = base_report()
+    item = 16 if info.complex else 8   # bytes per entry (real operands of a complex product count as complex)
     report.update({
         "config": cfg.describe(), "m": m, "n": n, "k": k, **layout, "panels": info.panels,
         "engine": info.engine, "transport": info.transport, "transport_reason": info.transport_reason,
@@ -283,7 +293,8 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
         "error_bound": {"truncation": info.truncation_bound, "combine": info.combine_bound,
                         "rounding": info.rounding_bound},
         "seconds": seconds, "seconds_note": "per phase, the slowest rank's time (MPI MAX)",
-        "io_gbps": {"read": _gbps(8 * (m * k + k * n), seconds["read"]), "write": _gbps(8 * m * n, seconds["write"])},
+        "complex": info.complex,   # complex128 operands: a ZGEMM, guarantee per component
+        "io_gbps": {"read": _gbps(item * (m * k + k * n), seconds["read"]), "write": _gbps(item * m * n, seconds["write"])},
         "bytes_sent": {"per_rank_max": int(moved[:, 0].max()), "total": int(moved[:, 0].sum()),
                        "per_rank": [int(x) for x in moved[:, 0]]},
         "bytes_received": {"per_rank_max": int(moved[:, 1].max()), "total": int(moved[:, 1].sum())},
