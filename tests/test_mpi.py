@@ -71,6 +71,16 @@ def test_bitwise_reproducible_across_grids_and_blocks(ranks):
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_complex_products_are_bitwise_the_same_on_every_grid(ranks, tmp_path):
+    """Complex SUMMA (ops N/T/C, mixed real/complex, complex alpha/beta, both schemes and wires) and
+    complex HDF5 runs: C bit for bit equal to one-process ozhpc.gemm, report and attributes say so."""
+    proc, _ = mpiexec(ranks, [WORKER, "complex", str(tmp_path)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["failures"] == [] and result["cases"] > 0
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 def test_wire_formats_give_the_same_bits(ranks):
     """FP64 panels split on arrival and int8-plane panels: C bit for bit equal to ozhpc.gemm, both
     schemes, certified "auto" with extra passes, bytes sent exactly the model's."""
