@@ -71,7 +71,7 @@ class CutileGaussian:
                                                   cp.asarray(mods))
         return cache[key]
 
-    def _padded(self, x: int) -> int:
+    def _padded_extent(self, x: int) -> int:
         return max(self.k_align, -(-x // self.k_align) * self.k_align)
 
     def gaussian_residues(self, z, exps, tables, conj: bool = False):
@@ -81,7 +81,7 @@ class CutileGaussian:
         rows, k = z.shape
         depth = tables.planes
         alloc = cp.zeros if rows == 0 or k == 0 else cp.empty
-        buf = alloc((depth, self._padded(rows), self._padded(k)), dtype=cp.int8)
+        buf = alloc((depth, self._padded_extent(rows), self._padded_extent(k)), dtype=cp.int8)
         out = buf[:, :rows, :k]
         if rows and k:
             trans = not z.flags.c_contiguous and z.T.flags.c_contiguous
@@ -94,7 +94,7 @@ class CutileGaussian:
 
     def zeros_gaussian(self, tables, m: int, n: int):
         """int8 residues, one plane per product (the pair kernel reduces in place), padded as the slices."""
-        return cp.zeros((tables.planes, self._padded(m), self._padded(n)), dtype=cp.int8)[:, :m, :n]
+        return cp.zeros((tables.planes, self._padded_extent(m), self._padded_extent(n)), dtype=cp.int8)[:, :m, :n]
 
     def accumulate_gaussian(self, acc, da, eb, tables) -> None:
         g, m, n = acc.shape
