@@ -128,8 +128,9 @@ def _ozaki_option(name):
 def add_product_options(p: argparse.ArgumentParser) -> None:
     """Options that describe op(A), op(B), alpha and beta (gemm and check share them)."""
     for name, x in (("--transa", "A"), ("--transb", "B")):
-        p.add_argument(name, type=_trans(name), default="N", metavar="{N,T,C}",
-                       help=f"op({x}): N {x} (default), T {x} transposed ({name} alone), C {x} conjugate transposed")
+        p.add_argument(name, type=_trans(name), default="N", nargs="?", const="T", metavar="{N,T,C}",
+                       help=f"op({x}): {x} as is with N (default), transposed with T ({name} alone), "
+                            "conjugate transposed with C")
     p.add_argument("--alpha", type=_scalar("--alpha"), default=1.0,
                    help="scale of op(A) op(B), real or complex such as 1+2j (default 1)")
     p.add_argument("--beta", type=_scalar("--beta"), default=0.0,

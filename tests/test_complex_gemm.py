@@ -183,8 +183,10 @@ def test_cli_complex_transa_c_alpha_and_check(tmp_path):
 
 
 def test_cli_refuses_bad_trans_and_alpha(tmp_path):
-    bad = run_cli(["gemm", "in.h5:/A", "in.h5:/B", "-o", "out.h5:/C", "--alpha", "1+2x"], cwd=tmp_path)
-    assert bad.returncode == 2 and "--alpha must be a real or complex number" in bad.stderr
+    bad = run_cli(["gemm", "in.h5:/A", "in.h5:/B", "-o", "out.h5:/C", "--alpha", "1+2xj"], cwd=tmp_path)
+    assert bad.returncode == 2 and "--alpha must be a real or complex number (such as 2 or 1+2j), got '1+2xj'" in bad.stderr
+    bad = run_cli(["gemm", "in.h5:/A", "in.h5:/B", "-o", "out.h5:/C", "--alpha", "1e999j"], cwd=tmp_path)
+    assert bad.returncode == 2 and "--alpha must be a finite number" in bad.stderr
 
 
 @pytest.mark.gpu

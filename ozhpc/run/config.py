@@ -61,10 +61,15 @@ def parse_float(text, option: str, lo: float = -math.inf, hi: float = math.inf) 
     return value
 
 
+def looks_complex(text) -> bool:
+    """A string that ends as a complex number does (``1+2j``, ``-0.5i``)."""
+    return isinstance(text, str) and text.strip().lower().rstrip(")").endswith(("j", "i"))
+
+
 def parse_scalar(text, option: str):
     """``--alpha`` / ``--beta``: a finite real number, or a complex one as Python writes it
     (``1+2j``, ``-0.5j``; ``i`` is taken for ``j``)."""
-    if isinstance(text, str) and text.strip().lower().rstrip(")").endswith(("j", "i")):
+    if looks_complex(text):
         try:
             value = complex(text.strip().lower().replace("i", "j").replace(" ", ""))
         except ValueError:
@@ -72,10 +77,12 @@ def parse_scalar(text, option: str):
         if not cmath.isfinite(value):
             raise InputError(f"{option} must be a finite number, got {shown(text)}")
         return value if value.imag else value.real
-    try:
-        return parse_float(text, option)
-    except InputError:
-        raise InputError(f"{option} must be a real or complex number (such as 2 or 1+2j), got {shown(text)}") from None
+    return parse_float(text, option)
+
+
+def op_value(mode: str):
+    """transa / transb as the report and C's attributes hold them: false (N), true (T) or "C"."""
+    return "C" if mode == "C" else mode == "T"
 
 
 def json_scalar(value):
@@ -183,7 +190,7 @@ class RunConfig:
         """The configuration as plain JSON-able values (for the report)."""
         return {
             "a": _absolute(self.a), "b": _absolute(self.b), "c": _absolute(self.c) if self.c else None,
-            "out": _absolute(self.out), "transa": self.transa, "transb": self.transb,
+            "out": _absolute(self.out), "transa": op_value(self.transa), "transb": op_value(self.transb),
             "alpha": json_scalar(self.alpha), "beta": json_scalar(self.beta),
             "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
             "scheme": self.ozaki.scheme, "slices": self.slices, "groups": self.groups, "bits": self.bits,

@@ -114,17 +114,18 @@ def _trans(value, key):
     """BLAS's op: true / false (T / N) or "N", "T", "C" (conjugate transposed)."""
     if isinstance(value, bool):
         return "T" if value else "N"
-    if not isinstance(value, str) or value.upper() not in ("N", "T", "C"):
+    if not isinstance(value, str):
+        raise InputError(f"{key} must be true or false, {_got(value)}")
+    if value.upper() not in ("N", "T", "C"):
         raise InputError(f"{key} must be true, false, \"N\", \"T\" or \"C\", {_got(value)}")
     return value.upper()
 
 
 def _scalar(value, key):
     """A real number, or a complex one as a string (``"1+2j"``: TOML has no complex numbers)."""
-    if isinstance(value, str):
-        from .config import parse_scalar
-        return parse_scalar(value, key)
-    return _number(value, key)
+    from .config import looks_complex, parse_scalar
+
+    return parse_scalar(value, key) if looks_complex(value) else _number(value, key)
 
 
 def _string(value, key):

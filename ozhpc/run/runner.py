@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InputError
 from ..io import h5io
 from ..ozaki.product import enforce_accuracy
-from .config import RunConfig
+from .config import RunConfig, op_value
 from .fingerprint import fingerprint_distributed
 from .progress import make_progress, step
 from .report import base_report, check_report, gflops, write_report
@@ -142,7 +142,7 @@ def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict
     if engine.on_device:   # the copy back (page-locked: engines/host_copy.py)
         c = DistMatrix(c.grid, c.layout, engine.to_host(c.local))
     t1 = MPI.Wtime()
-    modes = [mode if info.complex or mode != "C" else "T" for mode in (cfg.transa, cfg.transb)]  # real: C is T
+    modes = [op_value(mode if info.complex or mode != "C" else "T") for mode in (cfg.transa, cfg.transb)]  # real: C is T
     attrs = dict(info.plan_attrs(), alpha=cfg.alpha, beta=cfg.beta, transa=modes[0],
                  transb=modes[1], fingerprint=fingerprint)  # what ozhpc check compares against
     small = c.local.itemsize * c.layout.shape[0] * c.layout.shape[1] <= SHA256_MAX_BYTES
