@@ -46,4 +46,4 @@ KERNELS = {
     "gaussian_residue": gaussian_residues._gaussian_residue_kernel,
     "gaussian_crt": gaussian_crt._gaussian_crt_kernel,
 }
-"""Every kernel of the package by name (the type-check test and ``bench/kernel_resources.py``)."""
+"""Every kernel of the package by name (the type-check test and ``bench/speed/kernel_resources.py``)."""
