@@ -1,6 +1,6 @@
 """Complex scheme II's routes compared on the CPU: products per certified bit (not a test).
 
-    python3 bench/complex_routes.py --n 192 --ks 256 1024 4096 --out bench/results/complex_routes_cpu_DATE.md
+    python3 bench/accuracy/complex_routes.py --n 192 --ks 256 1024 4096 --out bench/results/complex_routes_cpu_DATE.md
 
 For each k and guarantee, certified ``ozhpc.gemm`` (NumPy engine) on phi = 0.5 complex data says
 how many bits per entry it needed; the moduli must then hold ``log2 M`` bits (the worst case of
@@ -11,25 +11,29 @@ product is measured on the run itself (the engine's product phase over its produ
 """
 from __future__ import annotations
 
-import argparse
 import math
+import pathlib
+import sys
 import time
 
 import numpy as np
 
-import ozhpc
-from ozhpc.engines import gaussian
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from common import parser  # noqa: E402
+
+import ozhpc  # noqa: E402
+from ozhpc.engines import gaussian  # noqa: E402
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__)
     p.add_argument("--n", type=int, default=192)
     p.add_argument("--ks", type=int, nargs="+", default=[256, 1024, 4096])
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     lines = [f"# Complex routes on the CPU, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
-             f"command `python3 bench/complex_routes.py --n {args.n} --ks {' '.join(map(str, args.ks))}`", "",
+             f"command `python3 bench/accuracy/complex_routes.py --n {args.n} --ks {' '.join(map(str, args.ks))}`", "",
              "| k | guarantee | certified bits | log2 M | split only: products (per bit) | Karatsuba only | "
              "ozhpc (split first, then Karatsuba) | ms per int8 product (NumPy) |", "|" + "---|" * 8]
     for k in args.ks:

@@ -1,7 +1,8 @@
 """GPU benchmark of ozhpc's complex product (ZGEMM) against cuBLAS ZGEMM (not a test).
 
-    python3 bench/zgemm_gpu.py --sizes 8192 16384 32768 --out bench/results/zgemm_h200_DATE
-    python3 bench/zgemm_gpu.py --sizes 8192 --e2e 8192 --out ...   # plus the HDF5 job
+    python3 bench/speed/zgemm_gpu.py --sizes 8192 16384 32768 --out bench/results/zgemm_h200_DATE
+    python3 bench/speed/zgemm_gpu.py --sizes 8192 --e2e 8192 --out ...   # plus the HDF5 job
+    MODE=complex bash bench/gpu.sh                                      # the same from the suite
 
 For each n (phi = 0.5 real and imaginary parts, ``(rand - 0.5) * exp(0.5 * randn)`` each):
 cuBLAS ZGEMM (CuPy ``matmul`` of complex128) and certified default ``ozhpc.gemm`` (scheme II,
@@ -14,16 +15,18 @@ beside a hand-written h5py + CuPy ZGEMM of the same files, wall seconds each.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import time
 from fractions import Fraction
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_gemm import exact_dot, sample_indices, time_events  # noqa: E402
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from common import REPO, parser, sample_indices, time_events  # noqa: E402
+
+from ozhpc.run.reference import exact_dot  # noqa: E402
 
 
 def complex_inputs(cp, n: int, phi: float, seed: int):
@@ -97,15 +100,16 @@ def bench_size(cp, ozhpc, n: int, phi: float, reps: int, samples: int, seed: int
 def end_to_end(n: int, directory: str, phi: float) -> dict:
     """``ozhpc gemm`` on complex HDF5 inputs beside h5py + CuPy on the same files (wall seconds)."""
     os.makedirs(directory, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     src = os.path.join(directory, "zin.h5")
     for name, seed in (("A", 1), ("B", 2)):
         subprocess.run([sys.executable, "-m", "ozhpc", "gen", "--shape", f"{n}x{n}", "--complex", "--phi", str(phi),
-                        "--seed", str(seed), "--force", f"{src}:/{name}"], check=True, capture_output=True)
+                        "--seed", str(seed), "--force", f"{src}:/{name}"], check=True, capture_output=True, env=env)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "ozhpc", "gemm", f"{src}:/A", f"{src}:/B", "-o",
                            os.path.join(directory, "zout.h5") + ":/C", "--force", "--progress", "off",
                            "--report", os.path.join(directory, "zrun.json"), "--engine", "cutile"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     ozhpc_s = time.perf_counter() - t0
     hand = ("import h5py, cupy as cp, sys\n"
             "f = h5py.File(sys.argv[1], 'r'); a = cp.asarray(f['A'][...]); b = cp.asarray(f['B'][...])\n"
@@ -143,7 +147,7 @@ def markdown(result) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__)
     p.add_argument("--sizes", type=int, nargs="+", default=[8192, 16384, 32768])
     p.add_argument("--phi", type=float, default=0.5)
     p.add_argument("--reps", type=int, default=3)
@@ -157,7 +161,7 @@ def main(argv=None) -> int:
     import ozhpc
     props = cp.cuda.runtime.getDeviceProperties(0)
     result = {"device": props["name"].decode(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "command": " ".join(["python3", "bench/zgemm_gpu.py"] + (argv if argv is not None else sys.argv[1:])),
+              "command": " ".join(["python3", "bench/speed/zgemm_gpu.py"] + (argv if argv is not None else sys.argv[1:])),
               "sizes": [], "e2e": []}
     for n in args.sizes:
         result["sizes"].append(bench_size(cp, ozhpc, n, args.phi, args.reps, args.samples))
