@@ -40,8 +40,8 @@ def certified(a, b, plan, factor=1, support=False):
         c = plan.certified_combine(ENG, acc, e, f)
     else:
         acc, c = None, plan.multiply_combine(ENG, da, eb, e, f)
-    stats = (cc.part_stats(np, a, e, plan), cc.part_stats(np, b, f, plan))
-    cert = cc.certify_complex_entries(np, c, _digit_groups(a, b, e, f), stats, e, f, plan, acc,
+    stats = (cc.part_stats(ENG, a, e, plan), cc.part_stats(ENG, b, f, plan))
+    cert = cc.certify_complex_entries(ENG, c, _digit_groups(a, b, e, f), stats, e, f, plan, acc,
                                       _digit_groups(a, b, e, f, True) if support else None, factor=factor)
     return c, cert
 

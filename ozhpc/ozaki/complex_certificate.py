@@ -39,10 +39,11 @@ def _ident(x):
     return x
 
 
-def part_stats(xp, fin, exps, plan, reduce_max=_ident, reduce_sum=_ident) -> tuple[OperandStats, OperandStats]:
+def part_stats(engine, fin, exps, plan, reduce_max=_ident, reduce_sum=_ident) -> tuple[OperandStats, OperandStats]:
     """:func:`~ozhpc.ozaki.certificate.operand_stats` of the real and the imaginary part of the finite
     complex rows ``fin`` (their representation errors on ``plan``'s grid, their row norms)."""
-    return tuple(operand_stats(xp, xp.ascontiguousarray(part), exps, plan, reduce_max, reduce_sum)
+    xp = engine.xp
+    return tuple(operand_stats(engine, xp.ascontiguousarray(part), exps, plan, reduce_max, reduce_sum)
                  for part in (fin.real, fin.imag))
 
 
@@ -70,7 +71,7 @@ def component_bound(xp, stats_a, stats_b, terms, plan):
     return bound * UP, live
 
 
-def certify_complex_entries(xp, c, magnitude_groups, stats, e, f, plan, acc=None, support_groups=None, *,
+def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=None, support_groups=None, *,
                             lifted=None, reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
     """Every entry of the complex ``c`` (this rank's block, special values applied) against the
     guarantee, per component (module docstring). ``stats``: ``(part_stats of op(A), part_stats of
@@ -85,10 +86,11 @@ def certify_complex_entries(xp, c, magnitude_groups, stats, e, f, plan, acc=None
     (:func:`precise_entries`), which certifies what the joint bound cannot see (a part that is all
     zero contributes nothing). Both steps are global decisions with the same roundings on every
     engine, so every rank and engine takes the same one."""
+    xp = engine.xp
     mags = None if magnitude_groups is None else component_sums(xp, magnitude_groups)
     supp = None if support_groups is None else component_sums(xp, support_groups)
     joint_stats = tuple(joint(xp, s) for s in stats)
-    certs = [certify_entries(xp, part(c), _at(mags, comp), joint_stats, e, f, plan, _at(acc, comp), _at(supp, comp),
+    certs = [certify_entries(engine, part(c), _at(mags, comp), joint_stats, e, f, plan, _at(acc, comp), _at(supp, comp),
                              lifted=None if lifted is None else (part(lifted[0]), *lifted[1:]),
                              reduce_sum=reduce_sum, reduce_max=reduce_max, factor=factor)
              for comp, part in enumerate(PARTS)]

@@ -87,10 +87,10 @@ class GaussianPlan(ModularPlan):
     def accumulate(self, eng, acc, da, eb) -> None:
         eng.accumulate_gaussian(acc, da, eb, self.tables)
 
-    def combine(self, eng, acc, row_exps, col_exps):
+    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         return eng.combine_gaussian(acc, row_exps, col_exps, self.tables)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
         return eng.multiply_combine_gaussian(da, eb, row_exps, col_exps, self.tables)
 
 
@@ -156,16 +156,16 @@ class ComplexSlicePlan(SlicePlan):
         re, im = (combine(eng, part, row_exps, col_exps) for part in acc)
         return _as_complex(eng.xp, re, im)
 
-    def combine(self, eng, acc, row_exps, col_exps):
+    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         return self._per_component(eng, acc, row_exps, col_exps, super().combine)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
         acc = self.zeros(eng, da.shape[1], eb.shape[1], da.shape[2])
         if da.shape[2]:
             self.accumulate(eng, acc, da, eb)
         return self.combine(eng, acc, row_exps, col_exps)
 
-    def certified_combine(self, eng, acc, row_exps, col_exps):
+    def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         return self._per_component(eng, acc, row_exps, col_exps, super().certified_combine)
 
 

@@ -68,9 +68,9 @@ class RealDomain:
     forms: dict = {}
     """The plan classes the operands take (:func:`ozhpc.ozaki.plan.resolve_plan`'s ``forms``)."""
 
-    def inner_stats(self, xp, rows):
-        """Equilibration's per-k statistics (:func:`ozhpc.ozaki.certificate.inner_stats`)."""
-        return certificate.inner_stats(xp, rows)
+    def inner_stats(self, engine, rows):
+        """Equilibration's per-k statistics (the engine's ``inner_stats``)."""
+        return engine.inner_stats(rows)
 
     def ldexp_columns(self, xp, rows, shifts):
         return certificate.ldexp_columns(xp, rows, shifts)
@@ -83,14 +83,14 @@ class RealDomain:
         """The certified bound's factor under "dgemm": a real dot product's k roundings."""
         return max(k, 1)
 
-    def part_stats(self, xp, fin, exps, plan, reduce_max, mags):
+    def part_stats(self, engine, fin, exps, plan, reduce_max, mags):
         """The certificate's statistics of one operand."""
-        return certificate.operand_stats(xp, fin, exps, plan, reduce_max, mags=mags[:2])
+        return certificate.operand_stats(engine, fin, exps, plan, reduce_max, mags=mags[:2])
 
-    def certify(self, xp, c, lower, stats, e, f, plan, acc, support, **kwargs):
+    def certify(self, engine, c, lower, stats, e, f, plan, acc, support, **kwargs):
         """:func:`ozhpc.ozaki.certificate.certify_entries` (``lower`` / ``support``: the digit sums)."""
         lower, support = (None if s is None else s[0] for s in (lower, support))
-        return certificate.certify_entries(xp, c, lower, stats, e, f, plan, acc, support, **kwargs)
+        return certificate.certify_entries(engine, c, lower, stats, e, f, plan, acc, support, **kwargs)
 
     def scaled(self, xp, low, shift):
         """``final_scale`` of each entry's total ``low`` by ``shift``."""
@@ -174,9 +174,9 @@ class ComplexDomain(RealDomain):
 
     forms = COMPLEX_FORM
 
-    def inner_stats(self, xp, rows):
+    def inner_stats(self, engine, rows):
         """Of both parts of each complex column together (one shift scales both)."""
-        stats = certificate.inner_stats(xp, self.realified(rows))
+        stats = engine.inner_stats(self.realified(rows))
         return stats.reshape(2, rows.shape[1], 2).max(axis=2)
 
     def ldexp_columns(self, xp, rows, shifts):
@@ -190,11 +190,11 @@ class ComplexDomain(RealDomain):
         then k - 1 additions."""
         return max(k, 1) + 1
 
-    def part_stats(self, xp, fin, exps, plan, reduce_max, mags):
-        return complex_certificate.part_stats(xp, fin, exps, plan, reduce_max)
+    def part_stats(self, engine, fin, exps, plan, reduce_max, mags):
+        return complex_certificate.part_stats(engine, fin, exps, plan, reduce_max)
 
-    def certify(self, xp, c, lower, stats, e, f, plan, acc, support, **kwargs):
-        return complex_certificate.certify_complex_entries(xp, c, lower, stats, e, f, plan, acc, support, **kwargs)
+    def certify(self, engine, c, lower, stats, e, f, plan, acc, support, **kwargs):
+        return complex_certificate.certify_complex_entries(engine, c, lower, stats, e, f, plan, acc, support, **kwargs)
 
     def scaled(self, xp, low, shift):
         return _assemble(xp, *(final_scale(xp, part, shift) for part in _parts(low)))

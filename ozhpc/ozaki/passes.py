@@ -279,19 +279,25 @@ class Sums:
             elif extra.target == "support":
                 self.digits["support"] = self._zeros()
 
-    def add(self, target: str, plane_a, plane_b) -> None:
+    def add(self, target: str, plane_a, plane_b, whole: bool = False) -> None:
         """One extra plane's products (3-D, ``domain.digit_planes`` planes each): magnitude or support
-        digits into the certificate's sums, class codes into the special-value counts."""
+        digits into the certificate's sums, class codes into the special-value counts. ``whole``: the
+        planes hold all of k, so sums not yet started are written fresh (no zeros to add into)."""
         xp = self.engine.xp
         if target == "codes":
             if self.counts is None:
                 self.counts = self.domain.zeros_counts(xp, *self.shape)
             self.domain.add_counts(xp, self.counts, plane_a, plane_b)
             return
+        if self.digits.get(target) is None and whole:
+            self.digits[target] = self.engine.group_sums(plane_a, plane_b, self._groups())
+            return
         if self.digits.get(target) is None:
             self.digits[target] = self._zeros()
         self.engine.accumulate_groups(self.digits[target], plane_a, plane_b)
 
+    def _groups(self) -> int:
+        return 2 * self.domain.digit_planes - 1   # products of the parts: 2 planes - 1 groups
+
     def _zeros(self):
-        planes = self.domain.digit_planes   # products of the parts: 2 planes - 1 groups
-        return self.engine.zeros_groups(2 * planes - 1, *self.shape, slices=planes, k=self.k)
+        return self.engine.zeros_groups(self._groups(), *self.shape, slices=self.domain.digit_planes, k=self.k)

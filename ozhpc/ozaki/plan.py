@@ -158,13 +158,15 @@ class SlicePlan(_Widens):
     def accumulate(self, eng, acc, da, eb) -> None:
         eng.accumulate_groups(acc, da, eb)
 
-    def combine(self, eng, acc, row_exps, col_exps):
+    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
+        """``verdicts``: scheme II's request to the combine (:class:`ozhpc.engines.base.Verdicts`),
+        never made of this plan (its certificate reads the group sums)."""
         return eng.combine_groups(acc, row_exps, col_exps)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
         return eng.multiply_combine_groups(da, eb, self.groups, row_exps, col_exps)
 
-    def certified_combine(self, eng, acc, row_exps, col_exps):
+    def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         """The combine of a certified product: compensated, its bound read from ``acc``."""
         return _cert.compensated_combine(eng.xp, acc, row_exps, col_exps)
 
@@ -342,15 +344,16 @@ class ModularPlan(_Widens):
     def accumulate(self, eng, acc, da, eb) -> None:
         eng.accumulate_moduli(acc, da, eb, self.tables)
 
-    def combine(self, eng, acc, row_exps, col_exps):
-        return eng.combine_moduli(acc, row_exps, col_exps, self.tables)
+    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
+        """``verdicts``: the certificate's request, which the engine may answer as it writes C."""
+        return eng.combine_moduli(acc, row_exps, col_exps, self.tables, verdicts)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
-        return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables)
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
+        return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables, verdicts)
 
-    def certified_combine(self, eng, acc, row_exps, col_exps):
+    def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         """The combine of a certified product: the plain one (its bound needs no accumulators)."""
-        return self.combine(eng, acc, row_exps, col_exps)
+        return self.combine(eng, acc, row_exps, col_exps, verdicts)
 
     @property
     def combine_rounding_terms(self) -> tuple[float, float]:

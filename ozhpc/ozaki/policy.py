@@ -128,13 +128,13 @@ def equilibrated_operands(engine, reduce, given, k: int, k_index, finite: bool =
     entry that meets only zeros no longer sets its row's scale (``[0, x] [1e300, y]^T``). ``domain``:
     real (default) or complex rows (one shift scales both parts of a column: :mod:`ozhpc.ozaki.domain`)."""
     xp = engine.xp
-    inner_stats = certificate.inner_stats if domain is None else domain.inner_stats
+    inner_stats = engine.inner_stats if domain is None else (lambda rows: domain.inner_stats(engine, rows))
     ldexp_columns = certificate.ldexp_columns if domain is None else domain.ldexp_columns
     a_rows, b_rows = given
     ia, ib = k_index if k_index is not None else (np.arange(k), np.arange(k))
     stats = np.full((4, k), certificate.NONE_EXP, dtype=np.int32)
-    stats[:2, ia] = engine.to_host(inner_stats(xp, a_rows))
-    stats[2:, ib] = engine.to_host(inner_stats(xp, b_rows))
+    stats[:2, ia] = engine.to_host(inner_stats(a_rows))
+    stats[2:, ib] = engine.to_host(inner_stats(b_rows))
     stats = reduce.everywhere_max(stats)
     shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
     shifts[np.abs(shifts) < EQUILIBRATE_MIN_SHIFT] = 0   # balanced enough: no pass over the operands
