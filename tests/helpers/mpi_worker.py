@@ -317,7 +317,7 @@ def complex_summa(comm, directory) -> dict:
         out = DatasetRef(os.path.join(directory, f"zout{size}.h5"), f"/C{i}")
         cfg = RunConfig(a=DatasetRef(src, "/" + run["a"]), b=DatasetRef(src, "/B"), out=out,
                         c=DatasetRef(src, "/C0") if beta else None, transa=run["transa"], alpha=alpha, beta=beta,
-                        grid=run["grid"], block=run["block"], kb=run.get("kb"), wire=run.get("wire", "auto"),
+                        grid=run["grid"], block=run["block"], panel=run.get("kb"), wire=run.get("wire", "auto"),
                         engine="numpy", force=True, progress="off")
         report = execute(cfg, comm=comm)
         if rank == 0:
