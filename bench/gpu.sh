@@ -10,12 +10,12 @@
 # $OUT/<mode>.md / .json; the last lines printed are one row per mode (exit status, seconds).
 # Settings per mode (environment): TESTS (pytest arguments), SIZES (accept), TIMELINE, HOSTPROF,
 # PAIR_SIZES, PAIR_VARIANTS, PAIR_BIG, CERT_SIZES, TABLE_SIZES, GEMM_ARGS, TRANSFER_GB, E2E_N, E2E_DIR, STARTUP_N,
-# MULTI_ARGS, MULTI_MACHINE, WEAK_RUNS.
+# MULTI_ARGS, MULTI_MACHINE, WEAK_RUNS, ZGEMM_SIZES, ZGEMM_E2E.
 # A new mode is one case in run_mode below plus its script (and a line in bench/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-MODES="tests accept pairs timeline certified table gemm transfer overflow e2e startup shared multi weak crt"
+MODES="tests accept pairs timeline certified table gemm transfer overflow e2e startup shared multi weak crt complex"
 MODE=${MODE:-tests}
 OUT=${OUT:-/tmp/out}
 DRY=${DRY:-0}
@@ -114,6 +114,11 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
       # shellcheck disable=SC2086
       OZHPC_CACHE_DIR=$dir/kernel-cache step "$(left)" python3 bench/end_to_end/end_to_end.py --dir "$dir" \
         --n ${E2E_N:-8192 16384} --out "$OUT/e2e.md" --json "$OUT/e2e.json" ;;
+    complex)   # ZGEMM: the certified default against cuBLAS ZGEMM, the products' rate beside the real one's,
+               # then the complex HDF5 job against h5py + CuPy
+      # shellcheck disable=SC2086
+      step "$(left)" python3 bench/speed/zgemm_gpu.py --sizes ${ZGEMM_SIZES:-8192 16384 32768} \
+        --e2e ${ZGEMM_E2E:-8192} --out "$OUT/complex" ;;
     startup)   # where a fresh `ozhpc gemm` process spends its time (cProfile, import times)
       N=${STARTUP_N:-16384} step "$(left)" bash bench/end_to_end/startup_profile.sh ;;
     shared)    # ranks sharing one GPU: their tests, transport auto vs nccl, bench/scaling/scaling.py
@@ -136,7 +141,7 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
 
 default_limit() {   # seconds per mode unless <MODE>_S says otherwise
   case $1 in
-    tests|accept|gemm|e2e|startup) echo 300 ;; pairs) echo 260 ;; certified|table) echo 240 ;;
+    tests|accept|gemm|e2e|startup|complex) echo 300 ;; pairs) echo 260 ;; certified|table) echo 240 ;;
     timeline|crt) echo 150 ;; transfer|overflow) echo 120 ;; shared|multi|weak) echo 420 ;;
   esac
 }

@@ -24,10 +24,10 @@ import warnings
 from . import __version__, signals
 from .commands import lifecycle, plan
 from .commands.lifecycle import launcher_rank
-from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
+from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling, shown, trans_mode
 from .run.config import (ACCURACY, DEFAULT_SCHEME, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED,
                          PROGRESS_MODES, SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value,
-                         parse_float, parse_int, parse_pair, parse_panel)
+                         parse_float, parse_int, parse_pair, parse_panel, parse_scalar)
 
 EXIT_USAGE = 2
 MAX_DEMO_N = 1 << 16
@@ -73,6 +73,45 @@ def _number(option, lo=-float("inf"), hi=float("inf")):
     return _option(parse_float, option, lo, hi)
 
 
+def _scalar(option):
+    """A finite real or complex number (``1+2j``)."""
+    return _option(parse_scalar, option)
+
+
+def _trans(option):
+    """BLAS's op: N, T or C, any case."""
+    def parse(text):
+        try:
+            return trans_mode(text, option)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} must be N, T or C (conjugate transposed), got {shown(text)}") from None
+    parse.__name__ = option
+    return parse
+
+
+TRANS_OPTIONS = ("--transa", "--transb")
+
+
+def _trans_values(argv: list) -> list:
+    """``--transa`` alone means T: give it its value, so the next token (a dataset) is never taken
+    for one."""
+    out, i = [], 0
+    end = argv.index("--") if "--" in argv else len(argv)
+    while i < len(argv):
+        token = argv[i]
+        if i < end and token in TRANS_OPTIONS:
+            value = argv[i + 1] if i + 1 < end else ""
+            if value.upper() in ("N", "T", "C"):
+                out.append(f"{token}={value}")
+                i += 2
+                continue
+            out.append(f"{token}=T")
+        else:
+            out.append(token)
+        i += 1
+    return out
+
+
 def _integer(option, lo, hi):
     return _option(parse_int, option, lo, hi)
 
@@ -94,12 +133,14 @@ default = RunConfig.default
 
 def add_product_options(p: argparse.ArgumentParser) -> None:
     """Options that describe op(A), op(B), alpha and beta (gemm and check share them)."""
-    p.add_argument("--transa", action="store_true", help="use A transposed")
-    p.add_argument("--transb", action="store_true", help="use B transposed")
-    p.add_argument("--alpha", type=_number("--alpha"), default=default("alpha"),  # check reads them too
-                   help=f"scale of op(A) op(B) (default {default('alpha'):g})")
-    p.add_argument("--beta", type=_number("--beta"), default=default("beta"),
-                   help=f"scale of the input C (default {default('beta'):g}: C is not read)")
+    for name, x in (("--transa", "A"), ("--transb", "B")):  # check reads them too: their defaults here
+        p.add_argument(name, type=_trans(name), default=default(name[2:]), nargs="?", const="T", metavar="{N,T,C}",
+                       help=f"op({x}): {x} as is with N (default {default(name[2:])}), transposed with T ({name} alone), "
+                            "conjugate transposed with C")
+    p.add_argument("--alpha", type=_scalar("--alpha"), default=default("alpha"),
+                   help=f"scale of op(A) op(B), real or complex such as 1+2j (default {default('alpha'):g})")
+    p.add_argument("--beta", type=_scalar("--beta"), default=default("beta"),
+                   help=f"scale of the input C, real or complex (default {default('beta'):g}: C is not read)")
     p.add_argument("--c", type=_dataset("input C"), metavar="FILE.h5:/C0", help="input C, needed when beta != 0")
 
 
@@ -181,6 +222,8 @@ def add_gen_command(sub) -> None:
     g.add_argument("--phi", type=_number("--phi", 0.0, MAX_PHI), default=0.5,
                    help=f"exponent spread, 0 to {MAX_PHI:g} (default 0.5)")
     g.add_argument("--seed", type=_integer("--seed", 0, MAX_SEED), default=0, help="random seed, 0 or more (default 0)")
+    g.add_argument("--complex", action="store_true",
+                   help="a complex128 matrix (h5py's compound of r and i), both parts drawn so")
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
 
@@ -330,7 +373,7 @@ def _strict_parse(parser: argparse.ArgumentParser, argv):
 
     An unknown ``--option`` is found before parsing: argparse would otherwise take the value after
     it as a positional argument and name that instead (``gen --dtype float32 x.h5:/A``)."""
-    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    argv = _trans_values(sys.argv[1:] if argv is None else [str(a) for a in argv])
     commands = parser._subparsers._group_actions[0].choices  # noqa: SLF001
     name = next((token for token in argv if token in commands), None)
     if name is not None:
@@ -384,7 +427,7 @@ def config_from_args(args) -> RunConfig:
 def cmd_gen(args, comm) -> int:
     from .commands.gen import gen
 
-    say(gen(args.output, args.shape, args.phi, args.seed, args.force, comm=comm))
+    say(gen(args.output, args.shape, args.phi, args.seed, args.force, comm=comm, complex=args.complex))
     return 0
 
 

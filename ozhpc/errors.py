@@ -20,18 +20,43 @@ def require_c(beta: float, c) -> None:
         raise InputError("beta != 0 needs C")
 
 
-def real_scalars(alpha, beta) -> tuple[float, float]:
-    """``alpha`` and ``beta`` as floats, or one TypeError naming the one that is not a real number
-    (a string, a complex: the matrices are real), before the compute rather than from NumPy after it."""
+def scalars(alpha, beta) -> tuple:
+    """``alpha`` and ``beta`` as floats, or complex numbers where their imaginary part is not 0 (the
+    product's epilogue is then complex), or one TypeError naming the one that is not a number,
+    before the compute rather than from NumPy after it."""
+    return tuple(_scalar(name, value) for name, value in (("alpha", alpha), ("beta", beta)))
+
+
+def _scalar(name: str, value):
     import numbers
 
-    for name, value in (("alpha", alpha), ("beta", beta)):
-        if isinstance(value, complex) or (hasattr(value, "dtype") and value.dtype.kind == "c"):
-            raise TypeError(f"{name} must be a real number, got complex {value!r} (ozhpc multiplies real matrices)")
-        real_array = getattr(value, "ndim", None) == 0 and value.dtype.kind in "fiub"
-        if not (isinstance(value, numbers.Real) or real_array):
-            raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    return finite_or_named("alpha", alpha), finite_or_named("beta", beta)
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    scalar_array = getattr(value, "ndim", None) == 0
+    if isinstance(value, complex) or (scalar_array and kind == "c"):
+        value = complex(value)
+        return value if value.imag else finite_or_named(name, value.real)
+    if not (isinstance(value, numbers.Real) or (scalar_array and kind in tuple("fiub"))):
+        raise TypeError(f"{name} must be a real or complex number, got {type(value).__name__} {value!r}")
+    return finite_or_named(name, value)
+
+
+TRANS_MODES = ("N", "T", "C")
+"""BLAS's op(X): X, its transpose, its conjugate transpose."""
+
+
+def trans_mode(value, name: str = "trans") -> str:
+    """``value`` as "N", "T" or "C": a bool (True: "T") or one of those letters, any case; else one
+    TypeError / ValueError naming ``name``."""
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return "T" if value else "N"
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a bool or one of 'N', 'T', 'C', got {type(value).__name__} {value!r}")
+    if value.upper() not in TRANS_MODES:
+        raise ValueError(f"{name} must be a bool or one of 'N', 'T', 'C' (BLAS: as is, transposed, conjugate "
+                         f"transposed), got {shown(value)}")
+    return value.upper()
 
 
 def finite_or_named(name: str, value) -> float:

@@ -97,7 +97,7 @@ def test_huge_values_near_overflow(product):
 
 @pytest.mark.parametrize("bad,message", [
     (dict(A=np.ones(3)), "A must be 2-D, got shape (3,)"),
-    (dict(A=np.ones((2, 3), complex)), "A must hold real numbers, got dtype complex128"),
+    (dict(A=np.ones((2, 3), "datetime64[s]")), "A must hold real or complex numbers, got dtype datetime64[s]"),
     (dict(B=np.ones((4, 2))), "inner dimensions differ: op(A) is 2x3, op(B) is 4x2"),
     (dict(slices=0), "slices must be between 1 and 24, got 0"),
     (dict(beta=1.0), "beta != 0 needs C"),
@@ -113,15 +113,13 @@ def test_bad_arguments_raise_clear_errors(bad, message):
 
 
 @pytest.mark.parametrize("scalars, message", [
-    (dict(alpha="2"), "alpha must be a real number, got str '2'"),
-    (dict(beta=[1.0]), "beta must be a real number, got list [1.0]"),
-    (dict(alpha=1j), "alpha must be a real number, got complex 1j (ozhpc multiplies real matrices)"),
-    (dict(beta=np.complex128(2)),
-     "beta must be a real number, got complex np.complex128(2+0j) (ozhpc multiplies real matrices)"),
+    (dict(alpha="2"), "alpha must be a real or complex number, got str '2'"),
+    (dict(beta=[1.0]), "beta must be a real or complex number, got list [1.0]"),
+    (dict(alpha=np.ones(2, complex)), "alpha must be a real or complex number, got ndarray array([1.+0.j, 1.+0.j])"),
 ])
 def test_alpha_beta_of_the_wrong_type_are_refused_before_the_compute(product, monkeypatch, scalars, message):
     """One TypeError naming alpha or beta, raised before any product is run (not NumPy's
-    UFuncTypeError after it, nor a complex C from real operands)."""
+    UFuncTypeError after it)."""
     from ozhpc.ozaki.product import Product
 
     monkeypatch.setattr(Product, "multiply", lambda self: pytest.fail("the product ran"))
@@ -174,7 +172,7 @@ def test_lists_are_taken_as_numpy_takes_them(rng):
                               "(rows of different lengths?)")
     with pytest.raises(TypeError) as err:
         ozhpc.gemm([["x"] * 4], b, engine="numpy")
-    assert str(err.value) == "A must hold real numbers, got dtype <U1"
+    assert str(err.value) == "A must hold real or complex numbers, got dtype <U1"
 
 
 def test_info_reports_what_was_done(product):

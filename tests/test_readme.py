@@ -91,7 +91,8 @@ def test_each_option_of_a_gemm_example_shows_something():
         argv = argv[argv.index("ozhpc") + 1:]
         for i, token in enumerate(argv):
             if token in options:
-                width = 1 if options[token].nargs == 0 else 2
+                bare = options[token].nargs == "?" and (i + 1 == len(argv) or argv[i + 1].startswith("-"))
+                width = 1 if options[token].nargs == 0 or bare else 2   # --transb alone: no value
                 assert run_of(argv[:i] + argv[i + width:]) != run_of(argv), (line, token)
 
 

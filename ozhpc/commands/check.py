@@ -11,7 +11,7 @@ from . import world
 
 
 def check(result: DatasetRef, a: DatasetRef, b: DatasetRef, *, c: DatasetRef | None = None, alpha: float = 1.0,
-          beta: float = 0.0, transa: bool = False, transb: bool = False, samples: int = 64, seed: int = 0,
+          beta: float = 0.0, transa: bool | str = False, transb: bool | str = False, samples: int = 64, seed: int = 0,
           fingerprint: bool = False, comm=None) -> dict:
     """The statistics of C = alpha op(A) op(B) + beta C0 (collective over ``comm``; the same on
     every rank). :func:`ozhpc.run.check.failures` says whether C passes."""
@@ -26,12 +26,14 @@ def check_lines(stats: dict, alpha: float = 1.0, beta: float = 0.0, as_json: boo
         return [to_json(stats, indent=2)]
     scale = "|alpha||A||B| + |beta||C0|" if (alpha, beta) != (1.0, 0.0) else "|A||B|"
     inside = stats["samples"] - stats["outside_bound"]
+    worst_case = ("sqrt(2)(k+4)u, any complex FP64 GEMM's worst case" if stats.get("complex")
+                  else "(k+2)u, any FP64 GEMM's worst case")
     lines = [f"{stats['samples']} entries checked exactly; error = |C - exact| / ({scale})",
              f"  ozhpc : max {stats['max_rel_error']:.3e}  median {stats['median_rel_error']:.3e}",
              f"  native: max {stats['native_max_rel_error']:.3e}  median {stats['native_median_rel_error']:.3e}"
              "  (the FP64 dot of the same row and column)",
              f"  ozhpc max / native max = {stats['ratio_to_native']:.3g}",
-             f"  bound {stats['bound']:.3e} ((k+2)u, any FP64 GEMM's worst case): {inside} of "
+             f"  bound {stats['bound']:.3e} ({worst_case}): {inside} of "
              f"{stats['samples']} entries within"]
     if "fingerprint" in stats:
         match = {None: "no ozhpc_fingerprint attribute to compare", True: "matches its attribute",

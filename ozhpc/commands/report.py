@@ -86,6 +86,23 @@ class Fields:
             raise self._fail(key, "true, false or null")
         return value
 
+    def op(self, key) -> str:
+        """BLAS's op as "N", "T" or "C" (a boolean: "T" / "N")."""
+        value = self.raw(key)
+        if value is None or isinstance(value, bool):
+            return "T" if value else "N"
+        if value not in ("N", "T", "C"):
+            raise self._fail(key, "N, T, C, true, false or null")
+        return value
+
+    def scalar(self, key, default=None):
+        """A number, or a complex one written ``[re, im]``."""
+        value = self.data.get(key)
+        if isinstance(value, list) and len(value) == 2:
+            sub = Fields({"re": value[0], "im": value[1]}, self.where, f"{self.prefix}{key}.")
+            return complex(sub.number("re"), sub.number("im"))
+        return self.number(key, default)
+
     def number(self, key, default=None) -> float:
         """A finite or infinite number (``default`` where the field is absent or null, if given)."""
         value = self.data.get(key) if default is not None else self.raw(key)
@@ -210,13 +227,18 @@ def summary_lines(report, report_path: str | None = None) -> list[str]:
     return lines[:1] + ["  " + line for line in lines[1:]]
 
 
+_OP = {"N": "", "T": "^T", "C": "^H"}
+
+
 def product_line(cfg) -> str:
     """``C = 2 A^T B - C0; A = ..., B = ...`` from the report's ``config``."""
     cfg = _fields(cfg)
-    alpha, beta = cfg.number("alpha"), cfg.number("beta", 0.0)
+    alpha, beta = cfg.scalar("alpha"), cfg.scalar("beta", 0.0)
     text = "C = " + ("" if alpha == 1 else "-" if alpha == -1 else f"{alpha:g} ")
-    text += ("A^T" if cfg.flag("transa") else "A") + " " + ("B^T" if cfg.flag("transb") else "B")
-    if beta:
+    text += "A" + _OP[cfg.op("transa")] + " B" + _OP[cfg.op("transb")]
+    if isinstance(beta, complex):
+        text += f" + {beta:g} C0"
+    elif beta:
         text += (" + " if beta > 0 else " - ") + ("" if abs(beta) == 1 else f"{abs(beta):g} ") + "C0"
     return text + f"; A = {cfg.text('a')}, B = {cfg.text('b')}" + (f", C0 = {cfg.text('c')}" if beta else "")
 

@@ -152,6 +152,28 @@ class Engine(ABC):
             self.accumulate_groups(acc, da, eb)
         return acc
 
+    # -- complex scheme II (:mod:`ozhpc.engines.gaussian`) -----------------------------------------
+    def gaussian_residues(self, x, exps, tables, conj: bool = False):
+        """int8 ``(tables.planes, rows, k)`` residue planes of the complex128 rows ``x`` (any strides);
+        ``conj``: of their conjugates."""
+        raise NotImplementedError(f"engine {self.name!r} has no complex products")
+
+    def zeros_gaussian(self, tables, m: int, n: int):
+        """Accumulators of :meth:`accumulate_gaussian`, one per residue plane."""
+        raise NotImplementedError(f"engine {self.name!r} has no complex products")
+
+    def accumulate_gaussian(self, acc, da, eb, tables) -> None:
+        """``acc[g] += da[g] @ eb[g].T`` modulo the modulus of plane g (only that residue counts)."""
+        raise NotImplementedError(f"engine {self.name!r} has no complex products")
+
+    def combine_gaussian(self, acc, row_exps, col_exps, tables):
+        """complex128 ``(m, n)``: the CRT of each component (stored as one float64 ``(m, n, 2)``)."""
+        raise NotImplementedError(f"engine {self.name!r} has no complex products")
+
+    def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables):
+        """The products over the whole k, then :meth:`combine_gaussian` (same bits as the steps)."""
+        raise NotImplementedError(f"engine {self.name!r} has no complex products")
+
     def zeros_groups(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
                      k: int | None = None):
         """Group accumulators for :meth:`accumulate_groups` (float64 exact integers by default).

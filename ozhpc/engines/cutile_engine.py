@@ -41,6 +41,7 @@ from . import cutile as ck
 from . import host_copy
 from .base import VERDICT_CONSTANTS, Engine, Verdicts
 from .crt import balanced_range
+from .cutile_gaussian import CutileGaussian
 from .digits import NO_GAP
 from .statistics import FIELDS, GAP_MAX, NORM_BITS, NONE_EXP, TINY
 
@@ -119,7 +120,7 @@ class EventTimer:
         return self.total
 
 
-class CutileEngine(Engine):
+class CutileEngine(CutileGaussian, Engine):
     """Both Ozaki schemes on one GPU with the cuTile kernels of :mod:`ozhpc.engines.cutile`.
 
     Parameters

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import crt as _crt
+from . import gaussian as _gaussian
 from .base import Engine
 from .digits import BITS, final_scale, group_weight_exponent, ldexp_by
 
@@ -52,15 +53,61 @@ class NumpyEngine(Engine):
         short = tables.bits <= _crt.SHORT_BITS
         step = block_rows(x.shape[1])
         for r0 in range(0, x.shape[0], step):
-            big = np.rint(ldexp_by(np, x[r0:r0 + step], shifts[r0:r0 + step]))  # X: an exact FP64 integer, |X| <= 2**bits
-            high = np.rint(big * (1.0 / _crt.SPLIT))
-            low = big - high * _crt.SPLIT       # X = high * 2**52 + low, |low| <= 2**51
+            halves = _halves(np.rint(ldexp_by(np, x[r0:r0 + step], shifts[r0:r0 + step])))
             for l, row in enumerate(tables.moduli):
-                if short:
-                    out[l, r0:r0 + step] = _balanced(high * row[4] + low, row)
-                else:
-                    out[l, r0:r0 + step] = _balanced(_balanced(high, row) * row[4] + _balanced(low, row), row)
+                out[l, r0:r0 + step] = _residue(halves, row, short)
         return out
+
+    # -- complex scheme II (ozhpc.engines.gaussian): complex rows in, complex C out ----------------
+    def gaussian_residues(self, x, exps, tables, conj: bool = False):
+        x = np.asarray(x, dtype=np.complex128)
+        rows, k = x.shape
+        out = np.empty((tables.planes, rows, k), dtype=np.int8)
+        shifts = tables.bits - np.asarray(exps, dtype=np.int64).reshape(-1, 1)
+        short = tables.bits <= _crt.SHORT_BITS
+        step = block_rows(2 * k)
+        for r0 in range(0, rows, step):
+            block, shift = x[r0:r0 + step], shifts[r0:r0 + step]
+            re = _halves(np.rint(ldexp_by(np, block.real, shift)))
+            im = _halves((-1.0 if conj else 1.0) * np.rint(ldexp_by(np, block.imag, shift)))
+            plane = 0
+            for row, kind, root in zip(tables.residue, tables.kinds, tables.roots):
+                for values in _gaussian_planes(_residue(re, row, short), _residue(im, row, short), row, kind, root):
+                    out[plane, r0:r0 + step] = values
+                    plane += 1
+        return out
+
+    def zeros_gaussian(self, tables, m: int, n: int):
+        return np.zeros((tables.planes, m, n), dtype=np.float64)
+
+    def accumulate_gaussian(self, acc, da, eb, tables) -> None:
+        self.accumulate_moduli(acc, da, eb, tables)
+
+    def combine_gaussian(self, acc, row_exps, col_exps, tables):
+        """Each component by the real CRT's steps 2-5 from its plane combinations of the balanced
+        residues (summed as they are, as the cuTile kernel sums them: the same pieces)."""
+        _, m, n = acc.shape
+        out = np.empty((m, n, 2), dtype=np.float64)   # a complex128 matrix's layout
+        row_exps = np.asarray(row_exps, dtype=np.int64).reshape(-1)
+        step = block_rows(n)
+        for i0 in range(0, m, step):
+            sums, parts, plane = acc[:, i0:i0 + step].astype(np.float64), ([], []), 0
+            for row, kind in zip(tables.residue, tables.kinds):
+                count = _gaussian.PRODUCTS[kind]
+                residues = [_balanced(sums[plane + j], row) for j in range(count)]
+                plane += count
+                for part, values in zip(parts, _gaussian.combinations(kind, residues)):
+                    part.append(values)
+            for c, (part, crt) in enumerate(zip(parts, (tables.re, tables.im))):
+                out[i0:i0 + step, :, c] = _crt_combine(np.stack(part), row_exps[i0:i0 + step], col_exps, crt,
+                                                       reduce=False)
+        return out.view(np.complex128).reshape(m, n)
+
+    def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables):
+        acc = self.zeros_gaussian(tables, da.shape[1], eb.shape[1])
+        if da.shape[2]:
+            self.accumulate_gaussian(acc, da, eb, tables)
+        return self.combine_gaussian(acc, row_exps, col_exps, tables)
 
     def accumulate_moduli(self, acc, da, eb, tables) -> None:
         # |residue| <= 128: BLAS partial sums stay exact integers for k < 2**39
@@ -111,6 +158,31 @@ def _balanced(y, row):
     return np.where(r < lo, r + p, r)
 
 
+def _halves(big):
+    """Exact FP64 integers ``|big| <= 2**100`` as ``(high, low)`` with ``big = high 2**52 + low``,
+    ``|low| <= 2**51``."""
+    high = np.rint(big * (1.0 / _crt.SPLIT))
+    return high, big - high * _crt.SPLIT
+
+
+def _residue(halves, row, short: bool):
+    """Balanced residue modulo ``row[0]`` of ``high 2**52 + low`` (:func:`_halves`): one reduction of
+    ``high (2**52 mod p) + low`` (``short``: up to 80 bits, an exact integer below 2**52), or of the
+    halves' residues combined."""
+    high, low = halves
+    if short:
+        return _balanced(high * row[4] + low, row)
+    return _balanced(_balanced(high, row) * row[4] + _balanced(low, row), row)
+
+
+def _gaussian_planes(xr, xi, row, kind: str, root: int):
+    """The residue planes of one complex modulus from the residues of the parts: split ``xr + w xi``,
+    ``xr - w xi``; Karatsuba ``xr, xi, xr + xi`` (each reduced again, so unique)."""
+    if kind == _gaussian.SPLIT:
+        return _balanced(xr + root * xi, row), _balanced(xr - root * xi, row)
+    return xr, xi, _balanced(xr + xi, row)
+
+
 BLOCK_ENTRIES = 1 << 16
 """Entries per row block of the element-wise passes (residues, CRT): 512 KiB per FP64
 temporary, so the passes over the moduli run in cache (n = 2048, 16 moduli: residues 6.5 s
@@ -122,8 +194,10 @@ def block_rows(cols: int) -> int:
     return max(1, BLOCK_ENTRIES // max(1, cols))
 
 
-def _crt_combine(acc, row_exps, col_exps, crt):
-    """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` (the reference order)."""
+def _crt_combine(acc, row_exps, col_exps, crt, reduce: bool = True):
+    """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` (the reference order); without
+    ``reduce``, ``acc`` holds exact small integers (a complex component's residue combinations,
+    :mod:`ozhpc.engines.gaussian`) that step 2 sums as they are."""
     n_mod, m, n = acc.shape
     scale = (np.asarray(row_exps, dtype=np.int64)[:, None]
              + np.asarray(col_exps, dtype=np.int64)[None, :] + crt.shift)
@@ -135,7 +209,7 @@ def _crt_combine(acc, row_exps, col_exps, crt):
         npieces = crt.pieces
         pieces = np.zeros((npieces,) + sums.shape[1:], dtype=np.float64)
         for l in range(n_mod):
-            r = _balanced(sums[l], crt.moduli[l])
+            r = _balanced(sums[l], crt.moduli[l]) if reduce else sums[l]
             for t in range(npieces):
                 pieces[t] += r * crt.weights[l, t]
         x = pieces[0]

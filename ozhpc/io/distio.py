@@ -31,8 +31,9 @@ from ..parallel.distmatrix import DistMatrix
 from ..parallel.collective import collective_errors
 from ..parallel.grid import ProcessGrid
 from ..parallel.layout import BlockCyclic, Cyclic1D
+from ..errors import trans_mode
 from . import h5io, h5out
-from .checksum import RowHasher
+from .checksum import RowHasher, byte_order
 
 PARALLEL_HDF5 = h5io.PARALLEL_HDF5
 HASH_CHUNK_BYTES = 1 << 24
@@ -65,10 +66,11 @@ def _selections(axis: Cyclic1D, iproc: int):
 
 
 def read_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int, ref, what: str) -> np.ndarray:
-    """This process's blocks of a 2-D dataset ``ref``, as C-ordered float64 ``(local rows, local cols)``
-    (integers that FP64 cannot hold exactly refused: :func:`~ozhpc.io.h5io.exact_float64`)."""
-    out = np.empty((rows.local_size(prow), cols.local_size(pcol)), dtype=np.float64)
-    direct = dset.dtype == np.float64
+    """This process's blocks of a 2-D dataset ``ref``, as C-ordered float64 (complex128 for a complex
+    dataset) ``(local rows, local cols)`` (integers that FP64 cannot hold exactly refused:
+    :func:`~ozhpc.io.h5io.exact_float64`)."""
+    out = np.empty((rows.local_size(prow), cols.local_size(pcol)), dtype=h5io.value_dtype(dset.dtype))
+    direct = dset.dtype == out.dtype
     for rsel, r0, r1 in _selections(rows, prow):
         for csel, c0, c1 in _selections(cols, pcol):
             if direct and isinstance(rsel, slice) and isinstance(csel, slice) and r1 > r0 and c1 > c0:
@@ -81,7 +83,7 @@ def read_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int, ref,
 
 def write_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int, local) -> None:
     """Write this process's blocks into a 2-D dataset (the inverse of :func:`read_blocks`)."""
-    local = np.asarray(local, dtype="<f8")
+    local = np.asarray(local, dtype=byte_order(local))
     for rsel, r0, r1 in _selections(rows, prow):
         for csel, c0, c1 in _selections(cols, pcol):
             dset[rsel, csel] = np.ascontiguousarray(local[r0:r1, c0:c1])
@@ -119,16 +121,21 @@ def read_distributed(ref: h5io.DatasetRef, grid: ProcessGrid, layout: BlockCycli
 
 
 def read_operands(summa, a_ref, b_ref, c_ref=None, *, transa=False, transb=False):
-    """op(A), op(B)^T (and C when given) in the layouts of a :class:`~ozhpc.parallel.Summa`."""
+    """op(A), op(B)^T (and C when given) in the layouts of a :class:`~ozhpc.parallel.Summa`;
+    ``transa`` / ``transb`` a bool or BLAS's "N", "T", "C" (conjugate transposed)."""
     g = summa.grid
-    a = read_distributed(a_ref, g, summa.a_layout, transpose=transa, what="input A")
-    bt = read_distributed(b_ref, g, summa.bt_layout, transpose=not transb, transposed_grid=True, what="input B")
+    transa, transb = trans_mode(transa, "transa"), trans_mode(transb, "transb")
+    a = read_distributed(a_ref, g, summa.a_layout, transpose=transa != "N", what="input A")
+    bt = read_distributed(b_ref, g, summa.bt_layout, transpose=transb == "N", transposed_grid=True, what="input B")
+    for x, mode in ((a, transa), (bt, transb)):
+        if mode == "C" and x.local.dtype.kind == "c":
+            x.local = x.local.conj()
     c = None if c_ref is None else read_distributed(c_ref, g, summa.c_layout, what="input C")
     return a, bt, c
 
 
 def hash_dataset(path: str, dset_path: str) -> str:
-    """SHA-256 of a 2-D dataset as C-ordered little-endian float64, read in row chunks."""
+    """SHA-256 of a 2-D dataset as C-ordered little-endian float64 (complex128), read in row chunks."""
     hasher = RowHasher()
     with h5io.open_file(path, "r") as f:
         dset = f[dset_path]
@@ -162,7 +169,7 @@ def write_distributed(ref: h5io.DatasetRef, c: DistMatrix, *, attrs: dict | None
         with collective_errors(comm, cleanup=cleanup):
             if rank == 0:
                 txn = stack.enter_context(h5out.OutputTransaction(ref, force, tag))
-                txn.create(c.layout.shape, attrs)
+                txn.create(c.layout.shape, attrs, complex=np.iscomplexobj(c.local))
         where = comm.bcast((txn.file, txn.tmp_name) if rank == 0 else None, root=0)
         with collective_errors(comm, cleanup=cleanup):
             _write_all(where, c)

@@ -143,9 +143,10 @@ def reading(path: str, what: str = "input"):
 
 
 def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int], np.dtype]:
-    """Shape and dtype of a 2-D dataset of floating-point or integer numbers that can be read as
-    stored, or an InputError that says what is wrong (integers too wide for FP64 are refused
-    where they are read: :func:`exact_float64`)."""
+    """Shape and dtype of a 2-D dataset of floating-point, integer or complex numbers (complex as
+    h5py writes them: a compound of ``r`` and ``i``) that can be read as stored, or an InputError
+    that says what is wrong (integers too wide for FP64 are refused where they are read:
+    :func:`exact_float64`)."""
     with reading(ref.file, what) as f:
         try:
             obj = f.get(ref.path)
@@ -157,8 +158,9 @@ def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int],
             raise InputError(f"{what} {ref} is a group, not a dataset")
         if obj.ndim != 2:
             raise InputError(f"{what} {ref} must be 2-D, has shape {obj.shape}")
-        if obj.dtype.kind not in "fiu":
-            raise InputError(f"{what} {ref} must hold real numbers (floating point or integers), has dtype {obj.dtype}")
+        if obj.dtype.kind not in "fiuc":
+            raise InputError(f"{what} {ref} must hold real or complex numbers (floating point, integers or "
+                             f"complex as h5py writes them), has dtype {obj.dtype}")
         check_readable(obj, ref, what)
         return tuple(int(n) for n in obj.shape), obj.dtype
 
@@ -209,10 +211,18 @@ def _vds_source(vds_file: str, name: str) -> str | None:
     return None
 
 
+def value_dtype(dtype) -> np.dtype:
+    """What a dataset of ``dtype`` is computed in: complex128 for complex numbers, else float64."""
+    return np.dtype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+
+
 def exact_float64(values, ref, what: str = "input") -> np.ndarray:
-    """``values`` read from dataset ``ref`` as C-ordered float64; an integer that float64 cannot
-    hold exactly (beyond 2^53 and not a float64 itself) is one InputError, not a rounded input."""
+    """``values`` read from dataset ``ref`` as C-ordered float64 (complex128 for complex values);
+    an integer that float64 cannot hold exactly (beyond 2^53 and not a float64 itself) is one
+    InputError, not a rounded input."""
     values = np.asarray(values)
+    if values.dtype.kind == "c":
+        return np.ascontiguousarray(values, dtype=np.complex128)
     out = np.ascontiguousarray(values, dtype=np.float64)
     bad = inexact_integer(values, out)
     if bad is not None:

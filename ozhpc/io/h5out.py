@@ -188,13 +188,14 @@ def create_file(path: str) -> None:
         raise InputError(f"cannot create the output file {path!r} ({exc})") from None
 
 
-def create_dataset(f: h5py.File, name: str, shape, attrs: dict | None):
-    """The float64 result dataset, contiguous and allocated now (no fill: every entry is written),
+def create_dataset(f: h5py.File, name: str, shape, attrs: dict | None, complex: bool = False):
+    """The float64 (``complex``: complex128, h5py's compound of ``r`` and ``i``) result dataset,
+    contiguous and allocated now (no fill: every entry is written),
     its bytes reserved on disk (HDF5 may have placed it in free space inside the file)."""
     dcpl = h5p.create(h5p.DATASET_CREATE)
     dcpl.set_alloc_time(h5d.ALLOC_TIME_EARLY)
     dcpl.set_fill_time(h5d.FILL_TIME_NEVER)
-    dset = f.create_dataset(name, shape=tuple(shape), dtype="<f8", dcpl=dcpl)
+    dset = f.create_dataset(name, shape=tuple(shape), dtype="<c16" if complex else "<f8", dcpl=dcpl)
     for key, value in (attrs or {}).items():
         dset.attrs[h5io.ATTRS_PREFIX + key] = value
     offset = dset.id.get_offset()
@@ -269,9 +270,9 @@ class OutputTransaction:
     def open(self, mode: str = "r+", room: int | None = None, **kwargs):
         return open_output(self.file, mode, room, name=self.ref.file, **kwargs)
 
-    def create(self, shape, attrs: dict | None = None) -> None:
-        with self.open(room=8 * int(np.prod(shape))) as f:
-            create_dataset(f, self.tmp_name, shape, attrs)
+    def create(self, shape, attrs: dict | None = None, complex: bool = False) -> None:
+        with self.open(room=(16 if complex else 8) * int(np.prod(shape))) as f:
+            create_dataset(f, self.tmp_name, shape, attrs, complex)
 
     def commit(self, digest: str | None = None) -> None:
         """Rename the finished temporary into place; an old dataset there is renamed aside first

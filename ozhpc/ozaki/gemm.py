@@ -8,22 +8,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..engines import get_engine
-from ..errors import real_scalars, require_c
+from ..errors import require_c, scalars, trans_mode
 from .product import GemmInfo, Product, enforce_accuracy, op_rows  # noqa: F401  (GemmInfo re-exported)
 from .settings import DEFAULT_GUARANTEE, OzakiSettings
 
 
-def as_matrix(x, name: str):
-    """``x`` checked as a 2-D real array; a list or other array-like becomes a NumPy array
-    (``numpy.asarray``), as NumPy functions take them."""
+def as_matrix(x, name: str, complex_ok: bool = False):
+    """``x`` checked as a 2-D real (``complex_ok``: or complex) array; a list or other array-like
+    becomes a NumPy array (``numpy.asarray``), as NumPy functions take them."""
     if getattr(x, "shape", None) is None or getattr(x, "dtype", None) is None:
         try:
             x = np.asarray(x)
         except (TypeError, ValueError):   # a ragged list
             raise TypeError(f"{name} must be a 2-D array, got a {type(x).__name__} that NumPy cannot make "
                             "one array of (rows of different lengths?)") from None
-    check_real_matrix(x, name)
-    if isinstance(x, np.ndarray):
+    check_real_matrix(x, name, complex_ok)
+    if isinstance(x, np.ndarray) and x.dtype.kind in "iu":
         bad = inexact_integer(x, x.astype(np.float64))
         if bad is not None:
             raise ValueError(f"{name} holds the integer {bad}, which FP64 cannot represent exactly (integers "
@@ -51,16 +51,16 @@ def inexact_integer(values: np.ndarray, as_float: np.ndarray):
     return x[bad][0] if bad.any() else None
 
 
-def check_real_matrix(x, name: str):
-    """Raise a clear error unless ``x`` is a 2-D array of real numbers."""
+def check_real_matrix(x, name: str, complex_ok: bool = False):
+    """Raise a clear error unless ``x`` is a 2-D array of real (``complex_ok``: or complex) numbers."""
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
     if shape is None or dtype is None:
         raise TypeError(f"{name} must be an array, got {type(x).__name__}")
     if len(shape) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {tuple(shape)}")
-    if dtype.kind not in "fiub":
-        raise TypeError(f"{name} must hold real numbers, got dtype {dtype}")
+    if dtype.kind not in ("fiubc" if complex_ok else "fiub"):
+        raise TypeError(f"{name} must hold {'real or complex' if complex_ok else 'real'} numbers, got dtype {dtype}")
 
 
 def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
@@ -70,12 +70,13 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
 
     Parameters
     ----------
-    A, B : 2-D real arrays (NumPy, or CuPy with the cutile engine); lists and other array-likes
-        are taken as ``numpy.asarray`` makes them
+    A, B : 2-D real or complex arrays (NumPy, or CuPy with the cutile engine); lists and other
+        array-likes are taken as ``numpy.asarray`` makes them. When either is complex the product is
+        a complex one (ZGEMM: a real operand is promoted; docs/numerics.md, "Complex products")
     C : array of shape (m, n), read only when ``beta != 0``
-    alpha, beta : real numbers (a complex alpha or beta is refused: the matrices are real)
-    transa, transb : bool
-        Use the transpose of A / B.
+    alpha, beta : real or complex numbers
+    transa, transb : bool or "N", "T", "C"
+        op(A) / op(B): as is ("N", False), transposed ("T", True) or conjugate transposed ("C").
     slices : "auto" or int
         Scheme I only: int8 digit slices per operand; "auto" starts from the exponent spread of
         the data and widens the plan until every entry of C is certified (``guarantee``).
@@ -105,24 +106,26 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
 
     Returns
     -------
-    C : float64 array on the engine's device (NumPy arrays in, NumPy out), or ``(C, GemmInfo)``.
+    C : float64 (complex128 when A, B, C, alpha or beta is complex) array on the engine's device
+        (NumPy arrays in, NumPy out), or ``(C, GemmInfo)``.
 
     Raises
     ------
     AccuracyError
         ``accuracy="strict"`` and some entry not certified.
     TypeError, ValueError
-        Not 2-D, not real (matrices, alpha, beta), integers FP64 would round, shapes that do not
+        Not 2-D, not numbers (matrices, alpha, beta), integers FP64 would round, shapes that do not
         match, bad slices/groups/bits
         (:class:`ozhpc.errors.InputError`, a ValueError, for the options).
     """
     settings = OzakiSettings(scheme, slices, groups, bits, accuracy, guarantee)
-    alpha, beta = real_scalars(alpha, beta)
+    alpha, beta = scalars(alpha, beta)
+    transa, transb = trans_mode(transa, "transa"), trans_mode(transb, "transb")
     eng = get_engine(engine)
     xp = eng.xp
-    A, B = as_matrix(A, "A"), as_matrix(B, "B")
-    a_rows = op_rows(eng.asarray(A).astype(xp.float64, copy=False), transa, True)
-    b_rows = op_rows(eng.asarray(B).astype(xp.float64, copy=False), transb, False)
+    A, B = as_matrix(A, "A", True), as_matrix(B, "B", True)
+    a_rows = op_rows(eng.asarray(A).astype(_kind(A), copy=False), transa, True)
+    b_rows = op_rows(eng.asarray(B).astype(_kind(B), copy=False), transb, False)
     (m, k), (n, kb) = a_rows.shape, b_rows.shape
     if k != kb:
         raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb}x{n}")
@@ -140,8 +143,13 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     return (out, details) if info else out
 
 
+def _kind(x) -> str:
+    """What an operand is computed in: complex128 for complex numbers, else float64."""
+    return "complex128" if x.dtype.kind == "c" else "float64"
+
+
 def _input_c(eng, C, shape):
-    C = as_matrix(C, "C")
+    C = as_matrix(C, "C", True)
     if tuple(C.shape) != shape:
         raise ValueError(f"C has shape {tuple(C.shape)}, expected {shape}")
-    return eng.asarray(C).astype(eng.xp.float64, copy=False)
+    return eng.asarray(C).astype(_kind(C), copy=False)

@@ -60,6 +60,9 @@ class GemmInfo:
     so ``1 / worst_ratio`` is the certificate's headroom."""
     widths: list = field(default_factory=list)
     """Plans "auto" ran, in order: ``[bits, uncertified, worst_ratio]`` each (bits as in ``bits``)."""
+    complex: bool = False
+    """A complex product (ZGEMM): ``guarantee`` holds per component, with ``k + 1`` for "dgemm" and
+    the ``|A||B|`` of the real and imaginary parts (docs/numerics.md, "Complex products")."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -69,6 +72,8 @@ class GemmInfo:
         the bits): None where n/a (``certified`` with fixed slices / bits)."""
         keys = ("scheme", "bits", "slices", "groups", "moduli", "guarantee", "certified")
         out = {key: getattr(self, key) for key in keys if getattr(self, key) is not None}
+        if self.complex:
+            out["complex"] = True
         if self.certified is not None:
             out.update(uncertified=self.uncertified, worst_ratio=self.worst_ratio)
         return out
@@ -78,6 +83,9 @@ class GemmInfo:
         if self.certified is not False:
             return ""
         bound = "k*u*(|A||B|)_ij" if self.guarantee == "dgemm" else "u*(|A||B|)_ij"
+        if self.complex:
+            bound = ("(k+1)" if self.guarantee == "dgemm" else "") + "*u*(|A||B| of the parts)_ij per component"
+            bound = bound.lstrip("*")
         return (f"{self.uncertified} of {self.m * self.n} entries of C are not certified to the "
                 f"guarantee '{self.guarantee}', {bound} (worst bound {self.worst_ratio:.3g} times it), "
                 f"even with {self.bits} bits, the widest plan of scheme {self.scheme}")

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines.base import final_scale
 from ..engines.statistics import EXP, NORM
-from . import certificate, special
+from . import certificate
+from .domain import REAL
 from .plan import DataSizes, plan_type, resolve_plan
 from .reductions import Reductions, is_local
 from .scales import headroom, join_words, range_bumps, row_statistics, spread_bits, word_sums
@@ -45,10 +45,12 @@ class Operands:
     k: int
     k_index: tuple | None = None
     """Global k index of each column of ``a`` / ``b`` (None: all of k in order, one process)."""
+    domain: object = REAL
+    """Real or complex operands (:mod:`ozhpc.ozaki.domain`)."""
 
     def plan(self, settings, width: int | None = None):
         """The plan of ``settings`` (at ``width``, a wider one of "auto") for these operands."""
-        plan = resolve_plan(settings, self.spread, self.k, width, self.sizes)
+        plan = resolve_plan(settings, self.spread, self.k, width, self.sizes, self.domain.forms)
         plan.check_k(self.k)
         return plan
 
@@ -73,23 +75,26 @@ class Operands:
         the entry's total, for the certificate and for alpha), else None."""
         if self.lift is None:
             return low, None
-        ab = final_scale(xp, low, self.lift_of())
+        ab = self.domain.scaled(xp, low, self.lift_of())
         return ab, (low if bool((xp.isinf(ab) & xp.isfinite(low)).any()) else None)
 
 
 def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduce: Reductions,
-            k_index=None) -> Operands:
+            k_index=None, domain=REAL) -> Operands:
     """The :class:`Operands` of these rows: every input of the plan reduced over every rank
     (collective when ``reduce`` is). ``settings``: those the first plan resolves from (what it
-    reads: sizes, spread); ``certifying``: "auto" (the certificate reads the sizes too)."""
+    reads: sizes, spread); ``certifying``: "auto" (the certificate reads the sizes too); ``domain``:
+    real or complex rows (the statistics read a complex row's parts as one real row of length 2k,
+    so its scale is one exponent for both parts)."""
     xp = engine.xp
+    real = domain.realified
     kind = plan_type(settings)
     want_sizes = kind.reads_sizes or certifying
     # one pass per operand and one copy to the host (one process: the one wait before the plan)
     (exp_a, summary_a, pieces_a, bad_a), (exp_b, summary_b, pieces_b, bad_b) = \
-        row_statistics(engine, (a_rows, b_rows), (reduce.a_max, reduce.b_max), want_sizes)
+        row_statistics(engine, (real(a_rows), real(b_rows)), (reduce.a_max, reduce.b_max), want_sizes)
     exps, host_exps = [exp_a, exp_b], [summary_a[EXP], summary_b[EXP]]
-    fin = (special.finite_part(xp, a_rows, bad_a), special.finite_part(xp, b_rows, bad_b))
+    fin = (domain.finite(xp, a_rows, bad_a), domain.finite(xp, b_rows, bad_b))
     mags, gaps, host = None, np.zeros(8, dtype=np.int64), ()
     if want_sizes:
         mags, gaps, host = _row_sizes(engine, (tuple(pieces_a), tuple(pieces_b)),
@@ -98,7 +103,8 @@ def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduc
             mags, host = _relieve_rows(engine, mags, exps, host_exps, gaps, host, k)
     local = np.zeros(8, dtype=np.int64)
     if certifying and kind.reads_spread:   # scheme I's "auto" statistic
-        local[0] = max(_spread(engine, a_rows, exps[0], reduce.a_sum), _spread(engine, b_rows, exps[1], reduce.b_sum))
+        local[0] = max(_spread(engine, real(a_rows), exps[0], reduce.a_sum),
+                       _spread(engine, real(b_rows), exps[1], reduce.b_sum))
     local[1] = bad_a or bad_b
     for side, (norm, nnz, sq, _) in enumerate(host):
         local[2 + side] = sq.max(initial=0)
@@ -111,7 +117,7 @@ def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduc
             if mags is not None else None)
     lift = tuple(headroom(np, e) for e in host_exps)   # on the host: no wait for the device
     lift = tuple(engine.asarray(v) for v in lift) if any(v.any() for v in lift) else None
-    return Operands(a_rows, b_rows, *fin, *exps, mags, spread, bool(nonfinite), data, lift, k, k_index)
+    return Operands(a_rows, b_rows, *fin, *exps, mags, spread, bool(nonfinite), data, lift, k, k_index, domain)
 
 
 def _row_sizes(engine, pieces, host, reduce: Reductions):

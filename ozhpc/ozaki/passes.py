@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import special
+from .domain import REAL
 from .plan import assumed_plan
 
 SAMPLE_COLUMNS = 1024
@@ -47,17 +47,20 @@ def first_extras(certifying: bool, nonfinite: bool) -> tuple:
     return (("lower",) if certifying else ()) + (("codes",) if nonfinite else ())
 
 
-def assumed_depth(settings, k: int) -> int:
+def assumed_depth(settings, k: int, domain=REAL) -> int:
     """int8 planes per entry of the first pass before the data is read: the planes of
-    :func:`~ozhpc.ozaki.plan.assumed_plan` and the first pass's extra planes on finite data."""
-    return assumed_plan(settings, k).planes + len(first_extras(settings.auto, nonfinite=False))
+    :func:`~ozhpc.ozaki.plan.assumed_plan` and the first pass's extra planes on finite data
+    (``domain``: of real or complex operands)."""
+    extras = len(first_extras(settings.auto, nonfinite=False)) * domain.digit_planes
+    return assumed_plan(settings, k, domain.forms).planes + extras
 
 
 @dataclass
 class Extra:
-    """An int8 plane that travels with a pass's panels besides the plan's planes: ``target`` (what
+    """An int8 plane that travels with a pass's panels besides the plan's planes (one per part of a
+    complex operand: ``domain.digit_planes``): ``target`` (what
     its products feed: "lower" / "support", the certificate's sums; "codes", the special values),
-    the planes of op(A) and op(B)^T (1, rows, cols; None when split on arrival) and, for a sampled
+    the planes of op(A) and op(B)^T (planes, rows, cols; None when split on arrival) and, for a sampled
     plane (``stride`` > 1), the local columns they hold (those whose global k index is a multiple
     of ``stride``, compacted)."""
 
@@ -67,6 +70,12 @@ class Extra:
     stride: int = 1
     cols_a: object = None
     cols_b: object = None
+    domain: object = REAL
+
+    @property
+    def planes(self) -> int:
+        """int8 planes per entry this extra adds to a panel."""
+        return self.domain.digit_planes
 
     def panel_width(self, width: int) -> int:
         """Columns of a panel of ``width`` k indices this plane fills (a sampled one: the
@@ -76,28 +85,29 @@ class Extra:
 
     def from_panel(self, eng, panel, fin, exps, k0: int, dst) -> None:
         """This plane of one FP64 panel (``fin``: its finite part; ``k0``: its first global k
-        index) into ``dst`` (rows x width), as :meth:`pack` would have sent it."""
+        index) into ``dst`` (planes x rows x width), as :meth:`pack` would have sent it."""
         if self.target == "codes":
-            dst[...] = special.classify(eng.xp, panel)
+            dst[...] = self.domain.codes(eng.xp, panel)
             return
         upper = self.target == "support"
         if self.stride == 1:
-            dst[...] = eng.magnitudes(fin, exps, upper=upper)[0]
+            dst[...] = self.domain.magnitudes(eng, fin, exps, upper=upper)
             return
         cols = np.arange((-k0) % self.stride, fin.shape[1], self.stride)
-        dst[:, :cols.size] = eng.magnitudes(eng.xp.take(fin, eng.asarray(cols), axis=1), exps, upper=upper)[0]
-        dst[:, cols.size:self.panel_width(fin.shape[1])] = 0
+        dst[:, :, :cols.size] = self.domain.magnitudes(eng, eng.xp.take(fin, eng.asarray(cols), axis=1), exps,
+                                                       upper=upper)
+        dst[:, :, cols.size:self.panel_width(fin.shape[1])] = 0
 
     def pack(self, side: int, offset: int, width: int, dst) -> None:
         """Local columns ``offset:offset+width`` of this plane (``side`` 1: op(A), 2: op(B)^T) into
-        the panel slot ``dst`` (rows x width)."""
-        plane = (self.a if side == 1 else self.b)[0]
+        the panel slot ``dst`` (planes x rows x width)."""
+        plane = self.a if side == 1 else self.b
         if self.stride == 1:
-            dst[...] = plane[:, offset:offset + width]
+            dst[...] = plane[:, :, offset:offset + width]
             return
         lo, hi = (int(v) for v in np.searchsorted(self.cols_a if side == 1 else self.cols_b, [offset, offset + width]))
-        dst[:, :hi - lo] = plane[:, lo:hi]
-        dst[:, hi - lo:self.panel_width(width)] = 0
+        dst[:, :, :hi - lo] = plane[:, :, lo:hi]
+        dst[:, :, hi - lo:self.panel_width(width)] = 0
 
 
 @dataclass
@@ -112,6 +122,7 @@ class Pass:
     extras: list = field(default_factory=list)
     operand_planes: tuple | None = None
     on_arrival: bool = False
+    domain: object = REAL
 
     @property
     def plan_planes(self) -> int:
@@ -121,12 +132,21 @@ class Pass:
     @property
     def depth(self) -> int:
         """int8 planes per entry of a panel: the plan's, plus this pass's extra planes."""
-        return self.plan_planes + len(self.extras)
+        return self.plan_planes + sum(extra.planes for extra in self.extras)
+
+    def extra_slots(self):
+        """``(extra, first plane, end)`` of each extra plane in a panel."""
+        at = self.plan_planes
+        for extra in self.extras:
+            yield extra, at, at + extra.planes
+            at += extra.planes
 
     def view(self, rows: int, width: int, out):
         """``out`` shaped as a panel of ``rows`` x ``width`` as it travels (what a receiver fills):
         (rows, width) FP64 on arrival, else (depth, rows, width) int8 planes."""
         if self.on_arrival:
+            if self.domain.complex:   # a complex panel travels as its parts, in an FP64 buffer
+                return out[:2 * rows * width].view(self.domain.dtype).reshape(rows, width)
             return out[:rows * width].reshape(rows, width)
         return self._planes_view(rows, width, out)
 
@@ -142,8 +162,8 @@ class Pass:
         s = self.plan_planes
         if s:
             buf[:s] = self.operand_planes[side - 1][:, :, offset:offset + width]
-        for i, extra in enumerate(self.extras):
-            extra.pack(side, offset, width, buf[s + i])
+        for extra, lo, hi in self.extra_slots():
+            extra.pack(side, offset, width, buf[lo:hi])
 
     def arrived(self, engine, operands, side: int, panel, out, k0: int = 0):
         """The int8 planes of a panel that arrived: as it is, or (FP64 on arrival) split into
@@ -153,12 +173,12 @@ class Pass:
             return panel
         exps = operands.row_exps if side == 1 else operands.col_exps
         buf = self._planes_view(panel.shape[0], panel.shape[1], out)
-        fin = special.finite_part(engine.xp, panel, operands.nonfinite)
+        fin = operands.domain.finite(engine.xp, panel, operands.nonfinite)
         s = self.plan_planes
         if s:
             buf[:s] = self.plan.split(engine, fin, exps)
-        for i, extra in enumerate(self.extras):
-            extra.from_panel(engine, panel, fin, exps, k0, buf[s + i])
+        for extra, lo, hi in self.extra_slots():
+            extra.from_panel(engine, panel, fin, exps, k0, buf[lo:hi])
         return buf
 
     def release(self) -> None:
@@ -178,14 +198,15 @@ def first_pass(engine, operands, plan, *, guarantee: str | None, on_arrival: boo
         if target == "lower":
             extras.append(magnitude_extra(engine, operands, target, sample_stride(operands.k, guarantee), on_arrival))
         elif on_arrival:
-            extras.append(Extra(target, None, None))
+            extras.append(Extra(target, None, None, domain=operands.domain))
         else:
-            extras.append(Extra(target, special.classify(xp, operands.a)[None], special.classify(xp, operands.b)[None]))
+            codes = operands.domain.codes
+            extras.append(Extra(target, codes(xp, operands.a), codes(xp, operands.b), domain=operands.domain))
     if guarantee is None:
         operands.fin_a = operands.fin_b = None
     if not on_arrival:
         operands.a = operands.b = None
-    return Pass(plan, True, extras, planes, on_arrival)
+    return Pass(plan, True, extras, planes, on_arrival, operands.domain)
 
 
 def bounds_pass(engine, operands, plan, bounds: tuple, *, on_arrival: bool) -> Pass:
@@ -193,12 +214,13 @@ def bounds_pass(engine, operands, plan, bounds: tuple, *, on_arrival: bool) -> P
     plane ("lower") where the first pass sampled k, support digits ("support") where an entry
     had no lower bound."""
     return Pass(plan, False, [magnitude_extra(engine, operands, target, 1, on_arrival)
-                              for target in ("lower", "support") if target in bounds], None, on_arrival)
+                              for target in ("lower", "support") if target in bounds], None, on_arrival,
+                operands.domain)
 
 
 def wider_pass(engine, operands, plan, *, on_arrival: bool) -> Pass:
     """A pass of a wider plan on the same scales: the operands split anew."""
-    return Pass(plan, True, [], None if on_arrival else split(engine, operands, plan), on_arrival)
+    return Pass(plan, True, [], None if on_arrival else split(engine, operands, plan), on_arrival, operands.domain)
 
 
 def split(engine, operands, plan) -> tuple:
@@ -211,14 +233,15 @@ def magnitude_extra(engine, operands, target: str, stride: int, on_arrival: bool
     the k indices that are multiples of ``stride`` (compacted) when it is above 1; on arrival
     made per panel (:meth:`Extra.from_panel`)."""
     if on_arrival:
-        return Extra(target, None, None, stride)
+        return Extra(target, None, None, stride, domain=operands.domain)
     xp, upper = engine.xp, target == "support"
     fin_a, fin_b, cols = operands.fin_a, operands.fin_b, (None, None)
     if stride > 1:
         cols = tuple(np.flatnonzero(np.asarray(ix) % stride == 0) for ix in operands.global_k())
         fin_a, fin_b = (_columns(xp, engine, fin, c) for fin, c in ((fin_a, cols[0]), (fin_b, cols[1])))
-    return Extra(target, engine.magnitudes(fin_a, operands.row_exps, upper=upper),
-                 engine.magnitudes(fin_b, operands.col_exps, upper=upper), stride, *cols)
+    digits = operands.domain.magnitudes
+    return Extra(target, digits(engine, fin_a, operands.row_exps, upper=upper),
+                 digits(engine, fin_b, operands.col_exps, upper=upper), stride, *cols, domain=operands.domain)
 
 
 def _columns(xp, eng, x, cols):
@@ -233,8 +256,9 @@ def _columns(xp, eng, x, cols):
 class Sums:
     """What the passes of one set of scales add up on this rank's block (m x n): ``acc``, the
     plan's accumulators of the running pass; ``counts``, the special values' (first pass);
-    ``digits``, the certificate's digit products ("lower", "support": (1, m, n) each) and
-    ``lower_stride``, every how many k indices the "lower" sums hold (1: all; 0: none)."""
+    ``digits``, the certificate's digit products ("lower", "support": (1, m, n) each; complex
+    operands: (3, m, n), the groups of the parts' products) and ``lower_stride``, every how many k
+    indices the "lower" sums hold (1: all; 0: none)."""
 
     engine: object
     shape: tuple
@@ -243,6 +267,7 @@ class Sums:
     counts: object = None
     digits: dict = field(default_factory=dict)
     lower_stride: int = 0
+    domain: object = REAL
 
     def start(self, pass_: Pass) -> None:
         """A pass begins: its magnitude plane restarts the "lower" sums (at its stride), its
@@ -255,21 +280,24 @@ class Sums:
                 self.digits["support"] = self._zeros()
 
     def add(self, target: str, plane_a, plane_b, whole: bool = False) -> None:
-        """One extra plane's products (3-D, one plane each): magnitude or support digits into the
-        certificate's sums, class codes into the special-value counts. ``whole``: the planes hold
-        all of k, so sums not yet started are written fresh (no zeros to add into)."""
+        """One extra plane's products (3-D, ``domain.digit_planes`` planes each): magnitude or support
+        digits into the certificate's sums, class codes into the special-value counts. ``whole``: the
+        planes hold all of k, so sums not yet started are written fresh (no zeros to add into)."""
         xp = self.engine.xp
         if target == "codes":
             if self.counts is None:
-                self.counts = special.zeros_counts(xp, *self.shape)
-            special.accumulate_counts(xp, self.counts, plane_a[0], plane_b[0])
+                self.counts = self.domain.zeros_counts(xp, *self.shape)
+            self.domain.add_counts(xp, self.counts, plane_a, plane_b)
             return
         if self.digits.get(target) is None and whole:
-            self.digits[target] = self.engine.group_sums(plane_a, plane_b)
+            self.digits[target] = self.engine.group_sums(plane_a, plane_b, self._groups())
             return
         if self.digits.get(target) is None:
             self.digits[target] = self._zeros()
         self.engine.accumulate_groups(self.digits[target], plane_a, plane_b)
 
+    def _groups(self) -> int:
+        return 2 * self.domain.digit_planes - 1   # products of the parts: 2 planes - 1 groups
+
     def _zeros(self):
-        return self.engine.zeros_groups(1, *self.shape, slices=1, k=self.k)
+        return self.engine.zeros_groups(self._groups(), *self.shape, slices=self.domain.digit_planes, k=self.k)

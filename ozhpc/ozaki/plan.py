@@ -464,31 +464,35 @@ def plan_type(settings: OzakiSettings):
 
 
 def resolve_plan(settings: OzakiSettings, spread: int, k: int, width: int | None = None,
-                 sizes: DataSizes | None = None):
+                 sizes: DataSizes | None = None, forms: dict | None = None):
     """The plan of ``settings`` for this data (the same on every rank: all inputs are global).
 
     ``spread`` is the "auto" statistic (:func:`ozhpc.ozaki.scales.spread_bits`), ``k`` the
     global inner dimension (scheme II's moduli must hold every product sum), ``sizes`` the
     operands' row sizes (scheme II: its "auto" bits and a data-dependent CRT range); ``width``
-    (bits or slices) replaces what "auto" picks (the certificate's wider plans).
+    (bits or slices) replaces what "auto" picks (the certificate's wider plans); ``forms`` maps a
+    plan class to the class of the same interface that the operands take (complex operands:
+    :data:`ozhpc.ozaki.complex_plan.COMPLEX_FORM`).
     """
+    forms = forms or {}
     if settings.scheme == "ozaki2":
+        modular = forms.get(ModularPlan, ModularPlan)
         if settings.bits != "auto" and width is None:
-            return ModularPlan.for_k(settings.bits, k, sizes)
+            return modular.for_k(settings.bits, k, sizes)
         bits = width if width is not None else auto_bits(sizes, settings.guarantee)
-        return ModularPlan.widest_for(bits, k, sizes)
+        return modular.widest_for(bits, k, sizes)
     s = width if width is not None else auto_slices(spread) if settings.slices == "auto" else settings.slices
     d = {"auto": s, "all": 2 * s - 1}.get(settings.groups, settings.groups)
-    return SlicePlan(s, min(d, 2 * s - 1))
+    return forms.get(SlicePlan, SlicePlan)(s, min(d, 2 * s - 1))
 
 
-def assumed_plan(settings: OzakiSettings, k: int):
+def assumed_plan(settings: OzakiSettings, k: int, forms: dict | None = None):
     """The plan assumed before the data is read: the settings' typical plan
     (:meth:`OzakiSettings.typical`) on typical data (:meth:`DataSizes.typical`) of inner dimension
     ``k``. The memory check, the wire SUMMA picks and ``ozhpc plan`` all start from it, so they
     agree (with the first pass's extra planes: :func:`ozhpc.ozaki.passes.assumed_depth`)."""
     k = max(int(k), 1)
-    return resolve_plan(settings.typical(), 0, k, sizes=DataSizes.typical(k))
+    return resolve_plan(settings.typical(), 0, k, sizes=DataSizes.typical(k), forms=forms)
 
 
 def make_plan(slices, groups, spread: int, *, scheme: str = "ozaki1", bits="auto", k: int = 0):

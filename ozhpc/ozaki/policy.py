@@ -116,7 +116,7 @@ class Widening:
         return self.wider(cert, plan)
 
 
-def equilibrated_operands(engine, reduce, given, k: int, k_index, finite: bool = False):
+def equilibrated_operands(engine, reduce, given, k: int, k_index, finite: bool = False, domain=None):
     """The given operands (op(A), op(B)^T rows) with column t of op(A) times ``2**s_t`` and row t of
     op(B) times ``2**-s_t`` (None when no column needs it): exact, so the product and
     ``|op(A)||op(B)|`` keep every bit, while the scales see balanced columns (compensated scalings
@@ -125,13 +125,16 @@ def equilibrated_operands(engine, reduce, given, k: int, k_index, finite: bool =
     once a pass failed: a diagonal operand, say, certifies at once unbalanced and would spread its
     range into the other operand. With ``finite`` (no inf/NaN anywhere), a k index where one
     operand is all zero also drops the other operand's entries there (0 times them is 0): a huge
-    entry that meets only zeros no longer sets its row's scale (``[0, x] [1e300, y]^T``)."""
+    entry that meets only zeros no longer sets its row's scale (``[0, x] [1e300, y]^T``). ``domain``:
+    real (default) or complex rows (one shift scales both parts of a column: :mod:`ozhpc.ozaki.domain`)."""
     xp = engine.xp
+    inner_stats = engine.inner_stats if domain is None else (lambda rows: domain.inner_stats(engine, rows))
+    ldexp_columns = certificate.ldexp_columns if domain is None else domain.ldexp_columns
     a_rows, b_rows = given
     ia, ib = k_index if k_index is not None else (np.arange(k), np.arange(k))
     stats = np.full((4, k), certificate.NONE_EXP, dtype=np.int32)
-    stats[:2, ia] = engine.to_host(engine.inner_stats(a_rows))
-    stats[2:, ib] = engine.to_host(engine.inner_stats(b_rows))
+    stats[:2, ia] = engine.to_host(inner_stats(a_rows))
+    stats[2:, ib] = engine.to_host(inner_stats(b_rows))
     stats = reduce.everywhere_max(stats)
     shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
     shifts[np.abs(shifts) < EQUILIBRATE_MIN_SHIFT] = 0   # balanced enough: no pass over the operands
@@ -143,7 +146,7 @@ def equilibrated_operands(engine, reduce, given, k: int, k_index, finite: bool =
         return None
     out = []
     for rows, index, shift, drop in ((a_rows, ia, shifts, drop_a), (b_rows, ib, -shifts, drop_b)):
-        rows = certificate.ldexp_columns(xp, rows, engine.asarray(shift[index]))
+        rows = ldexp_columns(xp, rows, engine.asarray(shift[index]))
         if drop[index].any():
             rows = xp.where(engine.asarray(drop[index]).reshape(1, -1), 0.0, rows)
         out.append(rows)

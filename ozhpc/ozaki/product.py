@@ -22,9 +22,9 @@ lives in the plan objects of :mod:`ozhpc.ozaki.plan`; what differs between devic
 """
 from __future__ import annotations
 
-from ..engines.base import final_scale
-from ..errors import require_c
-from . import certificate, special
+from ..errors import require_c, trans_mode
+from . import certificate
+from .domain import domain_of
 from .info import GemmInfo, Stopwatch, enforce_accuracy  # noqa: F401  (re-exported: summa, runner)
 from .operands import measure
 from .passes import Sums, bounds_pass, first_pass, wider_pass
@@ -33,26 +33,15 @@ from .reductions import LOCAL, Reductions, on_host  # noqa: F401  (Reductions re
 from .settings import OzakiSettings
 
 
-def op_rows(x, trans: bool, is_left: bool):
-    """The operand as rows along k: op(A) for the left side, op(B)^T for the right."""
-    return (x.T if trans else x) if is_left else (x if trans else x.T)
+def op_rows(x, trans, is_left: bool):
+    """The operand as rows along k: op(A) for the left side, op(B)^T for the right; ``trans`` a bool
+    or BLAS's "N", "T", "C" (conjugate transposed: the conjugate of a complex ``x``)."""
+    mode = trans_mode(trans)
+    if mode == "C" and x.dtype.kind == "c":
+        x = x.conj()
+    return (x if mode == "N" else x.T) if is_left else (x.T if mode == "N" else x)
 
 
-def epilogue(xp, ab, alpha: float, beta: float, c):
-    """``alpha * ab + beta * c``, each operation rounded separately, as BLAS defines it:
-    ``c`` is not read when beta == 0, and ``ab`` is not used when alpha == 0 (so inf/NaN in
-    op(A) op(B) do not reach the result). A zero result is +0.0 (a BLAS adds the products to
-    +0.0 or to ``beta * c``), also when ``alpha < 0``."""
-    if alpha == 0.0:
-        if beta == 0.0:
-            return xp.zeros_like(ab)
-        return c.copy() if beta == 1.0 else beta * c
-    if alpha == 1.0 and beta == 0.0:
-        return ab   # every combine ends in final_scale, whose zeros are +0.0 already: no pass over C
-    out = ab if alpha == 1.0 else alpha * ab
-    if beta != 0.0:
-        out = out + (c if beta == 1.0 else beta * c)
-    return out + 0.0
 
 
 
@@ -71,8 +60,9 @@ class Product:
     ----------
     settings : OzakiSettings
     engine : Engine
-    a_rows, b_rows : 2-D float arrays on the engine's device
-        This rank's rows of op(A) (m_loc x k_loc) and of op(B)^T (n_loc x k_loc').
+    a_rows, b_rows : 2-D float or complex arrays on the engine's device
+        This rank's rows of op(A) (m_loc x k_loc) and of op(B)^T (n_loc x k_loc'). When either is
+        complex the product is (:mod:`ozhpc.ozaki.domain`): a real one is promoted.
     k : int, optional
         The global inner dimension (default: ``a_rows.shape[1]``, one process).
     reduce : Reductions
@@ -88,6 +78,8 @@ class Product:
     def __init__(self, settings: OzakiSettings, engine, a_rows, b_rows, *, k: int | None = None,
                  reduce: Reductions = LOCAL, k_index=None, split_on_arrival: bool = False, global_shape=None):
         self.settings, self.engine, self.xp = settings, engine, engine.xp
+        self.domain = domain_of(a_rows, b_rows)
+        a_rows, b_rows = (self.domain.operand(self.xp, x) for x in (a_rows, b_rows))
         self.k = a_rows.shape[1] if k is None else int(k)
         self.shape = (a_rows.shape[0], b_rows.shape[0])
         self.global_shape = self.shape if global_shape is None else tuple(int(v) for v in global_shape)
@@ -95,8 +87,9 @@ class Product:
         if self.certifying:
             certificate.check_k(self.k)
         self.guarantee = settings.guarantee if self.certifying else None
-        self.factor = max(self.k, 1) if self.guarantee == "dgemm" else 1
-        """The certified bound is ``factor u (|A||B|)_ij``: k for "dgemm", 1 for "tight"."""
+        self.factor = self.domain.factor(self.k) if self.guarantee == "dgemm" else 1
+        """The certified bound is ``factor u (|A||B|)_ij``: k for "dgemm" (k + 1 per component of a
+        complex product), 1 for "tight"."""
         self.clock = Stopwatch(engine)
         self.policy = Widening(settings)
         self.cert = None
@@ -109,12 +102,12 @@ class Product:
         first plan ("auto": afresh), the first pass; the sums start anew (they follow the scales)."""
         settings = self.policy.settings
         self.ops = measure(self.engine, a_rows, b_rows, k=self.k, settings=settings, certifying=self.certifying,
-                           reduce=self.reduce, k_index=k_index)
+                           reduce=self.reduce, k_index=k_index, domain=self.domain)
         self.plan = self.ops.plan(settings)
         self.clock.lap("scales")
         self.pass_ = first_pass(self.engine, self.ops, self.plan, guarantee=self.guarantee, on_arrival=self._on_arrival)
         self.clock.lap("split")
-        self.sums = Sums(self.engine, self.shape, self.k)
+        self.sums = Sums(self.engine, self.shape, self.k, domain=self.domain)
         self.sums.start(self.pass_)
         self._ab = self._low = self._group_sums = None
         self._request = self._stats = None   # this pass's verdicts asked of the combine; operand stats
@@ -160,9 +153,9 @@ class Product:
             if sums.acc is None:
                 sums.acc = plan.zeros(self.engine, *self.shape, self.k)
             plan.accumulate(self.engine, sums.acc, panel_a[:s], panel_b[:s])
-        for i, extra in enumerate(self.pass_.extras):
+        for extra, lo, hi in self.pass_.extra_slots():
             w = extra.panel_width(panel_a.shape[2])
-            sums.add(extra.target, panel_a[s + i:s + i + 1, :, :w], panel_b[s + i:s + i + 1, :, :w])
+            sums.add(extra.target, panel_a[lo:hi, :, :w], panel_b[lo:hi, :, :w])
 
     def multiply(self) -> None:
         """All of k at once on this rank's own operands (one process: fused kernels, unless the
@@ -206,7 +199,7 @@ class Product:
         """Start the pass ``step`` names (:class:`~ozhpc.ozaki.policy.NextPass`; None: done)."""
         if step is not None and step.equilibrate:
             operands = equilibrated_operands(self.engine, self.reduce, self._given, self.k, self.ops.k_index,
-                                             finite=not self.ops.nonfinite)
+                                             finite=not self.ops.nonfinite, domain=self.domain)
             if operands is not None:
                 self._begin(*operands, self.ops.k_index)   # a new problem: "auto" picks its first plan afresh
                 return True
@@ -245,8 +238,8 @@ class Product:
             sums.acc = acc
         self._group_sums = sums.acc if self.certifying and plan.needs_group_sums else None
         if self.ops.nonfinite:
-            counts = sums.counts if sums.counts is not None else special.zeros_counts(self.xp, *self.shape)
-            ab = special.apply_counts(self.xp, ab, counts)
+            counts = sums.counts if sums.counts is not None else self.domain.zeros_counts(self.xp, *self.shape)
+            ab = self.domain.apply_counts(self.xp, ab, counts)
         (self._ab, self._low), sums.acc = self.ops.raised(self.xp, ab), None
         self.clock.lap("combine")
 
@@ -260,29 +253,30 @@ class Product:
         cert = certificate.answered(eng, self._request, reduce_sum, reduce_max)
         if cert is not None:
             return cert
-        sums = {key: None if value is None else value[0] for key, value in self.sums.digits.items()}
-        return certificate.certify_entries(eng, self._ab, sums.get("lower"), self._operand_stats(), ops.row_exps,
-                                           ops.col_exps, self.plan, self._group_sums, sums.get("support"),
-                                           lifted=None if self._low is None else (self._low, *ops.lift),
-                                           reduce_sum=reduce_sum, reduce_max=reduce_max, factor=self.factor)
+        digits = self.sums.digits
+        return self.domain.certify(eng, self._ab, digits.get("lower"), self._operand_stats(), ops.row_exps,
+                                   ops.col_exps, self.plan, self._group_sums, digits.get("support"),
+                                   lifted=None if self._low is None else (self._low, *ops.lift),
+                                   reduce_sum=reduce_sum, reduce_max=reduce_max, factor=self.factor)
 
     def _operand_stats(self):
-        """Both operands' :class:`~ozhpc.ozaki.certificate.OperandStats` for this plan's split
-        (made once per plan: the combine's request and the certificate read the same)."""
+        """Both operands' certificate statistics for this plan's split (the domain's
+        :meth:`part_stats`; made once per plan: the combine's request and the certificate read the same)."""
         steps = self.plan.split_steps
         if self._stats is None or self._stats[0] != steps:
             r, ops, eng = self.reduce, self.ops, self.engine
             self._stats = (steps, tuple(
-                certificate.operand_stats(eng, fin, exps, self.plan, on_host(eng, reduce_max), mags=mags[:2])
+                self.domain.part_stats(eng, fin, exps, self.plan, on_host(eng, reduce_max), mags)
                 for fin, exps, reduce_max, mags in ((ops.fin_a, ops.row_exps, r.a_max, ops.mags[0]),
                                                     (ops.fin_b, ops.col_exps, r.b_max, ops.mags[1]))))
         return self._stats[1]
 
     def _verdicts_request(self):
         """What the certificate asks of this pass's combine (:func:`~ozhpc.ozaki.certificate.verdicts_request`):
-        certifying, finite inputs, no entry that can overflow, no support sums (those passes certify
-        from C afterwards); None otherwise."""
-        if not self.certifying or self.ops.nonfinite or self.ops.lift is not None or "support" in self.sums.digits:
+        certifying real operands, finite inputs, no entry that can overflow, no support sums (those passes
+        certify from C afterwards); None otherwise (complex products certify per component from C)."""
+        if not self.certifying or self.domain.complex or self.ops.nonfinite or self.ops.lift is not None \
+                or "support" in self.sums.digits:
             return None
         lower = self.sums.digits.get("lower")
         return certificate.verdicts_request(self._operand_stats(), self.plan, None if lower is None else lower[0],
@@ -303,7 +297,8 @@ class Product:
                         scheme=plan.scheme, bits=plan.bits, plan_summary=plan.summary(),
                         certified=None if cert is None else cert.uncertified == 0,
                         uncertified=0 if cert is None else cert.uncertified,
-                        worst_ratio=0.0 if cert is None else cert.worst, widths=list(self.widths))
+                        worst_ratio=0.0 if cert is None else cert.worst, widths=list(self.widths),
+                        complex=self.domain.complex)
 
     # -- finish ----------------------------------------------------------------------------
     def finish(self, alpha: float = 1.0, beta: float = 0.0, c=None):
@@ -313,12 +308,17 @@ class Product:
         if self.pass_ is not None and self.settle():
             raise RuntimeError("the certificate chose a wider plan: run the products again "
                                "(loop while Product.settle() is True) before finish()")
-        ab = self._ab
-        if self._low is not None and alpha not in (0.0, 1.0):   # alpha times an entry's total, then its scale
-            xp = self.xp
-            over = xp.isinf(ab) & xp.isfinite(self._low)
-            ab, alpha = xp.where(over, final_scale(xp, alpha * self._low, self.ops.lift_of()), alpha * ab), 1.0
-        out = epilogue(self.xp, ab, alpha, beta, c)
+        xp = self.xp
+        # the epilogue is complex when the product, alpha, beta or C is (a real product is promoted)
+        domain = self.domain if self.domain.complex else domain_of(c, xp.asarray(alpha), xp.asarray(beta))
+        ab, low = self._ab, self._low
+        if domain.complex and not self.domain.complex:
+            ab, low = (None if x is None else domain.operand(xp, x) for x in (ab, low))
+        if low is not None and alpha not in (0.0, 1.0):   # alpha times an entry's total, then its scale
+            over = xp.isinf(ab) & xp.isfinite(low)
+            ab, alpha = xp.where(over, domain.scaled(xp, domain.times(xp, alpha, low), self.ops.lift_of()),
+                                 domain.times(xp, alpha, ab)), 1.0
+        out = domain.epilogue(xp, ab, alpha, beta, c)
         self._ab = self._low = None
         self.clock.lap("combine")
         return out

@@ -67,3 +67,48 @@ def apply_counts(xp, c, counts):
     c = xp.where(counts[1] > 0, xp.inf, c)
     c = xp.where(counts[2] > 0, -xp.inf, c)
     return xp.where(nan, xp.nan, c)
+
+
+# -- complex operands: each component of C is a real dot product of the parts over 2k -------------
+# (``Re C = [Ar Ai] . [Br -Bi]``, ``Im C = [Ar Ai] . [Bi Br]``), so a ZGEMM that multiplies by the
+# schoolbook rule makes a component inf/NaN exactly where those real products do.
+
+_NEGATED = (ZERO, NEG, POS, NINF, PINF, NAN)
+"""The class of ``-x`` by the class of ``x``."""
+
+
+def finite_parts(xp, z, nonfinite=None):
+    """Complex ``z`` with each non-finite part replaced by 0 (``z`` itself when all are finite)."""
+    if not (has_nonfinite(xp, z) if nonfinite is None else nonfinite):
+        return z
+    out = xp.empty(z.shape, dtype=xp.complex128)
+    out.real = xp.where(xp.isfinite(z.real), z.real, 0.0)
+    out.imag = xp.where(xp.isfinite(z.imag), z.imag, 0.0)
+    return out
+
+
+def classify_parts(xp, z):
+    """int8 class codes ``(2, rows, cols)`` of the real and the imaginary parts of ``z``."""
+    return xp.stack([classify(xp, z.real), classify(xp, z.imag)])
+
+
+def zeros_complex_counts(xp, m: int, n: int):
+    """The class counts of both components: ``(2, 3, m, n)``."""
+    return xp.zeros((2, 3, m, n), dtype=xp.float64)
+
+
+def accumulate_complex_counts(xp, counts, codes_a, codes_bt) -> None:
+    """Add one k-panel of the parts' codes (``codes_a`` (2, m, kb), ``codes_bt`` (2, n, kb)) to the
+    counts of both components."""
+    a = xp.concatenate([codes_a[0], codes_a[1]], axis=1)
+    negated = xp.asarray(_NEGATED, dtype=xp.int8)[codes_bt[1].astype(xp.int64)]
+    accumulate_counts(xp, counts[0], a, xp.concatenate([codes_bt[0], negated], axis=1))
+    accumulate_counts(xp, counts[1], a, xp.concatenate([codes_bt[1], codes_bt[0]], axis=1))
+
+
+def apply_complex_counts(xp, c, counts):
+    """Both components of the complex product ``c`` with the special values of :func:`apply_counts`."""
+    out = xp.empty(c.shape, dtype=xp.complex128)
+    out.real = apply_counts(xp, c.real, counts[0])
+    out.imag = apply_counts(xp, c.imag, counts[1])
+    return out

@@ -75,9 +75,11 @@ class DistMatrix:
 
     @classmethod
     def from_global(cls, grid: ProcessGrid, array, layout: BlockCyclic, *, transposed_grid: bool = False,
-                    dtype=np.float64) -> "DistMatrix":
-        """Take this rank's blocks of a global array that every rank holds (tests, small data)."""
+                    dtype=None) -> "DistMatrix":
+        """Take this rank's blocks of a global array that every rank holds (tests, small data);
+        ``dtype`` by default float64, complex128 for a complex array."""
         array = np.asarray(array)
+        dtype = (np.complex128 if array.dtype.kind == "c" else np.float64) if dtype is None else dtype
         if array.shape != layout.shape:
             raise ValueError(f"array has shape {array.shape}, layout is {layout.shape}")
         probe = cls.__new__(cls)

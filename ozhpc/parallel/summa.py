@@ -40,8 +40,9 @@ import numpy as np
 from .mpi import MPI
 
 from ..engines import get_engine
-from ..errors import InputError, OptionError, literal, real_scalars, require_c
+from ..errors import InputError, OptionError, literal, require_c, scalars
 from ..ozaki.info import GemmInfo, enforce_accuracy
+from ..ozaki.domain import COMPLEX, REAL
 from ..ozaki.passes import assumed_depth
 from ..ozaki.product import Product, op_rows
 from ..ozaki.reductions import Reductions
@@ -134,6 +135,9 @@ class Summa:
         ``"auto"``, ``"fp64"`` or ``"planes"``: what panels travel as (:mod:`ozhpc.parallel.wire`);
         never changes the bits of C.
     slices, groups, scheme, bits, guarantee : as in :func:`ozhpc.gemm`, or ``settings`` (an OzakiSettings)
+    complex : bool
+        The operands will be complex (either of them: a real one is promoted), so "auto" chooses the
+        wire for a complex product's planes. Never changes the bits of C.
     on_panel : callable(done, total), optional
         Called on this rank after each panel's products are accumulated (pass it on
         rank 0 only to show progress; it must be cheap).
@@ -147,7 +151,7 @@ class Summa:
     def __init__(self, grid: ProcessGrid, m: int, n: int, k: int, *, block=(256, 256), kb: int | None = None,
                  engine="auto", transport="auto", slices="auto", groups="auto", on_panel=None,
                  transport_options: dict | None = None, scheme=None, bits="auto", guarantee=DEFAULT_GUARANTEE,
-                 settings: OzakiSettings | None = None, wire="auto"):
+                 settings: OzakiSettings | None = None, wire="auto", complex: bool = False):
         mb, nb = (block, block) if isinstance(block, int) else (int(block[0]), int(block[1]))
         self.settings = settings or OzakiSettings(scheme, slices, groups, bits, guarantee=guarantee)
         if isinstance(engine, str) and engine != "numpy":
@@ -167,6 +171,7 @@ class Summa:
         self.a_layout = BlockCyclic(m, k, mb, kb, p, q)
         self.bt_layout = BlockCyclic(n, k, nb, kb, q, p)
         self.c_layout = BlockCyclic(m, n, mb, nb, p, q)
+        self.complex = bool(complex)
         self.transport = (transport if isinstance(transport, Transport)
                           else open_transport(*chosen, grid, self.engine, **(transport_options or {})))
         self.wire = self._choose_wire(wire)
@@ -177,9 +182,10 @@ class Summa:
         """The wire of :func:`~ozhpc.parallel.wire.choose_wire` from global facts: the first pass's
         planes per entry before the data is read (:func:`~ozhpc.ozaki.passes.assumed_depth`), the
         engine, one node or several."""
-        depth = assumed_depth(self.settings, self.k)
+        depth = assumed_depth(self.settings, self.k, COMPLEX if self.complex else REAL)
         one_node = len(set(hosts(self.grid.comm))) == 1
-        return choose_wire(wire, depth, ranks=self.grid.size, engine=self.engine.name, one_node=one_node)
+        return choose_wire(wire, depth, ranks=self.grid.size, engine=self.engine.name, one_node=one_node,
+                           complex=self.complex)
 
     @property
     def panels(self) -> int:
@@ -201,14 +207,15 @@ class Summa:
         C's blocks on the engine's device, e.g. to fingerprint them there)."""
         if a.layout != self.a_layout or bt.layout != self.bt_layout or not bt.transposed_grid:
             raise ValueError("operands are not in this Summa's layouts (Summa.a_layout / bt_layout)")
-        alpha, beta = real_scalars(alpha, beta)
+        alpha, beta = scalars(alpha, beta)
         require_c(beta, c)
         if beta != 0.0 and c.layout != self.c_layout:
             raise ValueError("C is not in this Summa's layout (Summa.c_layout)")
         eng, xp = self.engine, self.engine.xp
         g = self.grid
-        product = Product(self.settings, eng, eng.asarray(a.local).astype(xp.float64, copy=False),
-                          eng.asarray(bt.local).astype(xp.float64, copy=False), k=self.k,
+        kind = _kind(a.local, bt.local)   # the dtype is the dataset's: the same on every rank
+        product = Product(self.settings, eng, eng.asarray(a.local).astype(kind, copy=False),
+                          eng.asarray(bt.local).astype(kind, copy=False), k=self.k,
                           reduce=grid_reductions(g), k_index=(self.a_layout.cols.global_indices(g.mycol),
                                                               self.bt_layout.cols.global_indices(g.myrow)),
                           split_on_arrival=self.wire.split_on_arrival, global_shape=(self.m, self.n))
@@ -217,7 +224,7 @@ class Summa:
         wait_s = self._panel_loop(product, timer)
         while product.settle():   # "auto": a wider plan until every entry is certified (a global decision)
             wait_s += self._panel_loop(product, timer)
-        c_loc = None if beta == 0.0 else eng.asarray(c.local).astype(xp.float64, copy=False)
+        c_loc = None if beta == 0.0 else eng.asarray(c.local).astype(_kind(c.local), copy=False)
         out = product.finish(alpha, beta, c_loc)
         if isinstance(a.local, np.ndarray) and not on_device:
             out = eng.to_host(out)
@@ -231,7 +238,7 @@ class Summa:
         rows_a, rows_b = product.shape
         self._pass_planes.append(depth)
         width = min(self.kb, self.k)
-        entry, dtype = self.wire.panel_entry(depth)
+        entry, dtype = self.wire.panel_entry(depth, product.domain.complex)
         bufs_a = [xp.empty(entry * rows_a * width, dtype=dtype) for _ in range(min(2, nk))]
         bufs_b = [xp.empty(entry * rows_b * width, dtype=dtype) for _ in range(min(2, nk))]
         planes_a = planes_b = None
@@ -281,7 +288,8 @@ class Summa:
         return SummaInfo(**base, grid=tuple(self.grid.dims), block=(self.mb, self.nb), kb=self.kb,
                          panels=self.panels, transport_reason=getattr(self.transport, "reason", ""),
                          pass_planes=list(self._pass_planes), wire=self.wire.name, wire_reason=self.wire.reason,
-                         pass_bytes=[self.wire.bytes_per_entry(d) for d in self._pass_planes], **stats)
+                         pass_bytes=[self.wire.bytes_per_entry(d, product.domain.complex) for d in self._pass_planes],
+                         **stats)
 
     def close(self) -> None:
         self.transport.close()
@@ -291,6 +299,11 @@ class Summa:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _kind(*arrays) -> str:
+    """What operands are computed in: complex128 when any of them is complex, else float64."""
+    return "complex128" if any(x.dtype.kind == "c" for x in arrays) else "float64"
 
 
 def overlap_fraction(seconds: dict) -> float | None:

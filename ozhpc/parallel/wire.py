@@ -34,13 +34,14 @@ class Wire:
         """FP64 panels that every receiver splits: no rank makes planes of its whole operands."""
         return self.name == "fp64"
 
-    def panel_entry(self, depth: int) -> tuple[int, str]:
-        """(values, dtype) per entry of a panel buffer when a pass has ``depth`` planes per entry."""
-        return (1, "float64") if self.split_on_arrival else (depth, "int8")
+    def panel_entry(self, depth: int, complex: bool = False) -> tuple[int, str]:
+        """(values, dtype) per entry of a panel buffer when a pass has ``depth`` planes per entry
+        (``complex``: an FP64 panel holds both parts of each entry)."""
+        return (2 if complex else 1, "float64") if self.split_on_arrival else (depth, "int8")
 
-    def bytes_per_entry(self, depth: int) -> int:
+    def bytes_per_entry(self, depth: int, complex: bool = False) -> int:
         """Bytes one panel entry puts on the wire when a pass has ``depth`` planes per entry."""
-        return 8 if self.split_on_arrival else depth
+        return (16 if complex else 8) if self.split_on_arrival else depth
 
 
 def as_wire(wire) -> Wire:
@@ -59,14 +60,17 @@ shared memory on the CPU; NVLink 4 (900 GB/s both ways, 450 one way) inside an H
 400 Gb/s NIC per GPU between nodes."""
 
 
-def wire_cost(depth: int, split_rate: float, link_rate: float) -> tuple[float, float]:
-    """Seconds per panel entry on a receiving rank: (as planes, as FP64 then split)."""
-    return depth / link_rate, 8.0 / link_rate + 1.0 / split_rate
+def wire_cost(depth: int, split_rate: float, link_rate: float, complex: bool = False) -> tuple[float, float]:
+    """Seconds per panel entry on a receiving rank: (as planes, as FP64 then split; ``complex``:
+    two FP64 parts, split as two entries)."""
+    parts = 2 if complex else 1
+    return depth / link_rate, parts * (8.0 / link_rate + 1.0 / split_rate)
 
 
 def choose_wire(wire: str, depth: int, *, ranks: int, engine: str = "numpy", one_node: bool = True,
-                split_rate: float | None = None, link_rate: float | None = None) -> Wire:
-    """The :class:`Wire` for ``wire`` in WIRE_NAMES; ``depth``: the first pass's planes per entry.
+                split_rate: float | None = None, link_rate: float | None = None, complex: bool = False) -> Wire:
+    """The :class:`Wire` for ``wire`` in WIRE_NAMES; ``depth``: the first pass's planes per entry
+    (``complex``: of complex operands).
 
     The inputs are global (the plan assumed for "auto" settings, the grid, the engine every rank
     agreed on), so every rank picks the same wire."""
@@ -78,7 +82,7 @@ def choose_wire(wire: str, depth: int, *, ranks: int, engine: str = "numpy", one
         return Wire("fp64", "auto: one rank, nothing moves; planes made per panel (no whole-operand planes)")
     split = SPLIT_RATE.get(engine, SPLIT_RATE["numpy"]) if split_rate is None else split_rate
     link = LINK_RATE.get((engine, one_node), LINK_RATE[("numpy", True)]) if link_rate is None else link_rate
-    planes, fp64 = wire_cost(depth, split, link)
+    planes, fp64 = wire_cost(depth, split, link, complex)
     pick = "fp64" if fp64 < planes else "planes"
     return Wire(pick, f"auto: {depth} planes per entry cost {planes * 1e12:.3g} ps to move, FP64 "
                       f"{fp64 * 1e12:.3g} ps to move and split ({link / 1e9:.3g} GB/s link, "

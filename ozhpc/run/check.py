@@ -1,4 +1,5 @@
-"""``ozhpc check``: the error of a stored product on sampled entries, exactly, where the data lives.
+"""``ozhpc check``: the error of a stored product on sampled entries, exactly, where the data lives
+(real or complex: a complex entry's error is the modulus of its two components' exact errors).
 
 The sampled entries (i, j) follow from ``--seed`` alone, so every rank draws the same list;
 entry t is checked by rank ``t mod R``, which reads only row i of op(A), column j of op(B),
@@ -18,12 +19,13 @@ the options given is refused (exit 2) rather than reported accurate or inaccurat
 """
 from __future__ import annotations
 
+import math
 from contextlib import ExitStack
 from fractions import Fraction
 
 import numpy as np
 
-from ..errors import InputError, OptionError
+from ..errors import InputError, OptionError, trans_mode
 from ..io import h5io
 from .reference import exact_dot, sample_indices
 
@@ -38,6 +40,13 @@ def dgemm_bound(k: int) -> float:
     and sums, then alpha and beta), relative to |alpha||op(A)||op(B)| + |beta||C0|. ozhpc's C, in
     any mode that claims FP64 accuracy, is far inside it; an entry outside it is wrong."""
     return (k + 2) * U / (1 - (k + 2) * U)
+
+
+def zgemm_bound(k: int) -> float:
+    """``sqrt(2) gamma_{k+4}``: the worst-case error of a complex GEMM entry in moduli (each component
+    of the dot product ``gamma_{k+1}`` of the parts, then the complex products by alpha and beta and
+    the sum), relative to ``|alpha||op(A)||op(B)| + |beta||C0|`` of the moduli."""
+    return math.sqrt(2) * (k + 4) * U / (1 - (k + 4) * U)
 
 
 def failures(stats: dict) -> list[str]:
@@ -57,8 +66,8 @@ def check_shapes(args) -> tuple[int, int, int]:
     shape, _ = h5io.dataset_info(args.result, "result C")
     (ra, ca), _ = h5io.dataset_info(args.a, "input A")
     (rb, cb), _ = h5io.dataset_info(args.b, "input B")
-    m, k = (ca, ra) if args.transa else (ra, ca)
-    kb, n = (cb, rb) if args.transb else (rb, cb)
+    m, k = (ca, ra) if trans_mode(args.transa) != "N" else (ra, ca)
+    kb, n = (cb, rb) if trans_mode(args.transb) != "N" else (rb, cb)
     if k != kb or (m, n) != shape:
         raise InputError(f"result C {args.result} has shape {shape}, but op(A) is {m}x{k} and op(B) is {kb}x{n}")
     if args.beta != 0.0:
@@ -75,7 +84,9 @@ def check_provenance(args) -> None:
     with h5io.reading(args.result.file, "result C") as f:
         attrs = f[args.result.path].attrs
         stored = {key: attrs[h5io.ATTRS_PREFIX + key] for key in PROVENANCE if h5io.ATTRS_PREFIX + key in attrs}
-    given = {"alpha": args.alpha, "beta": args.beta, "transa": args.transa, "transb": args.transb}
+    given = {"alpha": args.alpha, "beta": args.beta, "transa": trans_mode(args.transa), "transb": trans_mode(args.transb)}
+    if not complex_product(args):   # op C of a real matrix is its transpose
+        given.update((key, "T" if given[key] == "C" else given[key]) for key in ("transa", "transb"))
     wrong = [key for key, value in stored.items() if _attribute(args.result, key, value, type(given[key])) != given[key]]
     if wrong:
         made = ", ".join(f"{key}={stored[key]}" for key in wrong)
@@ -85,40 +96,69 @@ def check_provenance(args) -> None:
 
 
 def _attribute(ref, key: str, value, kind):
-    """A stored provenance attribute as ``kind`` (float or bool), or an InputError naming it."""
+    """A stored provenance attribute as ``kind`` (float or complex, bool), or an InputError naming it."""
+    if kind is str:   # transa / transb: "N", "T", "C", or a boolean (T / N)
+        text = value.decode() if isinstance(value, bytes) else value
+        if isinstance(text, str) and text in ("N", "T", "C"):
+            return text
+        return "T" if _attribute(ref, key, value, bool) else "N"
     value = np.asarray(value)
-    if value.shape == () and (value.dtype.kind in "fiu" if kind is float else value.dtype.kind in "biu"):
-        if kind is float or int(value) in (0, 1):
+    if kind is float and value.dtype.kind == "c" and value.shape == ():
+        return complex(value)
+    if kind is complex:
+        kind = float if value.dtype.kind in "fiu" else complex
+    if value.shape == () and (value.dtype.kind in "fiuc" if kind is not bool else value.dtype.kind in "biu"):
+        if kind is not bool or int(value) in (0, 1):
             return kind(value)
     raise InputError(f"result C {ref} has attribute {h5io.ATTRS_PREFIX}{key} = {value.tolist()!r}, which is not "
                      f"{'a number' if kind is float else 'a boolean'}; ozhpc did not write it")
 
 
-def entry_errors(row, col, c: float, c0: float, alpha: float, beta: float) -> tuple[float, float]:
+def entry_errors(row, col, c, c0, alpha, beta) -> tuple[float, float]:
     """(ozhpc's, native's) relative error of one entry; see the module docstring.
 
     Where the row, column or C0 holds inf/NaN, an entry counts 0 when it is the value IEEE
-    arithmetic gives (native's own), else inf. A zero scale counts 0 for an exact entry, else inf.
+    arithmetic gives (native's own; complex: both components), else inf. A zero scale counts 0 for
+    an exact entry, else inf.
     """
+    values = (row, col, c, c0, alpha, beta)
+    if any(np.iscomplexobj(v) for v in values):
+        row, col, c, c0, alpha, beta = (np.asarray(v, dtype=np.complex128) for v in values)
+        parts = (lambda z: (z.real, z.imag))
+    else:
+        parts = (lambda x: (x,))
     with np.errstate(all="ignore"):
-        native = alpha * float(row @ col) + (beta * c0 if beta != 0.0 else 0.0)
+        native = alpha * (row @ col) + (beta * c0 if beta != 0.0 else 0.0)
     if not (np.isfinite(row).all() and np.isfinite(col).all() and np.isfinite(c0)):
-        same = (np.isnan(native) and np.isnan(c)) or native == c
+        same = all((np.isnan(x) and np.isnan(y)) or x == y for x, y in zip(parts(native), parts(c)))
         return (0.0 if same else np.inf), 0.0
-    ref = Fraction(alpha) * exact_dot(row, col) + Fraction(beta) * Fraction(c0)
+    ref = _exact(parts(row), parts(col), parts(alpha), parts(beta), parts(c0))
     scale = abs(alpha) * float(np.abs(row) @ np.abs(col)) + abs(beta) * abs(c0)
 
-    def relative(value: float) -> float:
+    def relative(value) -> float:
         if not np.isfinite(value):
             return np.inf
-        err = abs(Fraction(value) - ref)
-        return float(err) / scale if scale else (np.inf if err else 0.0)
+        err = math.hypot(*(float(Fraction(float(x)) - r) for x, r in zip(parts(value), ref)))
+        return err / scale if scale else (np.inf if err else 0.0)
     return relative(c), relative(native)
 
 
-def _line(dset, index: int, along_rows: bool, ref, what: str) -> np.ndarray:
-    """Row ``index`` (or column, ``along_rows=False``) of dataset ``ref``, one hyperslab read."""
-    return h5io.exact_float64(dset[index, :] if along_rows else dset[:, index], ref, what)
+def _exact(row, col, alpha, beta, c0) -> tuple:
+    """The components of ``alpha * row . col + beta * c0`` exactly, from the parts of each
+    (one part: real; two: real and imaginary)."""
+    if len(row) == 1:
+        return (Fraction(float(alpha[0])) * exact_dot(row[0], col[0]) + Fraction(float(beta[0])) * Fraction(float(c0[0])),)
+    re = exact_dot(row[0], col[0]) - exact_dot(row[1], col[1])
+    im = exact_dot(row[0], col[1]) + exact_dot(row[1], col[0])
+    (ar, ai), (br, bi), (cr, ci) = ((Fraction(float(x)) for x in v) for v in (alpha, beta, c0))
+    return ar * re - ai * im + br * cr - bi * ci, ar * im + ai * re + br * ci + bi * cr
+
+
+def _line(dset, index: int, along_rows: bool, ref, what: str, conj: bool = False) -> np.ndarray:
+    """Row ``index`` (or column, ``along_rows=False``) of dataset ``ref``, one hyperslab read
+    (``conj``: its conjugate, for op = 'C')."""
+    line = h5io.exact_float64(dset[index, :] if along_rows else dset[:, index], ref, what)
+    return np.conj(line) if conj and np.iscomplexobj(line) else line
 
 
 def local_errors(args, idx, mine) -> list[tuple[int, float, float]]:
@@ -128,18 +168,22 @@ def local_errors(args, idx, mine) -> list[tuple[int, float, float]]:
         a, b, c = (stack.enter_context(h5io.reading(ref.file, what))[ref.path]
                    for ref, what in ((args.a, "input A"), (args.b, "input B"), (args.result, "result C")))
         c0 = stack.enter_context(h5io.reading(args.c.file, "input C"))[args.c.path] if args.beta != 0.0 else None
+        ta, tb = trans_mode(args.transa), trans_mode(args.transb)
         for t in mine:
             i, j = idx[t]
-            row = rows[i] if i in rows else rows.setdefault(i, _line(a, i, not args.transa, args.a, "input A"))
-            col = cols[j] if j in cols else cols.setdefault(j, _line(b, j, args.transb, args.b, "input B"))
-            cij0 = float(c0[i, j]) if c0 is not None else 0.0
-            out.append((t, *entry_errors(row, col, float(c[i, j]), cij0, args.alpha, args.beta)))
+            if i not in rows:
+                rows[i] = _line(a, i, ta == "N", args.a, "input A", ta == "C")
+            if j not in cols:
+                cols[j] = _line(b, j, tb != "N", args.b, "input B", tb == "C")
+            cij0 = c0[i, j][()] if c0 is not None else 0.0
+            out.append((t, *entry_errors(rows[i], cols[j], c[i, j][()], cij0, args.alpha, args.beta)))
     return out
 
 
-def statistics(errors: list[tuple[int, float, float]], alpha: float, beta: float, k: int) -> dict:
+def statistics(errors: list[tuple[int, float, float]], alpha, beta, k: int, complex: bool = False) -> dict:
     """Max/median of both errors (entries in sample order, so any rank count gives the same), and
-    how many of ozhpc's lie outside :func:`dgemm_bound`."""
+    how many of ozhpc's lie outside :func:`dgemm_bound` (``complex``: :func:`zgemm_bound`)."""
+    bound = (zgemm_bound if complex else dgemm_bound)(k)
     errors = sorted(errors)
     ours = np.array([e[1] for e in errors])
     native = np.array([e[2] for e in errors])
@@ -152,7 +196,8 @@ def statistics(errors: list[tuple[int, float, float]], alpha: float, beta: float
         "native_max_rel_error": worst_native,
         "native_median_rel_error": float(np.median(native)) if len(errors) else 0.0,
         "ratio_to_native": worst / worst_native if worst_native else (0.0 if not worst else float("inf")),
-        "bound": dgemm_bound(k), "outside_bound": int(np.count_nonzero(~(ours <= dgemm_bound(k)))),
+        "bound": bound, "outside_bound": int(np.count_nonzero(~(ours <= bound))),
+        **({"complex": True} if complex else {}),
     }
 
 
@@ -163,14 +208,27 @@ def run_check(args, comm) -> dict:
     with collective_errors(comm, catch=InputError):
         m, n, k = check_shapes(args)
         check_provenance(args)
+        complex_data = is_complex(args)
     idx = sample_indices(m, n, args.samples, args.seed)
     rank, size = comm.Get_rank(), comm.Get_size()
     with collective_errors(comm, catch=(InputError, OSError, KeyError)):
         mine = local_errors(args, idx, range(rank, len(idx), size))
-    stats = statistics([e for part in comm.allgather(mine) for e in part], args.alpha, args.beta, k)
+    stats = statistics([e for part in comm.allgather(mine) for e in part], args.alpha, args.beta, k, complex_data)
     if getattr(args, "fingerprint", False):
         stats.update(fingerprint_status(args.result, comm))
     return stats
+
+
+def complex_product(args) -> bool:
+    """Whether op(A) op(B) is complex (A or B is): its transa / transb attributes say C, not T."""
+    return any(h5io.dataset_info(ref)[1].kind == "c" for ref in (args.a, args.b))
+
+
+def is_complex(args) -> bool:
+    """Whether the product is complex: a complex dataset, alpha or beta."""
+    refs = [args.result, args.a, args.b] + ([args.c] if args.beta != 0.0 else [])
+    return (any(h5io.dataset_info(ref)[1].kind == "c" for ref in refs)
+            or any(np.iscomplexobj(v) for v in (args.alpha, args.beta)))
 
 
 def fingerprint_status(ref, comm) -> dict:

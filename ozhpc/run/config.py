@@ -4,6 +4,7 @@ A front end passes ``None`` for an option the user left out and :class:`RunConfi
 default; ``ozhpc gemm --help`` states the defaults it reads here (:meth:`RunConfig.default`)."""
 from __future__ import annotations
 
+import cmath
 import math
 import os
 import re
@@ -13,7 +14,7 @@ from dataclasses import MISSING, dataclass, fields
 # option_value, TRANSPORT_NAMES, WIRE_NAMES, PROGRESS_MODES) are also what cli.py builds its parser
 # from: it takes them here, never from the layers below.
 from ..engines import ENGINE_NAMES
-from ..errors import InputError, OptionError, digit_count, shown
+from ..errors import InputError, OptionError, digit_count, shown, trans_mode
 from ..io.h5io import DatasetRef
 from ..ozaki.settings import (ACCURACY, DEFAULT_GUARANTEE, DEFAULT_SCHEME, GUARANTEES, SCHEMES, OzakiSettings,
                                option_value)
@@ -64,6 +65,35 @@ def parse_float(text, option: str, lo: float = -math.inf, hi: float = math.inf) 
     return value
 
 
+def looks_complex(text) -> bool:
+    """A string that ends as a complex number does (``1+2j``, ``-0.5i``)."""
+    return isinstance(text, str) and text.strip().lower().rstrip(")").endswith(("j", "i"))
+
+
+def parse_scalar(text, option: str):
+    """``--alpha`` / ``--beta``: a finite real number, or a complex one as Python writes it
+    (``1+2j``, ``-0.5j``; ``i`` is taken for ``j``)."""
+    if looks_complex(text):
+        try:
+            value = complex(text.strip().lower().replace("i", "j").replace(" ", ""))
+        except ValueError:
+            raise InputError(f"{option} must be a real or complex number (such as 2 or 1+2j), got {shown(text)}") from None
+        if not cmath.isfinite(value):
+            raise InputError(f"{option} must be a finite number, got {shown(text)}")
+        return value if value.imag else value.real
+    return parse_float(text, option)
+
+
+def op_value(mode: str):
+    """transa / transb as the report and C's attributes hold them: false (N), true (T) or "C"."""
+    return "C" if mode == "C" else mode == "T"
+
+
+def json_scalar(value):
+    """alpha / beta as JSON takes them: a float, or ``[re, im]`` for a complex number."""
+    return [value.real, value.imag] if isinstance(value, complex) else value
+
+
 def parse_panel(text) -> int | None:
     """The panel option's text: 'auto' (None) or an integer (RunConfig checks its range)."""
     if text in (None, "auto"):
@@ -104,10 +134,10 @@ class RunConfig:
     out: DatasetRef
     c: DatasetRef | None = None
     report: str | None = None
-    transa: bool = False
-    transb: bool = False
-    alpha: float = 1.0
-    beta: float = 0.0
+    transa: str = "N"   # BLAS's op: "N", "T" or "C" (conjugate transposed); a bool is taken as "N" / "T"
+    transb: str = "N"
+    alpha: float | complex = 1.0
+    beta: float | complex = 0.0
     grid: tuple[int, int] | None = None  # None: near-square from the rank count
     block: tuple[int, int] = (256, 256)
     scheme: str | None = None  # "ozaki2" (CRT, int8 moduli) or "ozaki1" (int8 digit slices); None: ozaki1
@@ -144,8 +174,13 @@ class RunConfig:
 
     def _check(self) -> None:
         self.ozaki  # noqa: B018 -- validates scheme, slices, groups, bits, accuracy, guarantee
+        for name in ("transa", "transb"):
+            try:
+                object.__setattr__(self, name, trans_mode(getattr(self, name), name))
+            except (TypeError, ValueError):
+                raise OptionError(f"{{{name}}} must be N, T or C (or a boolean), got {shown(getattr(self, name))}") from None
         for name, value in (("alpha", self.alpha), ("beta", self.beta)):
-            if not math.isfinite(value):
+            if not cmath.isfinite(value):
                 raise OptionError(f"{{{name}}} must be a finite number, got {value}")
         if self.beta != 0.0 and self.c is None:
             raise OptionError(f"{{beta={self.beta:g}}} needs an input C: add {{c=FILE.h5:/C}}")
@@ -165,8 +200,8 @@ class RunConfig:
         """The configuration as plain JSON-able values (for the report)."""
         return {
             "a": _absolute(self.a), "b": _absolute(self.b), "c": _absolute(self.c) if self.c else None,
-            "out": _absolute(self.out), "transa": self.transa, "transb": self.transb,
-            "alpha": self.alpha, "beta": self.beta,
+            "out": _absolute(self.out), "transa": op_value(self.transa), "transb": op_value(self.transb),
+            "alpha": json_scalar(self.alpha), "beta": json_scalar(self.beta),
             "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
             "scheme": self.ozaki.scheme, "slices": self.slices, "groups": self.groups, "bits": self.bits,
             "accuracy": self.accuracy, "guarantee": self.guarantee, "engine": self.engine,

@@ -10,6 +10,10 @@ them exactly (integers, modulo 2**64). The shape is folded in at the end. Result
 hex digits (256 bits), the same for a matrix in memory, a :class:`DistMatrix` and an
 HDF5 dataset.
 
+A complex matrix is hashed as the float64 matrix of twice the width that holds its parts
+interleaved (column 2j the real part of column j, 2j + 1 the imaginary part), with a tag folded in
+at the end, so it never shares a fingerprint with that real matrix.
+
 A changed bit of any entry, swapped entries or another shape go unnoticed only if two
 64-bit entry hashes collide or four 64-bit sums match by chance: a checksum against
 accidents, not a cryptographic signature (SHA-256 of the bytes is that).
@@ -31,6 +35,8 @@ CHUNK_ENTRIES = 1 << 16
 FILE_CHUNK_BYTES = 1 << 26
 
 
+COMPLEX_TAG = np.uint64(0x5BD1E9955BD1E995)
+"""Folded into the fingerprint of a complex matrix (:func:`finish`)."""
 DEVICE_CHUNK_ENTRIES = 1 << 25
 """Entries hashed per pass on a GPU (CuPy): 256 MiB per temporary."""
 
@@ -86,10 +92,13 @@ def lane_sums(block, rows, cols, threads: int | None = None) -> list[int]:
         import cupy as xp
     else:
         xp = np
-    block = xp.asarray(block, dtype=xp.float64)
     rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
-    if block.shape != (rows.size, cols.size):
-        raise ValueError(f"block has shape {block.shape}, indices give {(rows.size, cols.size)}")
+    if tuple(block.shape) != (rows.size, cols.size):
+        raise ValueError(f"block has shape {tuple(block.shape)}, indices give {(rows.size, cols.size)}")
+    if xp.iscomplexobj(block):   # the parts interleaved: columns 2j, 2j + 1
+        block = xp.ascontiguousarray(block, dtype=xp.complex128).view(xp.float64)
+        cols = np.stack([2 * cols, 2 * cols + 1], axis=1).ravel()
+    block = xp.asarray(block, dtype=xp.float64)
     if block.size == 0:
         return [0] * LANES
     rk, ck = _index_keys(rows, KEYS[0], ROW_MUL, xp), _index_keys(cols, KEYS[-1], COL_MUL, xp)
@@ -125,11 +134,13 @@ def add_sums(*parts) -> list[int]:
     return [sum(lanes) & MASK for lanes in zip(*parts)]
 
 
-def finish(sums, shape) -> str:
-    """The fingerprint string from the whole matrix's lane sums and its shape."""
+def finish(sums, shape, complex: bool = False) -> str:
+    """The fingerprint string from the whole matrix's lane sums and its shape (``complex``: of a
+    complex matrix, whose sums :func:`lane_sums` took over its parts)."""
     m, n = (int(s) for s in shape)
     words = np.array([(s + k * (m + 1) + (n << 32)) & MASK for s, k in zip(sums, KEYS)], dtype=np.uint64)
-    words = fmix64(fmix64(words) ^ np.uint64((m * 0x9E3779B1 + n) & MASK))
+    tag = np.uint64((m * 0x9E3779B1 + n) & MASK) ^ (COMPLEX_TAG if complex else np.uint64(0))
+    words = fmix64(fmix64(words) ^ tag)
     return "".join(f"{int(w):016x}" for w in words)
 
 
@@ -138,14 +149,14 @@ def fingerprint_matrix(c) -> str:
     c = np.asarray(c)
     if c.ndim != 2:
         raise ValueError(f"a matrix is 2-D, got shape {c.shape}")
-    return finish(lane_sums(c, np.arange(c.shape[0]), np.arange(c.shape[1])), c.shape)
+    return finish(lane_sums(c, np.arange(c.shape[0]), np.arange(c.shape[1])), c.shape, np.iscomplexobj(c))
 
 
 def fingerprint_distributed(c) -> str:
     """Fingerprint of a :class:`~ozhpc.parallel.DistMatrix`; collective over its grid, and
     each rank hashes only its own blocks (one allgather of four integers per rank)."""
     mine = lane_sums(c.local, c.global_rows(), c.global_cols())   # NumPy or CuPy blocks
-    return finish(add_sums(*c.grid.comm.allgather(mine)), c.shape)
+    return finish(add_sums(*c.grid.comm.allgather(mine)), c.shape, c.local.dtype.kind == "c")
 
 
 def fingerprint_dataset(path: str, dset_path: str, chunk_bytes: int = FILE_CHUNK_BYTES, comm=None) -> str:
@@ -157,9 +168,10 @@ def fingerprint_dataset(path: str, dset_path: str, chunk_bytes: int = FILE_CHUNK
     with reading(path) as f:
         dset = f[dset_path]
         m, n = dset.shape
+        kind = np.dtype(np.complex128 if dset.dtype.kind == "c" else np.float64)
         lo, hi = m * rank // size, m * (rank + 1) // size
-        step = max(1, chunk_bytes // max(1, 8 * n))
-        parts = [lane_sums(dset[r:min(hi, r + step)].astype(np.float64, copy=False),
+        step = max(1, chunk_bytes // max(1, kind.itemsize * n))
+        parts = [lane_sums(dset[r:min(hi, r + step)].astype(kind, copy=False),
                            np.arange(r, min(hi, r + step)), np.arange(n)) for r in range(lo, hi, step)]
     mine = add_sums([0] * LANES, *parts)
-    return finish(mine if comm is None else add_sums(*comm.allgather(mine)), (m, n))
+    return finish(mine if comm is None else add_sums(*comm.allgather(mine)), (m, n), kind.kind == "c")

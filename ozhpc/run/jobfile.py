@@ -110,6 +110,24 @@ def _number(value, key):
         raise InputError(f"{key} must be a finite number, {_got(value)}") from None
 
 
+def _trans(value, key):
+    """BLAS's op: true / false (T / N) or "N", "T", "C" (conjugate transposed)."""
+    if isinstance(value, bool):
+        return "T" if value else "N"
+    if not isinstance(value, str):
+        raise InputError(f"{key} must be true or false, {_got(value)}")
+    if value.upper() not in ("N", "T", "C"):
+        raise InputError(f"{key} must be true, false, \"N\", \"T\" or \"C\", {_got(value)}")
+    return value.upper()
+
+
+def _scalar(value, key):
+    """A real number, or a complex one as a string (``"1+2j"``: TOML has no complex numbers)."""
+    from .config import looks_complex, parse_scalar
+
+    return parse_scalar(value, key) if looks_complex(value) else _number(value, key)
+
+
 def _string(value, key):
     if not isinstance(value, str):
         raise InputError(f"{key} must be a string, {_got(value)}")
@@ -207,10 +225,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "force": Key("force", _boolean, doc="replace an existing output dataset and report"),
     },
     "gemm": {
-        "transa": Key("transa", _boolean, doc="use A transposed"),
-        "transb": Key("transb", _boolean, doc="use B transposed"),
-        "alpha": Key("alpha", _number, doc="scale of op(A) op(B)"),
-        "beta": Key("beta", _number, doc="scale of the input C"),
+        "transa": Key("transa", _trans, doc="op(A): false/\"N\" A, true/\"T\" A transposed, \"C\" conjugate transposed"),
+        "transb": Key("transb", _trans, doc="op(B): false/\"N\" B, true/\"T\" B transposed, \"C\" conjugate transposed"),
+        "alpha": Key("alpha", _scalar, doc="scale of op(A) op(B): a number, or a complex one as a string (\"1+2j\")"),
+        "beta": Key("beta", _scalar, doc="scale of the input C: a number, or a complex one as a string"),
     },
     "layout": {
         "grid": Key("grid", _grid, doc="process grid \"PxQ\" or \"auto\""),

@@ -1,4 +1,6 @@
-"""The standard test matrices ``(rand - 0.5) * exp(phi * randn)`` (phi widens the exponent range).
+"""The standard test matrices ``(rand - 0.5) * exp(phi * randn)`` (phi widens the exponent range);
+complex ones have such a real part (the real matrix of the same seed) and an imaginary part drawn
+the same way from streams of their own.
 
 Rows are drawn in fixed chunks of ROW_CHUNK rows, each from its own counter-keyed
 stream ``default_rng([seed, chunk])``, so any row range can be generated on its own
@@ -13,26 +15,30 @@ import numpy as np
 ROW_CHUNK = 256
 
 
-def standard_matrix_rows(m: int, n: int, phi: float, seed: int, start: int = 0, stop: int | None = None) -> np.ndarray:
-    """Rows ``start:stop`` of the m x n standard test matrix."""
+def standard_matrix_rows(m: int, n: int, phi: float, seed: int, start: int = 0, stop: int | None = None,
+                         complex: bool = False) -> np.ndarray:
+    """Rows ``start:stop`` of the m x n standard test matrix (``complex``: complex128, the imaginary
+    parts from the streams ``default_rng([seed, chunk, 1])``)."""
     stop = m if stop is None else stop
     if not (0 <= start <= stop <= m):
         raise ValueError(f"row range {start}:{stop} outside 0:{m}")
-    out = np.empty((stop - start, n), dtype=np.float64)
+    out = np.empty((stop - start, n), dtype=np.complex128 if complex else np.float64)
     for chunk in range(start // ROW_CHUNK, -(-stop // ROW_CHUNK)):
         lo, hi = chunk * ROW_CHUNK, min(m, (chunk + 1) * ROW_CHUNK)
-        rng = np.random.default_rng([seed, chunk])
-        block = (rng.random((hi - lo, n)) - 0.5) * np.exp(phi * rng.standard_normal((hi - lo, n)))
         a, b = max(lo, start), min(hi, stop)
-        out[a - start:b - start] = block[a - lo:b - lo]
+        parts = ((out.real, [seed, chunk]), (out.imag, [seed, chunk, 1])) if complex else ((out, [seed, chunk]),)
+        for part, key in parts:
+            rng = np.random.default_rng(key)
+            block = (rng.random((hi - lo, n)) - 0.5) * np.exp(phi * rng.standard_normal((hi - lo, n)))
+            part[a - start:b - start] = block[a - lo:b - lo]
     return out
 
 
-def standard_matrix(m: int, n: int, phi: float, seed: int) -> np.ndarray:
-    return standard_matrix_rows(m, n, phi, seed)
+def standard_matrix(m: int, n: int, phi: float, seed: int, complex: bool = False) -> np.ndarray:
+    return standard_matrix_rows(m, n, phi, seed, complex=complex)
 
 
-def standard_matrix_distributed(grid, m: int, n: int, phi: float, seed: int):
+def standard_matrix_distributed(grid, m: int, n: int, phi: float, seed: int, complex: bool = False):
     """This rank's rows of the standard matrix as a DistMatrix on a P x 1 grid, in blocks of
     ROW_CHUNK rows: each rank draws only its own chunks' streams (no rank builds the whole)."""
     from ..parallel.distmatrix import DistMatrix
@@ -41,6 +47,6 @@ def standard_matrix_distributed(grid, m: int, n: int, phi: float, seed: int):
     if grid.q != 1:
         raise ValueError(f"the generator distributes rows only: it needs a Px1 grid, got {grid.p}x{grid.q}")
     layout = BlockCyclic(m, n, ROW_CHUNK, max(1, n), grid.p, 1)
-    parts = [standard_matrix_rows(m, n, phi, seed, lo, hi) for lo, hi, _ in layout.rows.segments(grid.myrow)]
-    local = np.concatenate(parts) if parts else np.empty((0, n), dtype=np.float64)
+    parts = [standard_matrix_rows(m, n, phi, seed, lo, hi, complex) for lo, hi, _ in layout.rows.segments(grid.myrow)]
+    local = np.concatenate(parts) if parts else np.empty((0, n), dtype=np.complex128 if complex else np.float64)
     return DistMatrix(grid, layout, local)

@@ -264,24 +264,27 @@ def check_memory(estimate: MemoryEstimate, ranks_here: int, device_free: int | N
                          "GPU; use more ranks (GPUs), or a smaller problem")
 
 
-def check_matrix_fits(m: int, n: int, ranks_here: int = 1, sources: MemorySources | None = None) -> None:
-    """A rank of ``ozhpc gen`` builds its m x n float64 rows: about three copies at peak."""
-    need = BASE_BYTES + 3 * 8 * m * n
+def check_matrix_fits(m: int, n: int, ranks_here: int = 1, sources: MemorySources | None = None,
+                      itemsize: int = 8) -> None:
+    """A rank of ``ozhpc gen`` builds its m x n float64 (``itemsize`` 16: complex128) rows: about
+    three copies at peak."""
+    need = BASE_BYTES + 3 * itemsize * m * n
     limit = binding_limit(need, ranks_here, sources)
     if limit is not None:
         raise InputError(f"not enough memory for a {m}x{n} matrix: about {_gib(need)} needed"
                          f"{_under(limit, ranks_here)}")
 
 
-def check_disk(path: str, m: int, n: int, reclaim: int = 0) -> None:
-    """Refuse an output file whose file system cannot hold an m x n float64 dataset more
-    (``reclaim``: bytes that will be free by then, on top of what the file system says)."""
+def check_disk(path: str, m: int, n: int, reclaim: int = 0, itemsize: int = 8) -> None:
+    """Refuse an output file whose file system cannot hold an m x n float64 (``itemsize`` 16:
+    complex128) dataset more (``reclaim``: bytes that will be free by then, on top of what the file
+    system says)."""
     directory = os.path.dirname(os.path.realpath(path))
     try:
         st = os.statvfs(directory)
     except OSError:
         return  # the output checks say what is wrong with the directory
-    free, need = st.f_bavail * st.f_frsize + reclaim, 8 * m * n + DISK_SLACK
+    free, need = st.f_bavail * st.f_frsize + reclaim, itemsize * m * n + DISK_SLACK
     if need > free:
         raise InputError(f"not enough disk space for output file {path!r}: C needs {_gib(need)}, "
                          f"{directory!r} has {_gib(free)} free")

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InputError
 from ..io import h5io
 from ..ozaki.product import enforce_accuracy
-from .config import RunConfig
+from .config import RunConfig, op_value
 from .fingerprint import fingerprint_distributed
 from .progress import make_progress, step
 from .report import base_report, check_report, gflops, write_report
@@ -27,8 +27,8 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
     """Check every input and the output before any work; returns (m, n, k)."""
     (ra, ca), _ = h5io.dataset_info(cfg.a, "input A")
     (rb, cb), _ = h5io.dataset_info(cfg.b, "input B")
-    m, k = (ca, ra) if cfg.transa else (ra, ca)
-    kb, n = (cb, rb) if cfg.transb else (rb, cb)
+    m, k = (ca, ra) if cfg.transa != "N" else (ra, ca)
+    kb, n = (cb, rb) if cfg.transb != "N" else (rb, cb)
     if k != kb:
         raise h5io.InputError(
             f"shape mismatch: op(A) from {cfg.a} is {m}x{k} but op(B) from {cfg.b} is {kb}x{n}")
@@ -38,6 +38,12 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
             raise h5io.InputError(f"input C {cfg.c} has shape {shape_c}, expected {(m, n)}")
     check_outputs(cfg)
     return m, n, k
+
+
+def complex_inputs(cfg: RunConfig) -> bool:
+    """Whether the product is complex: A or B is (C0 alone makes only alpha*AB + beta*C0 complex,
+    which the product learns from C0's blocks)."""
+    return any(h5io.dataset_info(ref)[1].kind == "c" for ref in (cfg.a, cfg.b))
 
 
 def check_outputs(cfg: RunConfig) -> None:
@@ -59,8 +65,9 @@ def check_resources(cfg: RunConfig, summa, ranks_here: int):
     estimate = rank_estimate(summa, with_c=cfg.beta != 0.0)
     check_memory(estimate, ranks_here, _device_free(summa.engine))
     if summa.grid.rank == 0:  # one file system; the others would race with the removal
-        check_disk(cfg.out.file, summa.m, summa.n, clear_stale(cfg.out.file, remove=not cfg.dry_run))
-    check_size_limit(cfg.out.file, 8 * summa.m * summa.n)
+        check_disk(cfg.out.file, summa.m, summa.n, clear_stale(cfg.out.file, remove=not cfg.dry_run),
+                   itemsize=16 if summa.complex else 8)
+    check_size_limit(cfg.out.file, (16 if summa.complex else 8) * summa.m * summa.n)
     return estimate
 
 
@@ -135,9 +142,10 @@ def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict
     if engine.on_device:   # the copy back (page-locked: engines/host_copy.py)
         c = DistMatrix(c.grid, c.layout, engine.to_host(c.local))
     t1 = MPI.Wtime()
-    attrs = dict(info.plan_attrs(), alpha=cfg.alpha, beta=cfg.beta, transa=cfg.transa,
-                 transb=cfg.transb, fingerprint=fingerprint)  # what ozhpc check compares against
-    small = 8 * c.layout.shape[0] * c.layout.shape[1] <= SHA256_MAX_BYTES
+    modes = [op_value(mode if info.complex or mode != "C" else "T") for mode in (cfg.transa, cfg.transb)]  # real: C is T
+    attrs = dict(info.plan_attrs(), alpha=cfg.alpha, beta=cfg.beta, transa=modes[0],
+                 transb=modes[1], fingerprint=fingerprint)  # what ozhpc check compares against
+    small = c.local.itemsize * c.layout.shape[0] * c.layout.shape[1] <= SHA256_MAX_BYTES
     digest = distio.write_distributed(cfg.out, c, attrs=attrs, force=cfg.force, sha256=small)
     return fingerprint, digest, {"fingerprint": t1 - t0, "write": MPI.Wtime() - t1}
 
@@ -170,10 +178,11 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
     with ProcessGrid(comm, cfg.grid) as grid:
         ranks_here = ranks_on_this_node(grid.comm)
         m, n, k, engine = _setup(cfg, grid)
+        complex_ = complex_inputs(cfg)
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
         with Summa(grid, m, n, k, block=cfg.block, kb=cfg.panel, engine=engine, transport=cfg.transport,
-                   settings=cfg.ozaki, on_panel=on_panel, wire=cfg.wire) as summa:
+                   settings=cfg.ozaki, on_panel=on_panel, wire=cfg.wire, complex=complex_) as summa:
             with collective_errors(grid.comm, catch=InputError):
                 estimate = check_resources(cfg, summa, ranks_here)
             if cfg.dry_run:
@@ -268,6 +277,7 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
     compute = sum(seconds[p] for p in ("scales", "split", "multiply", "certificate", "combine"))
     rate = gflops(m, n, k, compute)
     report = base_report()
+    item = 16 if info.complex else 8   # bytes per entry (real operands of a complex product count as complex)
     report.update({
         "config": cfg.describe(), "m": m, "n": n, "k": k, **layout, "panels": info.panels,
         "engine": info.engine, "transport": info.transport, "transport_reason": info.transport_reason,
@@ -283,7 +293,8 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
         "error_bound": {"truncation": info.truncation_bound, "combine": info.combine_bound,
                         "rounding": info.rounding_bound},
         "seconds": seconds, "seconds_note": "per phase, the slowest rank's time (MPI MAX)",
-        "io_gbps": {"read": _gbps(8 * (m * k + k * n), seconds["read"]), "write": _gbps(8 * m * n, seconds["write"])},
+        "complex": info.complex,   # complex128 operands: a ZGEMM, guarantee per component
+        "io_gbps": {"read": _gbps(item * (m * k + k * n), seconds["read"]), "write": _gbps(item * m * n, seconds["write"])},
         "bytes_sent": {"per_rank_max": int(moved[:, 0].max()), "total": int(moved[:, 0].sum()),
                        "per_rank": [int(x) for x in moved[:, 0]]},
         "bytes_received": {"per_rank_max": int(moved[:, 1].max()), "total": int(moved[:, 1].sum())},

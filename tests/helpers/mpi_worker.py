@@ -5,6 +5,7 @@
     mpiexec -n R python tests/helpers/mpi_worker.py mismatch     # ranks with different engines must all refuse
     mpiexec -n R python tests/helpers/mpi_worker.py pinned PxQ   # SHA-256 of tests/helpers/pinned_cases.py on a PxQ grid
     mpiexec -n R python tests/helpers/mpi_worker.py wire [cutile]  # FP64 and int8-plane panels: the same bits
+    mpiexec -n R python tests/helpers/mpi_worker.py complex DIR  # complex SUMMA and HDF5 runs vs ozhpc.gemm
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
@@ -237,6 +238,104 @@ def mismatch(comm) -> dict:
     return {"cases": 1, "failures": failures, "message": messages[0] if messages else None}
 
 
+def complex_operands(mode_a, mode_b, kinds="cc", m=61, k=97, n=43):
+    """A and B (complex or real by ``kinds``) stored so that op(A) is m x k and op(B) k x n."""
+    def one(rows, cols, seed, kind):
+        x = standard_matrix(rows, cols, 1.0, seed, complex=kind == "c")
+        if kind == "c":
+            x[2] = x[2].real   # a purely real row and a purely imaginary column
+            x[:, 3] = 1j * x[:, 3].imag
+        return x
+    a, b = one(m, k, 31, kinds[0]), one(k, n, 32, kinds[1])
+    return (a if mode_a == "N" else a.T.copy()), (b if mode_b == "N" else b.T.copy())
+
+
+def complex_cases(ranks):
+    out = []
+    for gi, grid in enumerate(GRIDS[ranks]):
+        for i, (block, kb, wire_format) in enumerate([(1, 5, "planes"), (5, 7, "fp64"), ((13, 5), 16, "planes"),
+                                                      (17, None, "fp64")]):
+            modes = [("N", "N"), ("C", "N"), ("T", "C"), ("N", "C")][(gi + i) % 4]
+            out.append(dict(grid=grid, block=block, kb=kb, wire=wire_format, modes=modes, kinds="cc"))
+        out.append(dict(grid=grid, block=7, kb=9, wire="planes", modes=("N", "N"), kinds="rc", alpha=1 - 2j,
+                        beta=0.5j))
+        out.append(dict(grid=grid, block=9, kb=11, wire="fp64", modes=("C", "T"), kinds="cr"))
+        out.append(dict(grid=grid, block=(8, 3), kb=5, wire="planes", modes=("N", "N"), kinds="cc", scheme="ozaki1"))
+    return out
+
+
+def complex_summa(comm, directory) -> dict:
+    """Complex products (mixed real/complex operands, ops N/T/C, complex alpha/beta, both schemes,
+    both wires) on every grid of this rank count, then complex HDF5 runs through runner.execute:
+    C bit for bit equal to one-process ozhpc.gemm, and the bytes sent the model's."""
+    import h5py
+
+    from ozhpc.run.runner import execute
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    failures, done, refs = [], 0, {}
+    for case in complex_cases(size):
+        ta, tb = case["modes"]
+        alpha, beta, scheme = case.get("alpha", 1.0), case.get("beta", 0.0), case.get("scheme", "ozaki2")
+        A, B = complex_operands(ta, tb, case["kinds"])
+        m, k, n = 61, 97, 43
+        C0 = standard_matrix(m, n, 0.5, 33, complex=True) if beta else None
+        key = (ta, tb, case["kinds"], alpha, beta, scheme)
+        if key not in refs:
+            refs[key] = sha256_of_matrix(ozhpc.gemm(A, B, C0, alpha=alpha, beta=beta, transa=ta, transb=tb,
+                                                    scheme=scheme, engine="numpy"))
+        block = case["block"] if isinstance(case["block"], tuple) else (case["block"], case["block"])
+        with ProcessGrid(comm, case["grid"]) as grid, \
+                Summa(grid, m, n, k, block=block, kb=case["kb"], engine="numpy", scheme=scheme, wire=case["wire"],
+                      complex=True) as summa:
+            a, bt, c = summa.distribute(A, B, C0, transa=ta, transb=tb)
+            whole = summa(a, bt, c, alpha=alpha, beta=beta).gather(0)
+            info = summa.info
+            sent = comm.reduce(info.bytes_sent, op=MPI.SUM, root=0)
+        if rank == 0:
+            done += 1
+            p, q = case["grid"]
+            if whole.dtype != np.complex128 or sha256_of_matrix(whole) != refs[key]:
+                failures.append(f"bits differ: {case}")
+            per_entry = [16] * len(info.pass_planes) if case["wire"] == "fp64" else info.pass_planes
+            if not info.complex or info.pass_bytes != per_entry:
+                failures.append(f"complex {info.complex}, bytes per entry {info.pass_bytes}: {case}")
+            if sent != sum(per_entry) * k * (m * (q - 1) + n * (p - 1)):
+                failures.append(f"bytes_sent {sent}: {case}")
+    src = os.path.join(directory, "zin.h5")
+    if rank == 0:
+        with h5py.File(src, "w") as f:
+            for name, (x, _) in (("A", complex_operands("N", "N")), ("AH", complex_operands("C", "N"))):
+                f[name] = x
+            f["B"] = complex_operands("N", "N")[1]
+            f["C0"] = standard_matrix(61, 43, 0.5, 33, complex=True)
+    comm.Barrier()
+    runs = [dict(grid=g, block=b, a="A", transa="N") for g, b in zip(GRIDS[size], [(5, 5), (17, 13), (64, 64)])]
+    runs.append(dict(grid=None, block=(13, 7), kb=9, a="AH", transa="C", alpha=2 - 1j, beta=0.25, wire="planes"))
+    for i, run in enumerate(runs):
+        alpha, beta = run.get("alpha", 1.0), run.get("beta", 0.0)
+        out = DatasetRef(os.path.join(directory, f"zout{size}.h5"), f"/C{i}")
+        cfg = RunConfig(a=DatasetRef(src, "/" + run["a"]), b=DatasetRef(src, "/B"), out=out,
+                        c=DatasetRef(src, "/C0") if beta else None, transa=run["transa"], alpha=alpha, beta=beta,
+                        grid=run["grid"], block=run["block"], panel=run.get("kb"), wire=run.get("wire", "auto"),
+                        engine="numpy", force=True, progress="off")
+        report = execute(cfg, comm=comm)
+        if rank == 0:
+            done += 1
+            with h5py.File(src, "r") as f:
+                A, B, C0 = f[run["a"]][...], f["B"][...], f["C0"][...]
+            with h5py.File(out.file, "r") as f:
+                written, attrs = f[out.path][...], dict(f[out.path].attrs)
+            ref = sha256_of_matrix(ozhpc.gemm(A, B, C0, alpha=alpha, beta=beta, transa=run["transa"], engine="numpy"))
+            if not (written.dtype == np.complex128 and report["sha256"] == ref == sha256_of_matrix(written)
+                    == attrs["ozhpc_sha256"]):
+                failures.append(f"sha256 differs: {run}")
+            if not (report["complex"] and attrs["ozhpc_complex"] and attrs["ozhpc_transa"] == {"N": False, "C": "C"}[run["transa"]]
+                    and complex(attrs["ozhpc_alpha"]) == alpha):
+                failures.append(f"report / attributes: {run}")
+    return {"cases": done, "failures": failures}
+
+
 PINNED_LAYOUTS = [dict(block=(5, 5)), dict(block=(13, 7), kb=4), dict(block=(64, 64), kb=64)]
 
 
@@ -267,6 +366,8 @@ def main() -> int:
     mode = sys.argv[1]
     if mode == "io":
         result = io(comm, sys.argv[2])
+    elif mode == "complex":
+        result = complex_summa(comm, sys.argv[2])
     elif mode == "wire":
         result = wire(comm, *sys.argv[2:3])
     elif mode == "pinned":

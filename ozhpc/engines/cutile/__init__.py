@@ -8,7 +8,9 @@ kept in :mod:`ozhpc.engines.kernel_store`) and a ``launch`` that computes the gr
 * :mod:`.combine` -- scheme I's FP64 combine; :mod:`.crt` -- scheme II's CRT reconstruction;
 * :mod:`.row_summary` -- the scales, the inf/NaN counts and the row sizes of whole rows in one
   pass; :mod:`.row_stats`, :mod:`.gaps`, :mod:`.count` -- the row maxima of pieces of rows and the
-  "auto" statistic's gap codes and counts.
+  "auto" statistic's gap codes and counts;
+* :mod:`.gaussian_residues`, :mod:`.gaussian_crt` -- complex scheme II's residue planes and its
+  two-component CRT (its products are :mod:`.pair`'s).
 
 Shared: :mod:`.config` (tile configs per architecture, grids), :mod:`.tile_math` (exact powers of
 two, ``ldexp``, ``rint``, row tiles, scheme II's constant table), :mod:`.ieee` (NumPy's rounding for
@@ -32,7 +34,7 @@ from .residues import FLOAT32_RESIDUE_BITS  # noqa: F401
 from .row_stats import ROW_STATS_TILE  # noqa: F401
 from .row_summary import SUMMARY_TILE  # noqa: F401
 from .tile_math import LIMB_BITS, LIMB_COL, MP_COLS, TABLE_COLS, WEIGHT_COL  # noqa: F401
-from . import combine, count, crt, gaps, pair, residues, row_stats, row_summary, split
+from . import combine, count, crt, gaps, gaussian_crt, gaussian_residues, pair, residues, row_stats, row_summary, split
 
 KERNELS = {
     "split": split._split_kernel,
@@ -44,6 +46,8 @@ KERNELS = {
     "gaps": gaps._gap_kernel,
     "count": count._count_kernel,
     "row_stats": row_stats._row_stats_kernel,
+    "gaussian_residue": gaussian_residues._gaussian_residue_kernel,
+    "gaussian_crt": gaussian_crt._gaussian_crt_kernel,
     "row_summary": row_summary._row_summary_kernel,
 }
 """Every kernel of the package by name (the type-check test and ``bench/speed/kernel_resources.py``)."""

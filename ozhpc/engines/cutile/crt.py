@@ -53,8 +53,10 @@ def _piece_sums(ACC, TAB, bm, bn, TM: ConstInt, TN: ConstInt, PIECES: ConstInt, 
     return s
 
 
-def _reconstruct(s, MP, INVM, PIECES: ConstInt):
-    """Steps 2-5 of :mod:`ozhpc.engines.crt`: the quotient, the carries, the pieces' sum."""
+def reconstruct(s, MP, INVM, PIECES: ConstInt):
+    """Steps 2-5 of :mod:`ozhpc.engines.crt`: the quotient, the carries, the pieces' sum (the complex
+    CRT kernel's too). Powers of two as float64 tiles: a Python float literal in a kernel may be
+    typed float32, where 2**72 and up overflow."""
     unit = pow2_const(crt_tables.PIECE_BITS)
     x = s[0]
     for t in ct.static_iter(range(1, PIECES)):
@@ -148,7 +150,7 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int, DA, NA, ZA,
     bm = ct.bid(0)
     bn = ct.bid(1)
     s = _piece_sums(ACC, TAB, bm, bn, TM, TN, PIECES, RESIDUES, GROUP)
-    total = _reconstruct(s, MP, INVM, PIECES)
+    total = reconstruct(s, MP, INVM, PIECES)
     scale = row_col_scale(RE, CE, bm, bn, TM, TN)
     c = final_scale(total, scale + shift)
     ct.store(C, (bm, bn), c)

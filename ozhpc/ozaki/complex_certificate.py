@@ -1,0 +1,161 @@
+"""The certificate of a complex product, per component, from the statistics of the parts.
+
+Each component of ``C = op(A) op(B)`` is a sum of two real products of the parts over k:
+``Re C = Ar Br - Ai Bi``, ``Im C = Ar Bi + Ai Br`` (:data:`TERMS`). What the certificate proves, for
+every finite component of every entry (docs/numerics.md, "Complex products"):
+
+    |Re C_ij - Re (AB)_ij| <= c u (|Ar||Br| + |Ai||Bi|)_ij + rho u |Re C_ij| + 2**-1074,
+    |Im C_ij - Im (AB)_ij| <= c u (|Ar||Bi| + |Ai||Br|)_ij + rho u |Im C_ij| + 2**-1074,
+
+``c = k + 1`` under "dgemm" (a ZGEMM that multiplies by the schoolbook rule rounds each complex
+product's two real products and their sum, then k - 1 additions: ``gamma_(k+1)`` per component,
+Higham's ``sqrt(2) gamma_(k+2)`` in moduli follows), ``c = 1`` under "tight". The right-hand sides
+are the ``|A||B|`` of the parts, which magnitude digits bound from below exactly; they are at most
+``|A||B|`` of the complex moduli, so both bounds imply ``|C_ij - (AB)_ij| <= sqrt(2) c u (|A||B|)_ij``
++ the final rounding in moduli.
+
+The pieces are the real certificate's (:mod:`ozhpc.ozaki.certificate`), applied per term and per
+component: the error bound of each term from its two parts' :class:`OperandStats` (a term whose row
+of one part or column of the other is all zero is exactly 0: it adds nothing, and an entry both of
+whose terms vanish is exactly 0), the combine's rounding per component, the free lower bound from
+``|Re C|`` / ``|Im C|``, and the magnitude (support) digits of the parts: their products as three
+groups ``(Mr Mr, Mr Mi + Mi Mr, Mi Mi)`` (:func:`component_sums`) give ``Re``'s (groups 0 + 2) and
+``Im``'s (group 1) exact integer sums. An entry passes when both components do; the count and the
+worst ratio are global (SUM and MAX), so the verdicts do not depend on the grid.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .certificate import (CERTIFY_CHUNK, MAGNITUDE_UNIT, UP, Certificate, OperandStats, certify_entries, error_bound,
+                          free_lower_bound, normalised_c, operand_stats, overflow_verdicts, subnormal_unit, support_bound,
+                          verdicts)
+
+TERMS = (((0, 0), (1, 1)), ((0, 1), (1, 0)))
+"""Per component (Re, Im), its two terms as (part of op(A), part of op(B)^T): 0 real, 1 imaginary."""
+
+
+def _ident(x):
+    return x
+
+
+def part_stats(engine, fin, exps, plan, reduce_max=_ident, reduce_sum=_ident) -> tuple[OperandStats, OperandStats]:
+    """:func:`~ozhpc.ozaki.certificate.operand_stats` of the real and the imaginary part of the finite
+    complex rows ``fin`` (their representation errors on ``plan``'s grid, their row norms)."""
+    xp = engine.xp
+    return tuple(operand_stats(engine, xp.ascontiguousarray(part), exps, plan, reduce_max, reduce_sum)
+                 for part in (fin.real, fin.imag))
+
+
+def joint(xp, stats: tuple[OperandStats, OperandStats]) -> OperandStats:
+    """Statistics of both parts together (the rows as real rows of length 2k): the larger
+    representation error, the summed norms and counts."""
+    re, im = stats
+    return OperandStats(xp.maximum(re.delta, im.delta), re.norm + im.norm, re.nnz + im.nnz)
+
+
+def component_sums(xp, groups):
+    """``(Re, Im)`` float64 sums from the three groups of the parts' digit products (exact integers)."""
+    return groups[0].astype(xp.float64) + groups[2].astype(xp.float64), groups[1].astype(xp.float64)
+
+
+def component_bound(xp, stats_a, stats_b, terms, plan):
+    """``(E, live)``: the error bound of a component (the sum of its live terms' bounds, rounded up)
+    and where some term is live (both its factors' rows nonzero; elsewhere the component is exactly 0)."""
+    bound, live = 0.0, None
+    for pa, pb in terms:
+        sa, sb = stats_a[pa], stats_b[pb]
+        on = (sa.norm.reshape(-1, 1) > 0) & (sb.norm.reshape(1, -1) > 0)
+        bound = bound + xp.where(on, error_bound(xp, sa, sb, plan), 0.0)
+        live = on if live is None else live | on
+    return bound * UP, live
+
+
+def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=None, support_groups=None, *,
+                            lifted=None, reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
+    """Every entry of the complex ``c`` (this rank's block, special values applied) against the
+    guarantee, per component (module docstring). ``stats``: ``(part_stats of op(A), part_stats of
+    op(B)^T)``; ``magnitude_groups`` / ``support_groups``: the three groups of the parts' magnitude /
+    support digit products (or None); ``acc``: the plan's per-component accumulators where its combine
+    rounding reads them (scheme I), else None; ``lifted``: ``(low, d_r, d_c)`` as in
+    :func:`ozhpc.ozaki.certificate.certify_entries`, ``low`` complex.
+
+    First each component by the real certificate with the parts' joint statistics (:func:`joint`:
+    the rows as real rows of length 2k, a valid and looser bound of both terms; on a GPU one fused
+    kernel each); only when some entry fails there, every entry again term by term
+    (:func:`precise_entries`), which certifies what the joint bound cannot see (a part that is all
+    zero contributes nothing). Both steps are global decisions with the same roundings on every
+    engine, so every rank and engine takes the same one."""
+    xp = engine.xp
+    mags = None if magnitude_groups is None else component_sums(xp, magnitude_groups)
+    supp = None if support_groups is None else component_sums(xp, support_groups)
+    joint_stats = tuple(joint(xp, s) for s in stats)
+    certs = [certify_entries(engine, part(c), _at(mags, comp), joint_stats, e, f, plan, _at(acc, comp), _at(supp, comp),
+                             lifted=None if lifted is None else (part(lifted[0]), *lifted[1:]),
+                             reduce_sum=reduce_sum, reduce_max=reduce_max, factor=factor)
+             for comp, part in enumerate(PARTS)]
+    if all(cert.uncertified == 0 for cert in certs):
+        passed = None if certs[0].passed is None or certs[1].passed is None else certs[0].passed & certs[1].passed
+        return Certificate(passed, 0, max(cert.worst for cert in certs))
+    return precise_entries(xp, c, mags, stats, e, f, plan, acc, supp, lifted, reduce_sum, reduce_max, factor)
+
+
+PARTS = (lambda z: z.real, lambda z: z.imag)
+"""The components of a complex array (views)."""
+
+
+def _at(pair, comp: int):
+    return None if pair is None else pair[comp]
+
+
+def precise_entries(xp, c, mags, stats, e, f, plan, acc, supp, lifted, reduce_sum, reduce_max, factor) -> Certificate:
+    """The certificate term by term (:func:`component_bound`), chunked over rows; ``mags`` / ``supp``:
+    the components' digit sums (:func:`component_sums`) or None."""
+    m, n = c.shape
+    step = max(1, CERTIFY_CHUNK // max(1, n))
+    passed = xp.ones(c.shape, dtype=bool)
+    count, worst = 0, 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        for r0 in range(0, m, step):
+            rows = slice(r0, r0 + step)
+            ok, ratio = xp.ones(c[rows].shape, dtype=bool), xp.zeros(c[rows].shape)
+            sa = tuple(OperandStats(s.delta[rows], s.norm[rows], s.nnz[rows]) for s in stats[0])
+            for comp, (terms, part) in enumerate(zip(TERMS, PARTS)):
+                low = None if lifted is None else (part(lifted[0][rows]), lifted[1][rows], lifted[2])
+                done, r = _component(xp, part(c[rows]), (sa, stats[1]), terms, xp.asarray(e)[rows], f, plan,
+                                     None if acc is None else acc[comp][:, rows],
+                                     None if mags is None else mags[comp][rows],
+                                     None if supp is None else supp[comp][rows], factor, low)
+                ok, ratio = ok & done, xp.maximum(ratio, r)
+            passed[rows] = ok
+            count += int((~ok).sum())
+            worst = max(worst, float(ratio.max()) if ratio.size else 0.0)
+    worst = float(reduce_max(xp.asarray([worst]))[0])
+    count = int(reduce_sum(xp.asarray([count], dtype=xp.int64))[0])
+    return Certificate(passed, count, worst)
+
+
+def _component(xp, c, stats, terms, e, f, plan, acc, magnitudes, support, factor, lifted):
+    """``(passed, ratio)`` of one component on a block of rows (the real certificate's steps)."""
+    bound, live = component_bound(xp, *stats, terms, plan)
+    if lifted is None:
+        c_lo, c_up = normalised_c(xp, c, e, f)
+    else:
+        low, d_r, d_c = lifted
+        c_lo, c_up = normalised_c(xp, low, xp.asarray(e).astype(xp.int64) - d_r, xp.asarray(f).astype(xp.int64) - d_c)
+    sa, sb = (joint(xp, s) for s in stats)
+    comb = plan.combine_rounding(xp, acc, c_up, (sa, sb), compensated=acc is not None)
+    if support is not None:
+        bound = xp.minimum(bound, support_bound(xp, sa, sb, plan, support))
+        comb = xp.where(support > 0, comb, 0.0)
+    bound = xp.where(live, bound + comb, 0.0)
+    free = lower = free_lower_bound(xp, c_lo, c_up, bound, plan.final_rounding_ulps, subnormal_unit(xp, e, f))
+    if magnitudes is not None:
+        lower = xp.maximum(lower, magnitudes * MAGNITUDE_UNIT)
+    special = ~xp.isfinite(c if lifted is None else lifted[0])
+    passed, ratio = verdicts(xp, bound, lower, special, factor=factor)
+    if lifted is not None:
+        over = ~xp.isfinite(c) & ~special
+        proved, over_ratio = overflow_verdicts(xp, free, bound, ratio, e, f)
+        passed, ratio = xp.where(over, proved, passed), xp.where(over, over_ratio, ratio)
+    return passed, ratio
