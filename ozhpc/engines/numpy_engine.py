@@ -57,9 +57,9 @@ class NumpyEngine(Engine):
             low = big - high * _crt.SPLIT       # X = high * 2**52 + low, |low| <= 2**51
             for l, row in enumerate(tables.moduli):
                 if short:
-                    out[l, r0:r0 + step] = _balanced(high * row[4] + low, row)
+                    out[l, r0:r0 + step] = _crt.balanced(np, high * row[4] + low, row)
                 else:
-                    out[l, r0:r0 + step] = _balanced(_balanced(high, row) * row[4] + _balanced(low, row), row)
+                    out[l, r0:r0 + step] = _crt.balanced(np, _crt.balanced(np, high, row) * row[4] + _crt.balanced(np, low, row), row)
         return out
 
     def accumulate_moduli(self, acc, da, eb, tables) -> None:
@@ -100,16 +100,6 @@ class NumpyEngine(Engine):
         return final_scale(np, total, scale)
 
 
-def _balanced(y, row):
-    """Balanced residue of exact FP64 integers ``|y| <= 2**53 - 2**10`` modulo ``row[0]``
-    (``row`` = one line of :attr:`CrtTables.moduli`): one reduction and the range fix-ups,
-    step 1 of :mod:`ozhpc.engines.crt`; the result is unique, so every engine agrees."""
-    p, inv_p, lo, hi = row[0], row[1], row[2], row[3]
-    r = y - np.rint(y * inv_p) * p
-    r = np.where(r > hi, r - p, r)
-    return np.where(r < lo, r + p, r)
-
-
 BLOCK_ENTRIES = 1 << 16
 """Entries per row block of the element-wise passes (residues, CRT): 512 KiB per FP64
 temporary, so the passes over the moduli run in cache (n = 2048, 16 moduli: residues 6.5 s
@@ -122,31 +112,17 @@ def block_rows(cols: int) -> int:
 
 
 def _crt_combine(acc, row_exps, col_exps, crt):
-    """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` (the reference order)."""
+    """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` (the reference order):
+    the exact pieces (:func:`ozhpc.engines.crt.exact_pieces`) of a block of rows at a time, then
+    their sum from the least significant one and the one scaling."""
     n_mod, m, n = acc.shape
     scale = (np.asarray(row_exps, dtype=np.int64)[:, None]
              + np.asarray(col_exps, dtype=np.int64)[None, :] + crt.shift)
     out = np.empty((m, n), dtype=np.float64)
-    unit = 2.0 ** _crt.PIECE_BITS
     rows = block_rows(n)
     for i0 in range(0, m, rows):
-        sums = acc[:, i0:i0 + rows].astype(np.float64)
-        npieces = crt.pieces
-        pieces = np.zeros((npieces,) + sums.shape[1:], dtype=np.float64)
-        for l in range(n_mod):
-            r = _balanced(sums[l], crt.moduli[l])
-            for t in range(npieces):
-                pieces[t] += r * crt.weights[l, t]
-        x = pieces[0]
-        for t in range(1, npieces):
-            x = x * unit + pieces[t]
-        quotient = np.rint(x * crt.inv_m)
-        for t in range(npieces):
-            pieces[t] -= quotient * crt.m_pieces[t]
-        for t in range(npieces - 1, 0, -1):
-            carry = np.rint(pieces[t] * (1.0 / unit))
-            pieces[t] -= carry * unit
-            pieces[t - 1] += carry
+        pieces = _crt.exact_pieces(np, acc[:, i0:i0 + rows], crt)
+        npieces = pieces.shape[0]
         total = pieces[npieces - 1]
         for t in range(npieces - 2, -1, -1):
             total = total + pieces[t] * 2.0 ** (_crt.PIECE_BITS * (npieces - 1 - t))
