@@ -38,6 +38,11 @@ MIN_EXP, MAX_EXP = -1074, 1024
 """FP64's lowest bit and the first power of two it cannot hold."""
 
 
+HEADROOM_LIMBS = 8
+"""Limbs above the largest sum: the sign, and the seven pieces of a deposit, whose top ones may be
+zero above the value's own bits."""
+
+
 @dataclass(frozen=True)
 class Window:
     """The bits an accumulator holds: limb ``t`` weighs ``2**(low + LIMB_BITS t)``. The top limb
@@ -51,7 +56,7 @@ class Window:
     def covering(cls, low: int, high: int) -> "Window":
         """A window for sums of terms that are multiples of ``2**low`` whose total is below
         ``2**high`` in magnitude."""
-        return cls(int(low), max(2, -(-(int(high) - int(low)) // LIMB_BITS) + 2))
+        return cls(int(low), max(2, -(-(int(high) - int(low)) // LIMB_BITS) + HEADROOM_LIMBS))
 
 
 def mantissas(xp, x):

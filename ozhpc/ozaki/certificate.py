@@ -269,6 +269,9 @@ class Certificate:
     passed: object
     uncertified: int
     worst: float
+    passed_worst: float = 0.0
+    """The largest ratio among the entries that passed (global; the array path only): the headroom
+    of what stays when the failing entries are recomputed (:mod:`ozhpc.ozaki.refine`)."""
 
 
 def entry_ratio(xp, scaled, lower, passed):
@@ -312,9 +315,10 @@ def certify(xp, bound, lower, exclude=None, reduce_sum=_ident, reduce_max=_ident
 
 
 def _tally(xp, passed, ratio, reduce_sum=_ident, reduce_max=_ident) -> Certificate:
-    worst = float(reduce_max(xp.asarray([ratio.max() if ratio.size else 0.0]))[0])
+    both = xp.asarray([ratio.max() if ratio.size else 0.0, xp.where(passed, ratio, 0.0).max() if ratio.size else 0.0])
+    worst, passed_worst = (float(v) for v in reduce_max(both))
     count = int(reduce_sum(xp.asarray([int((~passed).sum())], dtype=xp.int64))[0])
-    return Certificate(passed, count, worst)
+    return Certificate(passed, count, worst, passed_worst)
 
 
 def overflow_verdicts(xp, free, bound, ratio, e, f):
@@ -354,7 +358,7 @@ def support_bound(xp, sa: OperandStats, sb: OperandStats, plan, support_sums):
 
 
 def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_sums=None, *, lifted=None,
-                    reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
+                    reduce_sum=_ident, reduce_max=_ident, factor: int = 1, fused: bool = True) -> Certificate:
     """The certificate of the product pipeline: every finite entry of ``c`` (this rank's block of
     op(A) op(B), special values applied; inf/NaN entries pass) against the bound
     ``E_ij <= factor u L_ij`` (``factor``: 1 for the guarantee "tight", k for "dgemm"). ``E``: :func:`error_bound` plus the combine's roundings (scheme I: the
@@ -366,12 +370,14 @@ def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_
     ratio are reduced over every rank. ``lifted`` = ``(low, d_r, d_c)`` where some entry of ``c``
     overflowed from finite inputs: ``c = final_scale(low, d_r_i + d_c_j)`` with ``low`` finite there
     (:func:`ozhpc.ozaki.scales.headroom`); such an entry passes only by :func:`overflow_verdicts`
-    (without ``lifted`` no entry can overflow: every non-finite entry is a special value)."""
+    (without ``lifted`` no entry can overflow: every non-finite entry is a special value).
+    ``fused=False``: the array-at-a-time path on a GPU too (the same verdicts), for the per-entry
+    mask and the passed entries' worst ratio, which the fused kernel does not return."""
     import numpy as np
 
     with np.errstate(invalid="ignore", over="ignore"):   # inf/NaN entries of C pass (excluded)
         return _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, lifted, reduce_sum,
-                                reduce_max, factor)
+                                reduce_max, factor, fused)
 
 
 CERTIFY_CHUNK = 1 << 20
@@ -380,14 +386,14 @@ chunks' size instead of a dozen copies of C (the memory model counts them)."""
 
 
 def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, lifted, reduce_sum, reduce_max,
-                     factor):
-    if acc is None and lifted is None and plan.combine_rounding_terms is not None and _fused(xp):
+                     factor, fused=True):
+    if fused and acc is None and lifted is None and plan.combine_rounding_terms is not None and _fused(xp):
         return _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max,
                               factor)
     m, n = c.shape
     step = max(1, CERTIFY_CHUNK // max(1, n))
     passed = xp.ones(c.shape, dtype=bool)
-    count, worst = 0, 0.0
+    count, worst, passed_worst = 0, 0.0, 0.0
     for r0 in range(0, m, step):
         rows = slice(r0, r0 + step)
         part = _certify_rows(xp, c[rows], _rows_of(magnitude_sums, rows), [_stats_rows(stats[0], rows), stats[1]],
@@ -396,9 +402,10 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
                              None if lifted is None else (lifted[0][rows], lifted[1][rows], lifted[2]))
         passed[rows] = part.passed
         count, worst = count + part.uncertified, max(worst, part.worst)
-    worst = float(reduce_max(xp.asarray([worst]))[0])
+        passed_worst = max(passed_worst, part.passed_worst)
+    worst, passed_worst = (float(v) for v in reduce_max(xp.asarray([worst, passed_worst])))
     count = int(reduce_sum(xp.asarray([count], dtype=xp.int64))[0])
-    return Certificate(passed, count, worst)
+    return Certificate(passed, count, worst, passed_worst)
 
 
 def _rows_of(x, rows):

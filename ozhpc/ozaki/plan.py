@@ -169,6 +169,12 @@ class SlicePlan(_Widens):
     def multiply_combine(self, eng, da, eb, row_exps, col_exps):
         return eng.multiply_combine_groups(da, eb, self.groups, row_exps, col_exps)
 
+    def exact_parts(self, xp, acc):
+        """``(values, shifts)``: the group sums as FP64 integers ``(d, m, n)`` and the power of two each
+        weighs, relative to ``2**(e_i + f_j)``: their exact sum is this product's exact value (all
+        pairs kept, ``groups = 2 slices - 1``: the exact product of the digit grids)."""
+        return acc.astype(xp.float64), [-BITS * (g + 2) for g in range(acc.shape[0])]
+
     def certified_combine(self, eng, acc, row_exps, col_exps):
         """The combine of a certified product: compensated, its bound read from ``acc``."""
         return _cert.compensated_combine(eng.xp, acc, row_exps, col_exps)
@@ -353,6 +359,14 @@ class ModularPlan(_Widens):
     def multiply_combine(self, eng, da, eb, row_exps, col_exps):
         return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables)
 
+    def exact_parts(self, xp, acc):
+        """``(values, shifts)``: the CRT's exact pieces of ``C'`` (:func:`ozhpc.engines.crt.exact_pieces`)
+        and the power of two each weighs relative to ``2**(e_i + f_j)``: their exact sum is the product
+        of the operands' ``bits``-bit grids, exactly."""
+        pieces = _crt.exact_pieces(xp, acc, self.tables)
+        count = pieces.shape[0]
+        return pieces, [_crt.PIECE_BITS * (count - 1 - t) - 2 * self.bits for t in range(count)]
+
     def certified_combine(self, eng, acc, row_exps, col_exps):
         """The combine of a certified product: the plain one (its bound needs no accumulators)."""
         return self.combine(eng, acc, row_exps, col_exps)
@@ -482,6 +496,17 @@ def resolve_plan(settings: OzakiSettings, spread: int, k: int, width: int | None
     s = width if width is not None else auto_slices(spread) if settings.slices == "auto" else settings.slices
     d = {"auto": s, "all": 2 * s - 1}.get(settings.groups, settings.groups)
     return SlicePlan(s, min(d, 2 * s - 1))
+
+
+def exact_plan(bits: int, k: int):
+    """A plan whose product of two operands on ``bits``-bit grids is exact (the level products of
+    :mod:`ozhpc.ozaki.levels`): scheme II's moduli up to its 100 bits (one int8 GEMM per modulus),
+    beyond them scheme I's digits with every pair kept. Any exact plan gives the same exact value,
+    so which one runs never changes a bit of C."""
+    if bits <= _crt.MAX_BITS:
+        return ModularPlan.for_k(max(bits, _crt.MIN_BITS), k)
+    s = -(-bits // BITS)
+    return SlicePlan(s, 2 * s - 1)
 
 
 def assumed_plan(settings: OzakiSettings, k: int):

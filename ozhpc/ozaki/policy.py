@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engines import crt
 from . import certificate
-from .plan import PLANS
+from .plan import PLANS, exact_plan
 
 EQUILIBRATE_MIN_SHIFT = 4
 """Columns of op(A) whose largest exponent is within 8 bits of the matching row of op(B) keep their
@@ -39,6 +40,13 @@ EQUILIBRATE_RATIO = 2.0**16
 """A failed certificate whose worst ratio is below this is widened at once (a few bits close it:
 heavy-tailed data, phi >= 2); above it the operands are equilibrated first (an unbalanced scaling
 over k makes the ratio huge or infinite, and more bits would not help)."""
+
+REFINE_PAIRS = 3
+"""Level pairs a refinement is predicted to take on its failing block: the first level again, exact,
+and the two cross pairs of the second ((1, 1), (1, 2), (2, 1)); most failures need no more."""
+REFINE_MIN_BITS = 53
+"""The staircase's grid: the pass's bits, at least FP64's (so one level holds an ordinary entry whole,
+and its remainder the next), at most scheme II's widest (one int8 GEMM per modulus)."""
 
 BOUNDS = ("lower", "support")
 """The certificate's digit planes a bounds pass may sum: "lower", the magnitudes at every k index;
@@ -113,6 +121,28 @@ class Widening:
             return NextPass(restore=True)
         self.settings, width = beyond
         return NextPass(plan=self._resolve(self.settings, width))
+
+    @staticmethod
+    def refine_bits(plan) -> int:
+        """The grid of the refinement's staircase for a pass of ``plan``."""
+        return max(REFINE_MIN_BITS, min(plan.bits, crt.MAX_BITS))
+
+    def refine_first(self, step: NextPass | None, plan, block: tuple[int, int], sizes: tuple[int, int, int]) -> bool:
+        """Whether the failing entries are recomputed (:mod:`ozhpc.ozaki.refine`) instead of running
+        ``step``: always where no step is left (None), else where its predicted int8 work is below
+        the step's: ``REFINE_PAIRS`` exact level products on the failing ``block`` (rows x columns,
+        global) against one more pass of every entry (``sizes`` = m, n, k; a wider plan's GEMMs, or
+        this plan's for an equilibrated or restored problem). Global, exact inputs: every rank agrees."""
+        if step is None:
+            return True
+        m, n, k = sizes
+        gemms = step.plan.int8_gemms if step.plan is not None else plan.int8_gemms
+        ours = REFINE_PAIRS * exact_plan(self.refine_bits(plan), k).int8_gemms * block[0] * block[1]
+        return ours < gemms * m * n
+
+    def refined(self, bits: int, worst: float) -> None:
+        """Record the refinement as the last entry of :attr:`widths` (every entry certified)."""
+        self.widths.append([bits, 0, worst])
 
     def nothing_to_equilibrate(self, cert, plan) -> NextPass | None:
         """:meth:`wider` past step 2, when equilibration changes nothing (no column needs it)."""

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..engines.base import final_scale
 from ..errors import require_c
-from . import certificate, special
+from . import certificate, refine, special
 from .info import GemmInfo, enforce_accuracy  # noqa: F401  (re-exported: summa, runner)
 from .plan import DataSizes, plan_type, resolve_plan
 from .policy import Widening, equilibrated_operands
@@ -221,6 +221,7 @@ class Product:
         self._given = (a_rows, b_rows) if self.certifying else None   # to equilibrate, should a pass fail
         self.policy = Widening(settings, self._resolve_plan)
         self.cert = None
+        self.refined = refine.Refined()
         self.wire, self._rows = wire, None
         self._prepare(a_rows, b_rows)
 
@@ -525,13 +526,17 @@ class Product:
         cert = self._certify()
         self.clock.lap("certificate")
         step = self.policy.after(cert, self.plan, sampled=self._lower_stride > 1, support="support" in self._sums)
+        operands = None
         if step is not None and step.equilibrate:
             operands = equilibrated_operands(self.engine, self.reduce, self._given, self.k, self._k_index,
                                              finite=not self.nonfinite)
-            if operands is not None:
-                self._prepare(*operands)   # a new problem: "auto" picks its first plan afresh
-                return True
-            step = self.policy.nothing_to_equilibrate(cert, self.plan)
+            if operands is None:
+                step = self.policy.nothing_to_equilibrate(cert, self.plan)
+        if cert.uncertified and not (step is not None and step.bounds):
+            cert, step = self._refine_or(step, cert)
+        if step is not None and step.equilibrate:
+            self._prepare(*operands)   # a new problem: "auto" picks its first plan afresh
+            return True
         if step is not None and step.restore:   # the equilibrated problem failed: the given one, wider
             self._prepare(*self._given)
             return True
@@ -545,6 +550,42 @@ class Product:
         else:
             self._start_wider(step.plan)
         return True
+
+    def _refine_or(self, step, cert):
+        """The failing entries recomputed by levels and exact dots (:func:`ozhpc.ozaki.refine.refine`)
+        where that is predicted cheaper than ``step`` (another pass of every entry), or where
+        ``step`` is None (no plan is left): then every entry is certified, and the ones that passed
+        keep their bits. Returns ``(cert, step)``: the certificate after it, and the pass still to
+        run (None after a refinement)."""
+        if cert.passed is None:   # the fused kernel keeps no per-entry verdicts
+            cert = self._certify(fused=False)
+        failing = ~cert.passed
+        block = self._failing_block(failing)
+        if not self.policy.refine_first(step, self.plan, block, (*self.global_shape, self.k)):
+            return cert, step
+        done = refine.refine(self.engine, self.reduce, (self._fin_a, self._fin_b), self.k, self._k_index,
+                             self.policy.refine_bits(self.plan), self._ab, failing, self.factor)
+        if self._low is not None:   # a recomputed entry's total is its exact value, rounded: no lift left
+            self._low = self.xp.where(failing, self.xp.nan, self._low)
+        self.refined = done
+        worst = max(cert.passed_worst, done.worst)
+        self.policy.refined(self.policy.refine_bits(self.plan), worst)
+        self.clock.lap("refine")
+        return certificate.Certificate(None, 0, worst, worst), None
+
+    def _failing_block(self, failing) -> tuple[int, int]:
+        """How many rows of op(A) and columns of op(B) hold a failing entry (global, exact: rows are
+        counted once per rank that shares them, and divided by how many do)."""
+        r = self.reduce
+        out = []
+        for axis, r_max, r_sum in ((1, r.a_max, r.a_sum), (0, r.b_max, r.b_sum)):
+            flag = np.asarray(self.engine.to_host(failing.any(axis=axis))).astype(np.int64)
+            agreed = int((np.asarray(r_max(flag)) > 0).sum())
+            share = int(np.asarray(r_sum(np.ones(flag.shape, dtype=np.int64))).max(initial=0))
+            total = int(r.everywhere_sum(np.array([agreed], dtype=np.int64))[0])
+            ranks = int(r.everywhere_max(np.array([share], dtype=np.int64))[0])
+            out.append(total // max(ranks, 1))
+        return tuple(out)
 
     def _start_bounds_pass(self, bounds) -> None:
         """The pass of the certificate's digits alone: the full magnitude plane ("lower") where the
@@ -582,7 +623,7 @@ class Product:
         self._ab, self._acc, self._settled = self._raise(ab), None, True
         self.clock.lap("combine")
 
-    def _certify(self):
+    def _certify(self, fused: bool = True):
         """Every entry of this rank's block against the guarantee; the count and the worst ratio
         are global (SUM and MAX over every rank), so every rank takes the same decision (the group
         sums, where the plan keeps them, bound the certified combine's roundings)."""
@@ -595,7 +636,8 @@ class Product:
                                            self._group_sums, sums.get("support"),
                                            lifted=None if self._low is None else (self._low, *self._lift),
                                            reduce_sum=self._on_host(r.everywhere_sum),
-                                           reduce_max=self._on_host(r.everywhere_max), factor=self.factor)
+                                           reduce_max=self._on_host(r.everywhere_max), factor=self.factor,
+                                           fused=fused)
 
     def _on_host(self, reduce):
         """``reduce`` (NumPy arrays, MPI underneath) for arrays on the engine's device; the identity
@@ -621,7 +663,9 @@ class Product:
                         scheme=plan.scheme, bits=plan.bits, plan_summary=plan.summary(),
                         certified=None if cert is None else cert.uncertified == 0,
                         uncertified=0 if cert is None else cert.uncertified,
-                        worst_ratio=0.0 if cert is None else cert.worst, widths=list(self.widths))
+                        worst_ratio=0.0 if cert is None else cert.worst, widths=list(self.widths),
+                        refined_entries=self.refined.refined, levels=self.refined.levels,
+                        exact_entries=self.refined.exact)
 
     # -- finish ----------------------------------------------------------------------------
     def finish(self, alpha: float = 1.0, beta: float = 0.0, c=None):
