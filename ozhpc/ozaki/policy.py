@@ -129,12 +129,16 @@ class Widening:
 
     def refine_first(self, step: NextPass | None, plan, block: tuple[int, int], sizes: tuple[int, int, int]) -> bool:
         """Whether the failing entries are recomputed (:mod:`ozhpc.ozaki.refine`) instead of running
-        ``step``: always where no step is left (None), else where its predicted int8 work is below
-        the step's: ``REFINE_PAIRS`` exact level products on the failing ``block`` (rows x columns,
-        global) against one more pass of every entry (``sizes`` = m, n, k; a wider plan's GEMMs, or
-        this plan's for an equilibrated or restored problem). Global, exact inputs: every rank agrees."""
+        ``step``: always where no step is left (None); never instead of equilibrating (it removes
+        compensated scalings at the cost of one pass, where levels would need one per scale); else
+        where its predicted int8 work is below the step's: ``REFINE_PAIRS`` exact level products on
+        the failing ``block`` (rows x columns, global) against one more pass of every entry
+        (``sizes`` = m, n, k; a wider plan's GEMMs, or this plan's for the given problem restored).
+        Global, exact inputs: every rank agrees."""
         if step is None:
             return True
+        if step.equilibrate:
+            return False
         m, n, k = sizes
         gemms = step.plan.int8_gemms if step.plan is not None else plan.int8_gemms
         ours = REFINE_PAIRS * exact_plan(self.refine_bits(plan), k).int8_gemms * block[0] * block[1]
