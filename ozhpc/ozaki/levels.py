@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..engines import superacc
-from ..engines.base import ldexp_by
+from ..engines.base import DBL_MAX, ldexp_by
 from . import certificate
 from .plan import exact_plan
 from .scales import exponents, row_abs_max
@@ -187,8 +187,9 @@ class Staircase:
         return superacc.round_nearest(self.xp, self.acc, self.window).reshape(self.shape)
 
     def exact(self) -> bool:
-        """Whether ``P_L = AB`` exactly for every entry (both operands held exactly by their levels)."""
-        return self.a.exhausted(self.xp) and self.b.exhausted(self.xp)
+        """Whether ``P_L = AB`` exactly for every entry: the bound is 0 (A held whole by ``L_A``
+        levels and B by ``L_B`` makes it 0 from depth ``L_A + L_B - 1`` on)."""
+        return not bool(self.bound()[0].any())
 
     def bound(self):
         """A tracked upper bound ``(fraction, exponent)`` per entry of ``|P_L - AB|``:
@@ -249,10 +250,12 @@ def abs_sums(xp, a, b, rows, cols):
 
 def _lower_of_sums(xp, sums, top):
     """``sums`` (correctly rounded, NaN: none) as a lower bound of the exact sums over ``2**top``:
-    one unit of rounding and one subnormal off before the scaling, one after (it may round)."""
+    one unit of rounding and one subnormal off before the scaling, one after (it may round). A sum
+    that rounded to inf is at least DBL_MAX, not infinite: read as inf, it would pass any bound."""
     import numpy as np
 
     known = ~xp.isnan(sums)
+    sums = xp.where(xp.isinf(sums), DBL_MAX, sums)
     low = xp.maximum(xp.where(known, sums, 0.0) * certificate.DOWN - 2.0**-1074, 0.0)
     with np.errstate(over="ignore"):
         scaled = xp.ldexp(low, xp.clip(-top, -2200, 2200).astype(xp.int32))
