@@ -24,9 +24,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import ozhpc  # noqa: E402
 from ozhpc.engines import crt  # noqa: E402
-from ozhpc.matrices import standard_matrix  # noqa: E402
 from ozhpc.ozaki.plan import FP64_BITS  # noqa: E402
-from ozhpc.reference import exact_entry, relative_errors, sample_indices  # noqa: E402
+from ozhpc.run.matrices import standard_matrix  # noqa: E402
+from ozhpc.run.reference import exact_entry, relative_errors, sample_indices  # noqa: E402
 from result_file import cpu_run_line, markdown_table  # noqa: E402  (bench/ is on the path when run as a script)
 
 
@@ -70,7 +70,7 @@ def main(argv=None):
             if scheme2:
                 c, info = ozhpc.gemm(a, b, engine="numpy", scheme="ozaki2", info=True)
                 row = [f"{phi:g}", str(k), f"{native:.2e}", str(info.spread_bits), str(info.bits),
-                       str(info.pair_gemms), f"{ratio(c):.2g}"]
+                       str(info.int8_gemms), f"{ratio(c):.2g}"]
                 fixed = list(args.bits) + [max(crt.MIN_BITS, min(crt.MAX_BITS, FP64_BITS + info.spread_bits + mg))
                                            for mg in args.margins]
                 row += [f"{ratio(ozhpc.gemm(a, b, engine='numpy', scheme='ozaki2', bits=bt)):.2g}"

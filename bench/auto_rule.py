@@ -25,8 +25,8 @@ import ozhpc  # noqa: E402
 from ozhpc.engines import get_engine  # noqa: E402
 from ozhpc.ozaki.product import Product  # noqa: E402
 from ozhpc.ozaki.settings import OzakiSettings  # noqa: E402
-from ozhpc.matrices import standard_matrix  # noqa: E402
-from ozhpc.reference import exact_dot, relative_errors, sample_indices  # noqa: E402
+from ozhpc.run.matrices import standard_matrix  # noqa: E402
+from ozhpc.run.reference import exact_dot, relative_errors, sample_indices  # noqa: E402
 from result_file import cpu_run_line, markdown_table  # noqa: E402  (bench/ is on the path when run as a script)
 
 
@@ -64,7 +64,7 @@ def main(argv=None):
                 native = relative_errors(a @ b, a, b, idx, exact).max()
                 c, info = ozhpc.gemm(a, b, engine="numpy", info=True)
                 ours = relative_errors(c, a, b, idx, exact).max()
-                gap = Product(OzakiSettings(), get_engine("numpy"), a, np.ascontiguousarray(b.T)).sizes.mean_gap
+                gap = Product(OzakiSettings(), get_engine("numpy"), a, np.ascontiguousarray(b.T)).ops.sizes.mean_gap
                 row = [f"{phi:g}", str(k), str(seed), f"{gap:.2f}", str(info.bits), str(info.moduli),
                        str(len(info.widths)), f"{ours:.2e}", f"{native:.2e}", f"{ours / native:.2f}"]
                 if args.scan:

@@ -25,9 +25,9 @@ def worker(args) -> None:
     import numpy as np
     from mpi4py import MPI
 
-    from ozhpc.matrices import standard_matrix
     from ozhpc.parallel import ProcessGrid, Summa
-    from ozhpc.report import sha256_of_matrix
+    from ozhpc.run.matrices import standard_matrix
+    from ozhpc.run.report import sha256_of_matrix
 
     comm, n = MPI.COMM_WORLD, args.n
     a, b = standard_matrix(n, n, 0.5, 3), standard_matrix(n, n, 0.5, 4)
@@ -36,15 +36,15 @@ def worker(args) -> None:
         for text in args.configs:
             block, panel = text.split(":")
             kb = None if panel == "auto" else int(panel)
-            with Summa(grid, n, n, n, block=int(block), kb=kb, engine="numpy") as plan:
-                da, dbt, _ = plan.distribute(a, b)
+            with Summa(grid, n, n, n, block=int(block), kb=kb, engine="numpy") as summa:
+                da, dbt, _ = summa.distribute(a, b)
                 comm.Barrier()
                 t0 = MPI.Wtime()
-                dc = plan(da, dbt)
+                dc = summa(da, dbt)
                 wall = comm.allreduce(MPI.Wtime() - t0, op=MPI.MAX)
                 whole = dc.gather(0)
-                rows.append({"config": text, "kb": plan.kb, "panels": plan.panels, "wall": wall,
-                             "slices": plan.info.slices,
+                rows.append({"config": text, "kb": summa.kb, "panels": summa.panels, "wall": wall,
+                             "slices": summa.info.slices,
                              "sha256": sha256_of_matrix(whole) if grid.rank == 0 else None})
         if grid.rank == 0:
             print(json.dumps({"n": n, "ranks": grid.size, "grid": "x".join(map(str, grid.dims)), "rows": rows}))

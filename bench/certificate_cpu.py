@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 
 import ozhpc
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 
 
 def timed(fn):

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import ozhpc
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 
 
 def best_of(fn, repeat):
@@ -56,7 +56,7 @@ def main(argv=None):
         assert np.all(np.abs(c - ref) <= (2 * n * 2.0**-53 + info.truncation_bound * 4) * scale)
         sec = info.seconds
         used = info.slices if scheme == "ozaki1" else f"{info.bits} bits"
-        row = (f"| {scheme} | {label} ({used}) | {info.pair_gemms} | {sec['scales']:.2f} | {sec['split']:.2f} | "
+        row = (f"| {scheme} | {label} ({used}) | {info.int8_gemms} | {sec['scales']:.2f} | {sec['split']:.2f} | "
                f"{sec['multiply']:.2f} | {sec['combine']:.2f} | {t:.2f} | {t / t_native:.1f} |")
         table.append(row)
         print(row, flush=True)

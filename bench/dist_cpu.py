@@ -30,16 +30,16 @@ def worker(args) -> None:
 
     import ozhpc
     from ozhpc.parallel import ProcessGrid, Summa
-    from ozhpc.matrices import standard_matrix
-    from ozhpc.report import sha256_of_matrix
+    from ozhpc.run.matrices import standard_matrix
+    from ozhpc.run.report import sha256_of_matrix
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     with ProcessGrid(comm) as grid:
         # correctness first
         a, b = standard_matrix(192, 288, 0.5, 1), standard_matrix(288, 160, 0.5, 2)
-        with Summa(grid, 192, 160, 288, block=(32, 32), engine="numpy", slices=args.slices) as plan:
-            c = plan(*plan.distribute(a, b)[:2]).gather()
+        with Summa(grid, 192, 160, 288, block=(32, 32), engine="numpy", slices=args.slices) as summa:
+            c = summa(*summa.distribute(a, b)[:2]).gather()
         if rank == 0:
             ok = np.array_equal(c, ozhpc.gemm(a, b, engine="numpy", slices=args.slices))
             if not ok:
@@ -47,14 +47,14 @@ def worker(args) -> None:
 
         n = args.n
         a, b = standard_matrix(n, n, 0.5, 3), standard_matrix(n, n, 0.5, 4)
-        with Summa(grid, n, n, n, block=(args.block, args.block), engine="numpy", slices=args.slices) as plan:
-            da, dbt, _ = plan.distribute(a, b)
+        with Summa(grid, n, n, n, block=(args.block, args.block), engine="numpy", slices=args.slices) as summa:
+            da, dbt, _ = summa.distribute(a, b)
             del a, b
             comm.Barrier()
             t0 = MPI.Wtime()
-            dc = plan(da, dbt)
+            dc = summa(da, dbt)
             wall = MPI.Wtime() - t0
-            info = plan.info
+            info = summa.info
         phases = ["scales", "split", "multiply", "comm_wait", "combine"]
         mine = np.array([info.seconds.get(p, 0.0) for p in phases] + [wall])
         slowest = np.empty_like(mine)
@@ -66,7 +66,7 @@ def worker(args) -> None:
             model = info.planes * n * (n * (q - 1) + n * (p - 1))
             print(json.dumps({
                 "ranks": grid.size, "grid": f"{p}x{q}", "n": n, "block": args.block, "slices": info.slices,
-                "pair_gemms": info.pair_gemms, "panels": info.panels,
+                "pair_gemms": info.int8_gemms, "panels": info.panels,
                 "seconds": dict(zip(phases + ["wall"], slowest.tolist())),
                 "gflops": 2.0 * n**3 / slowest[-1] / 1e9,
                 "bytes_sent_total": int(sum(sent)), "bytes_sent_max": int(max(sent)), "bytes_model": model,

@@ -105,7 +105,7 @@ def run_ozhpc(path: str, directory: str, n: int, engine: str, extra: list) -> di
     s = rep["seconds"]
     return {"wall": wall, "seconds": {p: s.get(p, 0.0) for p in PHASES},
             "startup": wall - s["total"] + s.get("scales", 0.0), "fingerprint": rep.get("fingerprint"),
-            "engine": rep["engine"], "pair_gemms": rep["pair_gemms"], "tflops": rep["tflops"],
+            "engine": rep["engine"], "pair_gemms": rep["int8_gemms"], "tflops": rep["tflops"],
             "kernels": rep.get("kernels")}
 
 

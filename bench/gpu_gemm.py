@@ -294,7 +294,7 @@ def tune_stats(cp, eng, n, reps, row_tiles, count_tiles, ctas_per_sm):
                    dtype=cp.int32)
     t = {"what": "gap codes", "gaps_s": time_events(cp, lambda: eng.entry_gaps(a, e), reps),
          "gaps_t_s": time_events(cp, lambda: eng.entry_gaps(bt, e), reps),
-         "count_kernel_s": time_events(cp, lambda: eng.launcher.launch_count(
+         "count_kernel_s": time_events(cp, lambda: ck.count.launch(
              cp.cuda.get_current_stream(), words, lim, out), reps)}
     rows.append(t)
     print("stats", t, flush=True)
@@ -338,7 +338,7 @@ def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
         t = statistics.median(walls)
         ph = {k: statistics.median(r[k] for r in phase_runs) for k in phase_runs[0]}
         entry = {"scheme": scheme, "slices": s, "used_slices": info.planes, "bits": info.bits,
-                 "pair_gemms": info.pair_gemms,
+                 "pair_gemms": info.int8_gemms,
                  "seconds": t, "tflops": flops / t / 1e12, "vs_dgemm": row["dgemm_seconds"] / t,
                  "error": err, "phases": ph, "path": eng.last_path, "blocks": eng.last_blocks,
                  "pair_index": eng.launcher.last_pair_index,
@@ -378,7 +378,7 @@ def bench_size(cp, ozhpc, eng, n, methods, reps, samples, phases, seed=7):
                 tp = time_events(cp, lambda: eng._pair_sums(pa, pb, 0, n, sums, mods), reps)
                 tc = time_events(cp, lambda: plan.combine(eng, sums, e, f), reps)
                 entry.update(pair_kernel_seconds=tp,
-                             pair_kernel_tops=2.0 * n**3 * plan.pair_gemms / tp / 1e12,
+                             pair_kernel_tops=2.0 * n**3 * plan.int8_gemms / tp / 1e12,
                              combine_seconds=tc)
                 del sums, pa, pb
             del da, eb

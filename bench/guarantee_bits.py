@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's ozhpc
 
 import ozhpc  # noqa: E402
-from ozhpc.matrices import standard_matrix  # noqa: E402
+from ozhpc.run.matrices import standard_matrix  # noqa: E402
 from result_file import cpu_run_line, markdown_table  # noqa: E402  (bench/ is on the path when run as a script)
 
 

@@ -33,6 +33,7 @@ PAIR_KERNEL = "_pair_kernel"
 def gemmul8(lib_path: str):
     """``f(a, b, moduli, fast) -> c`` over ``gm8_dgemm`` (row-major CuPy float64 operands)."""
     import cupy as cp
+    cp.cuda.device.get_cublas_handle()   # cuBLAS loaded first: the library links libcublas by its soname
     lib = ctypes.CDLL(lib_path)
     lib.gm8_worksize.restype = ctypes.c_size_t
     lib.gm8_worksize.argtypes = [ctypes.c_size_t] * 3 + [ctypes.c_uint]

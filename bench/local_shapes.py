@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     xp = eng.xp
     plan = make_plan(args.slices, "auto", 0)
     s, d = plan.slices, plan.groups
-    print(f"# engine {eng.name}, {s} slices, {d} groups, {plan.pair_gemms} pair products per panel, "
+    print(f"# engine {eng.name}, {s} slices, {d} groups, {plan.int8_gemms} pair products per panel, "
           f"kb {args.kb}; {eng.describe().get('device', 'CPU')}", flush=True)
     print("| local C (m x n) | accumulator | seconds per panel | TOP/s |")
     print("|---|---|---|---|")
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
             eng.synchronize()
             times.append(time.perf_counter() - t0)
         t = statistics.median(times)
-        ops = 2.0 * m * n * args.kb * plan.pair_gemms
+        ops = 2.0 * m * n * args.kb * plan.int8_gemms
         print(f"| {m} x {n} | {acc.dtype} | {t:.4f} | {ops / t / 1e12:.1f} |", flush=True)
         del da, eb, acc
     return 0

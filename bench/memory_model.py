@@ -1,4 +1,4 @@
-"""The per-rank memory model (ozhpc.resources.estimate_memory) next to the measured peak RSS.
+"""The per-rank memory model (ozhpc.run.resources.estimate_memory) next to the measured peak RSS.
 
     python3 bench/memory_model.py [--sizes 1000 2000 3000]
 
@@ -17,9 +17,9 @@ import tempfile
 
 import h5py
 
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.settings import OzakiSettings
-from ozhpc.resources import estimate_memory
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.resources import estimate_memory
 
 CHILD = ("import resource, sys\nfrom ozhpc.cli import main\ncode = main(sys.argv[1:])\n"
          "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, code)\n")

@@ -79,7 +79,7 @@ def gather_sha(grid, c, chunk_rows=4096):
     import numpy as np
     from mpi4py import MPI
 
-    from ozhpc.report import sha256_of_matrix
+    from ozhpc.run.report import sha256_of_matrix
 
     comm = grid.comm
     local = c.local if isinstance(c.local, np.ndarray) else c.local.get()
@@ -161,7 +161,7 @@ def worker(args) -> None:
             comm_s = sec["comm"]
             print(json.dumps({
                 "n": n, "grid": f"{p}x{q}", "gpus": grid.size, "slices": info.slices, "groups": info.groups, "moduli": info.moduli,
-                "pair_gemms": info.pair_gemms, "kb": info.kb, "panels": info.panels,
+                "pair_gemms": info.int8_gemms, "kb": info.kb, "panels": info.panels,
                 "transport": info.transport, "transport_reason": info.transport_reason,
                 "seconds": sec, "tflops": 2.0 * n**3 / sec["wall"] / 1e12,
                 "tflops_per_gpu": 2.0 * n**3 / sec["wall"] / 1e12 / grid.size,
@@ -181,8 +181,8 @@ def check(args) -> None:
     from ozhpc.parallel import ProcessGrid, Summa
     from ozhpc.parallel.localrank import bind_device
     from ozhpc.parallel.transport_choice import mpi_cuda_support, nccl_available
-    from ozhpc.matrices import standard_matrix
-    from ozhpc.report import sha256_of_matrix
+    from ozhpc.run.matrices import standard_matrix
+    from ozhpc.run.report import sha256_of_matrix
 
     comm = MPI.COMM_WORLD
     bind_device(comm)

@@ -18,9 +18,9 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from ozhpc.commands.plan import DEVICES, IO_RATE, best, predict  # noqa: E402
 from ozhpc.ozaki.settings import OzakiSettings  # noqa: E402
-from ozhpc.planner import DEVICES, IO_RATE, best, predict  # noqa: E402
-from ozhpc.resources import estimate_memory  # noqa: E402
+from ozhpc.run.resources import estimate_memory  # noqa: E402
 
 SCHEMES = (("ozaki2", OzakiSettings("ozaki2")), ("ozaki1", OzakiSettings("ozaki1")))
 HEAD = ("| GPUs | n | scheme | wire | grid | panel | time s | TFLOP/s per GPU | efficiency | NVLink GB/GPU | "

@@ -1,4 +1,4 @@
-"""The run planner (ozhpc.planner) against measured multi-rank SUMMA runs, both wires.
+"""The run planner (ozhpc.commands.plan) against measured multi-rank SUMMA runs, both wires.
 
     python3 bench/scaling.py [--n 512] [--ranks 1 2 4 8 16]             # CPU, NumPy engine
     python3 bench/scaling.py --engine cutile --n 8192 --ranks 1 2 4      # ranks sharing ONE GPU
@@ -35,9 +35,9 @@ shared memory, host -> device): an assumption, to be replaced by the measured fi
 def worker(n: int, engine: str) -> None:
     from mpi4py import MPI
 
-    from ozhpc.matrices import standard_matrix
     from ozhpc.parallel import ProcessGrid, Summa
-    from ozhpc.report import sha256_of_matrix
+    from ozhpc.run.matrices import standard_matrix
+    from ozhpc.run.report import sha256_of_matrix
 
     comm = MPI.COMM_WORLD
     a, b = standard_matrix(n, n, 0.5, 1), standard_matrix(n, n, 0.5, 2)
@@ -45,21 +45,21 @@ def worker(n: int, engine: str) -> None:
         for scheme, fixed in CASES:
             for wire in ("fp64", "planes"):
                 with Summa(grid, n, n, n, block=BLOCK if engine == "numpy" else 1024, engine=engine,
-                           scheme=scheme, wire=wire, **fixed) as plan:
-                    da, dbt, _ = plan.distribute(a, b)
-                    plan(da, dbt)   # warm-up (the transport's counters run on: subtract it)
-                    before = plan.info.bytes_sent
+                           scheme=scheme, wire=wire, **fixed) as summa:
+                    da, dbt, _ = summa.distribute(a, b)
+                    summa(da, dbt)   # warm-up (the transport's counters run on: subtract it)
+                    before = summa.info.bytes_sent
                     comm.Barrier()
                     t0 = MPI.Wtime()
-                    c = plan(da, dbt)
+                    c = summa(da, dbt)
                     wall = comm.allreduce(MPI.Wtime() - t0, op=MPI.MAX)
-                    sent = comm.gather(plan.info.bytes_sent - before, root=0)
+                    sent = comm.gather(summa.info.bytes_sent - before, root=0)
                     whole = c.gather(0)
                     if comm.Get_rank() == 0:
                         print(json.dumps({"scheme": scheme, "fixed": fixed, "wire": wire, "grid": list(grid.dims),
-                                          "kb": plan.kb, "block": plan.mb, "wall": wall, "bytes_sent": sent,
-                                          "transport": plan.info.transport, "passes": len(plan.info.pass_planes),
-                                          "plan": plan.info.plan_summary,
+                                          "kb": summa.kb, "block": summa.mb, "wall": wall, "bytes_sent": sent,
+                                          "transport": summa.info.transport, "passes": len(summa.info.pass_planes),
+                                          "plan": summa.info.plan_summary,
                                           "sha256": sha256_of_matrix(whole)[:16]}), flush=True)
 
 
@@ -78,8 +78,8 @@ def main() -> None:
     sys.path.insert(0, REPO)
     from dataclasses import replace
 
+    from ozhpc.commands.plan import RATES_FILE, device_for, load_calibration, predict
     from ozhpc.ozaki.settings import OzakiSettings
-    from ozhpc.planner import RATES_FILE, device_for, load_calibration, predict
 
     gpu = args.engine != "numpy"
     key = "h200" if gpu else "cpu"

@@ -17,8 +17,8 @@ import sys
 import numpy as np
 
 import ozhpc
-from ozhpc.matrices import standard_matrix
-from ozhpc.reference import relative_errors, sample_indices
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.reference import relative_errors, sample_indices
 
 
 def same_bits(x: np.ndarray, y: np.ndarray) -> bool:

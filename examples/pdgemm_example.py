@@ -16,8 +16,8 @@ import numpy as np
 from mpi4py import MPI
 
 import ozhpc
-from ozhpc.matrices import standard_matrix
 from ozhpc.parallel import BlockCyclic, near_square
+from ozhpc.run.matrices import standard_matrix
 
 
 def my_blocks(global_matrix, mb, nb, grid, coords):

@@ -1,8 +1,8 @@
 """``ozhpc`` command line: gen, gemm, run, check, fingerprint, warmup, info, demo, plan, report.
 
 This module parses, dispatches and maps errors to exit codes; each command's work is a function
-of the run layer (ozhpc/commands/, warmup.py, planner.py, report_view.py), given the
-communicator explicitly, and the process around it is ozhpc/lifecycle.py.
+in ozhpc/commands/ (one module per command), given the communicator explicitly, and the process
+around it is ozhpc/commands/lifecycle.py. Nothing below ozhpc/run/ is imported here.
 
 Arguments are parsed before any MPI or GPU start-up. User errors (a missing
 file or dataset, a wrong shape, a bad option) print one line naming the culprit
@@ -10,7 +10,7 @@ and exit with status 2. A C that "auto" cannot certify gives one warning line (`
 or one error line and exit status 3 with nothing written (``--accuracy strict``).
 
 Longer than 500 lines because it is the parser of ten commands with their help texts; the work
-of each lives below it (``ozhpc/commands/``, ``runner.py``, ``lifecycle.py``).
+of each lives below it (``ozhpc/commands/``, ``ozhpc/run/``).
 """
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ import os
 import sys
 import warnings
 
-from . import __version__, lifecycle, planner, signals
-from .config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED, PROGRESS_MODES,
-                     SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value, parse_float, parse_int,
-                     parse_pair, parse_panel)
+from . import __version__, signals
+from .commands import lifecycle, plan
+from .commands.lifecycle import launcher_rank
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
-from .lifecycle import launcher_rank
+from .run.config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED,
+                         PROGRESS_MODES, SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value,
+                         parse_float, parse_int, parse_pair, parse_panel)
 
 EXIT_USAGE = 2
 MAX_DEMO_N = 1 << 16
@@ -112,7 +113,7 @@ def add_tool_commands(sub) -> None:
                                    "schemes), so that jobs start without compiling. Run once per node or shared "
                                    "cache directory; without a usable GPU engine it says so and exits 0.")
     w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
-    planner.add_arguments(sub.add_parser(
+    plan.add_arguments(sub.add_parser(
         "plan", help="predict time, bytes and memory of a product on P GPUs and pick grid, panel and wire",
         description="The run planner (docs/planning.md): for the best grid, panel width and wire it finds, the "
                     "predicted time of the product, of reading A and B and writing C (--io-rate) and of the "
@@ -246,7 +247,7 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
 
 
 def add_run_command(sub) -> None:
-    from .jobfile import SCHEMA
+    from .run.jobfile import SCHEMA
 
     r = sub.add_parser("run", help="run the product a TOML job file describes",
                        description=f"Run what a TOML job file describes ({', '.join(SCHEMA)} tables; see "
@@ -372,11 +373,11 @@ def say(*lines: str) -> None:
 
 
 def cmd_plan(args, comm) -> int:
-    return planner.main(args)
+    return plan.main(args)
 
 
 def cmd_warmup(args, comm) -> int:
-    from .warmup import run_warmup
+    from .commands.warmup import run_warmup
 
     return run_warmup(args.cache_dir)
 
@@ -399,21 +400,21 @@ def cmd_run(args, comm) -> int:
 
 
 def print_summary(report: dict, report_path: str | None = None) -> None:
-    from .report_view import summary_lines
+    from .commands.report import summary_lines
 
     say(*summary_lines(report, report_path))
 
 
 def cmd_report(args, comm) -> int:
-    from .report_view import report_lines
+    from .commands.report import report_lines
 
     print("\n".join(report_lines(args.reports)))
     return 0
 
 
 def cmd_check(args, comm) -> int:
-    from .check import EXIT_CHECK, failures
     from .commands.check import check, check_lines
+    from .run.check import EXIT_CHECK, failures
 
     stats = check(args.result, args.a, args.b, c=args.c, alpha=args.alpha, beta=args.beta, transa=args.transa,
                   transb=args.transb, samples=args.samples, seed=args.seed, fingerprint=args.fingerprint, comm=comm)
@@ -450,7 +451,7 @@ COMMANDS = {"gen": cmd_gen, "gemm": cmd_gemm, "run": cmd_run, "check": cmd_check
             "warmup": cmd_warmup, "info": cmd_info, "demo": cmd_demo, "report": cmd_report, "plan": cmd_plan}
 
 
-# -- MPI behaviour: ozhpc/lifecycle.py --------------------------------------------------------------
+# -- MPI behaviour: ozhpc/commands/lifecycle.py -----------------------------------------------------
 def _parse(parser: argparse.ArgumentParser, argv):
     """``parser.parse_args`` with usage/help output on rank 0 only (all ranks exit alike)."""
     if launcher_rank() == 0:
@@ -520,7 +521,7 @@ def _one_line_warnings(show_default, command):
 
 def _strict_spelling(args) -> str:
     """Where "strict" came from: ``--accuracy strict``, or the job file's ``ozaki.accuracy``."""
-    from .jobfile import job_spelling
+    from .run.jobfile import job_spelling
 
     from_job = args.command == "run" and args.accuracy is None
     return (job_spelling if from_job else cli_spelling)("accuracy", "strict")

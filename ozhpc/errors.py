@@ -15,7 +15,7 @@ class InputError(ValueError):
 def require_c(beta: float, c) -> None:
     """The Python API's one check that ``beta != 0`` has a C to read (``ozhpc.gemm``,
     ``dist_gemm`` and ``Summa.__call__``, before the compute); the command line and job files
-    learn it, in their spelling, from :class:`ozhpc.config.RunConfig`."""
+    learn it, in their spelling, from :class:`ozhpc.run.config.RunConfig`."""
     if beta != 0.0 and c is None:
         raise InputError("beta != 0 needs C")
 

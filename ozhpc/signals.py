@@ -49,6 +49,8 @@ EXIT_AFTER_S = 2.0
 signals late, or that waits for a core on a loaded node, to note it before the first one leaves."""
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LAUNCHER_RANK_VARS = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
+"""Where a launcher (MPICH / Intel MPI, PMIx, Open MPI, MVAPICH, srun) gives each process its rank:
+read here before MPI loads, and by :func:`ozhpc.parallel.mpi.launch_sign`."""
 SHM_DIR = "/dev/shm"
 AGREE_DIR = "ozhpc-{uid}"
 """This user's directory in SHM_DIR (mode 0700) for the files where the ranks of a node agree on

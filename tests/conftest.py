@@ -53,7 +53,7 @@ def jobdir(tmp_path):
     """A directory with in.h5:/A (13x11), /B (11x7), /C0 (13x7), /V (a vector): job-file tests."""
     import h5py
 
-    from ozhpc.matrices import standard_matrix
+    from ozhpc.run.matrices import standard_matrix
 
     d = tmp_path / "job"
     d.mkdir()

@@ -23,14 +23,14 @@ from mpi4py import MPI
 from conftest import REPO, run_cli
 from helpers.inputs import JOB_FILES
 from ozhpc import cli
-from ozhpc.config import RunConfig
 from ozhpc.errors import AccuracyError, AccuracyWarning, InputError
 from ozhpc.io.h5io import DatasetRef
-from ozhpc.jobfile import load_job
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.product import Product
 from ozhpc.parallel import ProcessGrid, dist_gemm
-from ozhpc.runner import execute
+from ozhpc.run.config import RunConfig
+from ozhpc.run.jobfile import load_job
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.runner import execute
 
 COMM = MPI.COMM_SELF
 MPIEXEC = shutil.which("mpiexec")
@@ -375,7 +375,7 @@ def test_an_infinite_worst_ratio_is_strict_json(monkeypatch, inputs, tmp_path, c
 
 
 def test_json_safe_spells_every_non_finite_number():
-    from ozhpc.report import to_json
+    from ozhpc.run.report import to_json
 
     text = to_json({"a": float("-inf"), "b": [float("nan"), 1.5, np.float64(np.inf)], "c": (2, None)})
     assert json.loads(text, parse_constant=_no_constants) == {"a": "-inf", "b": ["nan", 1.5, "inf"], "c": [2, None]}

@@ -1,6 +1,6 @@
-"""The package's shape (docs/architecture.md): imports go one way down the layers, no import
-cycle, the numerics (ozaki/, engines/) never import MPI, the command line reaches only the run
-layer, no function body over 60 lines."""
+"""The package's shape (docs/architecture.md): each folder is a layer, imports go one way down the
+layers, no import cycle, the numerics (ozaki/, engines/) never import MPI, the command line
+reaches nothing below the run layer, no function body over 60 lines."""
 from __future__ import annotations
 
 import ast
@@ -9,14 +9,17 @@ import pathlib
 import ozhpc
 
 ROOT = pathlib.Path(ozhpc.__file__).parent
-LAYERS = {"engines": 0, "ozaki": 1, "parallel": 2, "io": 3}
+LAYERS = {"engines": 0, "ozaki": 1, "parallel": 2, "io": 3, "run": 4, "commands": 5, "cli": 6, "__main__": 7}
+"""A module's layer is its folder's (``ozhpc.run.runner``: ``run``); ``cli.py`` and ``__main__.py``
+(the command line) are modules of the package's top, above every folder."""
 SHARED = {"errors", "signals"}
 """Imported by any layer: the error classes, and the signal state (a commit defers a Ctrl-C)."""
-FRONT = 4
-"""The run layer: the package's top-level modules and ozhpc/commands/ (a command's work)."""
-FACE = {"ozhpc.cli": 5, "ozhpc.__main__": 6}
-"""The command line: parsing, dispatch and exit codes, above everything else."""
-BELOW_THE_RUN_LAYER = [f"ozhpc.{package}" for package in LAYERS]
+DOOR = "ozhpc"
+"""The package itself (``ozhpc/__init__.py``: the API's names, loaded on first use, and
+``__version__``): read by any layer, and the only module outside the layers."""
+RUN_LAYER = LAYERS["run"]
+BELOW_THE_RUN_LAYER = [f"ozhpc.{folder}" for folder, n in LAYERS.items() if n < RUN_LAYER]
+FACE = [name for name, n in LAYERS.items() if n > LAYERS["commands"]]
 MAX_BODY_LINES = 60
 
 
@@ -29,14 +32,11 @@ MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
 
 
 def layer(name: str) -> int:
-    parts = name.split(".")
-    if name in FACE:
-        return FACE[name]
-    if len(parts) == 1:
-        return FRONT
-    if parts[1] in SHARED:
-        return -1
-    return LAYERS.get(parts[1], FRONT)
+    """The layer of a module: its folder's; -1 for the shared leaves, above all for the door."""
+    if name == DOOR:
+        return max(LAYERS.values()) + 1
+    top = name.split(".")[1]
+    return -1 if top in SHARED else LAYERS[top]
 
 
 def import_statements(name: str):
@@ -62,9 +62,17 @@ def imports(name: str) -> set[str]:
     return {m for m in found if m in MODULES and m != name}
 
 
+def test_every_module_is_in_a_layer():
+    """Besides the package's door and the shared leaves, every module is in a layer's folder (or is
+    cli.py / __main__.py): a new module at the top of the package must say where it belongs."""
+    unplaced = sorted(name for name in MODULES
+                      if name != DOOR and name.split(".")[1] not in LAYERS.keys() | SHARED)
+    assert unplaced == []
+
+
 def test_imports_go_down_the_layers():
-    upward = [(name, dep) for name in MODULES for dep in imports(name)
-              if layer(dep) > layer(name) and dep != "ozhpc"]
+    upward = [(name, dep) for name in MODULES if name != DOOR for dep in imports(name)
+              if dep != DOOR and layer(dep) > layer(name)]
     assert upward == []
 
 
@@ -79,12 +87,14 @@ def test_numerics_never_import_mpi():
 
 def test_command_line_reaches_only_the_run_layer():
     """cli.py parses, dispatches and maps errors to exit codes: the work, MPI included, is below
-    it in the run layer (ozhpc/commands/, runner.py, lifecycle.py, ...), never engines/, ozaki/,
-    parallel/ or io/ reached directly."""
-    past = sorted(dep for dep, _ in import_statements("ozhpc.cli")
-                  if any(dep == low or dep.startswith(low + ".") for low in BELOW_THE_RUN_LAYER + ["mpi4py"]))
-    assert past == []
-    assert {dep for dep in imports("ozhpc.cli") if layer(dep) < FRONT and layer(dep) >= 0} == set()
+    it in ozhpc/commands/ and ozhpc/run/, never engines/, ozaki/, parallel/ or io/ reached
+    directly."""
+    for face in FACE:
+        name = f"ozhpc.{face}"
+        past = sorted(dep for dep, _ in import_statements(name)
+                      if any(dep == low or dep.startswith(low + ".") for low in BELOW_THE_RUN_LAYER + ["mpi4py"]))
+        assert past == [], name
+        assert {dep for dep in imports(name) if 0 <= layer(dep) < RUN_LAYER} == set(), name
 
 
 def test_no_import_cycle():
@@ -116,3 +126,29 @@ def test_no_function_body_over_60_lines():
                 if node.end_lineno - start + 1 > MAX_BODY_LINES:
                     long.append(f"{name}.{node.name}: {node.end_lineno - start + 1} lines")
     assert long == []
+
+
+def test_the_policy_takes_values_and_never_calls_the_product():
+    """ozaki/policy.py answers a pass's outcome with the next pass as a value: it imports neither
+    the product nor the passes or operands it would have to call into."""
+    assert {"ozhpc.ozaki.product", "ozhpc.ozaki.passes", "ozhpc.ozaki.operands"} & imports("ozhpc.ozaki.policy") == set()
+
+
+WIRE_FORMATS = {"fp64", "planes"}
+
+
+def wire_branches(name: str) -> list[str]:
+    """Where ``name`` compares something with a wire format's name ("fp64", "planes")."""
+    found = []
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Compare):
+            found += [f"{name}:{node.lineno}" for part in (node.left, *node.comparators)
+                      if isinstance(part, ast.Constant) and part.value in WIRE_FORMATS]
+    return found
+
+
+def test_only_the_wire_value_branches_on_the_wire_format():
+    """parallel/wire.py's Wire says what a format means (bytes per entry, split on arrival); no
+    other module compares a wire's name, and the product is told only ``split_on_arrival``."""
+    assert [hit for name in MODULES if name != "ozhpc.parallel.wire" for hit in wire_branches(name)] == []
+    assert wire_branches("ozhpc.parallel.wire")   # the check sees a branch where there is one

@@ -423,7 +423,7 @@ def test_a_cpu_run_says_nothing_of_a_cache_it_does_not_use(tmp_path):
     """--engine auto on a node without a GPU: a kernel cache ozhpc may not use is not mentioned."""
     from conftest import run_cli
 
-    from ozhpc.matrices import standard_matrix
+    from ozhpc.run.matrices import standard_matrix
 
     h5py = pytest.importorskip("h5py")
     with h5py.File(tmp_path / "in.h5", "w") as f:

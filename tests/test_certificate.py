@@ -1,7 +1,7 @@
 """The pieces of the accuracy certificate (issue 15) that the product pipeline uses, one at a time:
 equilibration, the magnitude / support digits, the operand statistics, the error bounds, the
 compensated combine, the per-entry decision and the widening step, against exact rational
-references (ozhpc.reference). The guarantee of the whole pipeline (``ozhpc.gemm`` and SUMMA with
+references (ozhpc.run.reference). The guarantee of the whole pipeline (``ozhpc.gemm`` and SUMMA with
 "auto") is tested in tests/test_certified.py."""
 from fractions import Fraction
 
@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from ozhpc.engines.digits import BITS, magnitude_digits, support_digits
 from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki import certificate as cf
-from ozhpc.ozaki.plan import ModularPlan, SlicePlan
-from ozhpc.ozaki.policy import next_width
+from ozhpc.ozaki.plan import PLANS, ModularPlan, SlicePlan
+from ozhpc.ozaki.policy import bits_to_close
 from ozhpc.ozaki.scales import exponents, row_abs_max
-from ozhpc.reference import exact_entry
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.reference import exact_entry
 
 from helpers.guarantee import exact_abs, guarantee_holds
 
@@ -262,6 +262,11 @@ def test_certify_compares_exactly_and_counts():
     assert cert.uncertified == 1 and cert.worst == 2.0
     cert = cf.certify(np, bound, lower)
     assert cert.uncertified == 2 and cert.worst == np.inf   # a bound without a lower bound
+
+
+def next_width(scheme: str, width: int, worst: float, cap: int) -> int:
+    """The width the policy asks for after ``width`` (bits or slices) for a worst ratio ``worst``."""
+    return PLANS[scheme].widen(width, bits_to_close(worst), cap)
 
 
 def test_next_width_closes_the_worst_gap_up_to_the_cap():

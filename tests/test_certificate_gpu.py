@@ -122,7 +122,7 @@ def test_certified_auto_same_bits_as_numpy(gpu, scheme, guarantee, name):
 
 def test_fingerprint_on_the_gpu_equals_the_host(gpu):
     """C is fingerprinted on the GPU before it is copied back (the runner): same lane sums."""
-    from ozhpc.fingerprint import lane_sums
+    from ozhpc.run.fingerprint import lane_sums
 
     _, cp = gpu
     c = awkward(np.random.default_rng(5), 300, 257)
@@ -138,7 +138,7 @@ def test_cli_on_the_gpu_writes_the_numpy_engines_c_and_fingerprint(gpu, tmp_path
     import h5py
 
     from ozhpc import cli
-    from ozhpc.fingerprint import fingerprint_matrix
+    from ozhpc.run.fingerprint import fingerprint_matrix
 
     rng = np.random.default_rng(6)
     src = tmp_path / "in.h5"

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from mpi4py import MPI
 
 import ozhpc
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.plan import FINAL_ROUNDING_ULPS
 from ozhpc.parallel import ProcessGrid
 from ozhpc.parallel.summa import dist_gemm
-from ozhpc.reference import sample_indices
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.reference import sample_indices
 
 from helpers.guarantee import guarantee_holds, worst_entries
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ozhpc
-from ozhpc.report import sha256_of_matrix
+from ozhpc.run.report import sha256_of_matrix
 
 from conftest import REPO, run_cli
 
@@ -54,14 +54,14 @@ def test_gemm_writes_bitwise_result_and_report(inputs, tmp_path):
     assert rep["sha256"] == sha256_of_matrix(got)
     assert (rep["m"], rep["n"], rep["k"]) == (40, 20, 30)
     assert {"read", "split", "multiply", "combine", "write"} <= set(rep["seconds"])
-    assert rep["moduli"] >= 1 and rep["pair_gemms"] == rep["moduli"] and rep["slices"] is None   # the default: scheme II
+    assert rep["moduli"] >= 1 and rep["int8_gemms"] == rep["moduli"] and rep["slices"] is None   # the default: scheme II
     assert (rep["scheme"], rep["guarantee"], rep["certified"]) == ("ozaki2", "dgemm", True)
     assert rep["config"]["scheme"] == "ozaki2" and rep["config"]["bits"] == "auto"
     with h5py.File(out, "r") as f:
         attrs = dict(f["C"].attrs)
     assert attrs["ozhpc_scheme"] == "ozaki2" and attrs["ozhpc_moduli"] == rep["moduli"]
     assert attrs["ozhpc_guarantee"] == "dgemm" and attrs["ozhpc_bits"] == rep["bits"] and "ozhpc_slices" not in attrs
-    assert f"scheme ozaki2: {rep['bits']} bits, {rep['moduli']} moduli ({rep['pair_gemms']} int8 GEMMs)" in r.stdout
+    assert f"scheme ozaki2: {rep['bits']} bits, {rep['moduli']} moduli ({rep['int8_gemms']} int8 GEMMs)" in r.stdout
     assert rep["config"]["transb"] is True and rep["config"]["alpha"] == 2.0
     assert file_digest(inputs) == before, "inputs must never be modified"
     assert sorted(os.listdir(tmp_path)) == ["in.h5", "out.h5", "run.json"], "no temporary files left"
@@ -84,7 +84,7 @@ def test_gemm_scheme_ozaki2_end_to_end(inputs, tmp_path):
     rep = json.loads(report.read_text())
     assert rep["sha256"] == sha256_of_matrix(got)
     assert (rep["scheme"], rep["bits"], rep["moduli"]) == ("ozaki2", info.bits, info.moduli)
-    assert rep["pair_gemms"] == rep["moduli"] and rep["slices"] is None and rep["panels"] == 5
+    assert rep["int8_gemms"] == rep["moduli"] and rep["slices"] is None and rep["panels"] == 5
     assert rep["config"]["scheme"] == "ozaki2" and rep["config"]["bits"] == "auto"
     with h5py.File(out, "r") as f:
         attrs = dict(f["C"].attrs)
@@ -296,8 +296,8 @@ def test_info_and_help():
 
 
 def test_run_help_names_the_job_files_tables():
-    """``run --help`` names exactly the tables a job file may hold (ozhpc.jobfile.SCHEMA)."""
-    from ozhpc.jobfile import SCHEMA
+    """``run --help`` names exactly the tables a job file may hold (ozhpc.run.jobfile.SCHEMA)."""
+    from ozhpc.run.jobfile import SCHEMA
 
     h = " ".join(run_cli(["run", "--help"]).stdout.split())
     assert "(inputs, output, gemm, layout, ozaki, run, summa tables;" in h

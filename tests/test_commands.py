@@ -4,17 +4,17 @@ import h5py
 import numpy as np
 import pytest
 
-from ozhpc.check import failures
 from ozhpc.commands.check import check, check_lines
 from ozhpc.commands.fingerprint import fingerprint
 from ozhpc.commands.gemm import gemm
 from ozhpc.commands.gen import gen
 from ozhpc.commands.info import info_lines
-from ozhpc.config import RunConfig
 from ozhpc.errors import InputError
-from ozhpc.fingerprint import fingerprint_matrix
 from ozhpc.io.h5io import DatasetRef
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.check import failures
+from ozhpc.run.config import RunConfig
+from ozhpc.run.fingerprint import fingerprint_matrix
+from ozhpc.run.matrices import standard_matrix
 
 from conftest import run_cli
 

@@ -347,18 +347,18 @@ def test_gemm_ozaki2_bits(gpu, phi, trans, bits):
 
 
 @pytest.mark.parametrize("variant", ["whole", "chunked", "blocked", "blocked_chunked", "panels",
-                                     "whole_grouped", "chunked_grouped"])
+                                     "whole_single", "chunked_single"])
 def test_ozaki2_paths(gpu, variant):
     """Scheme II's int8 residues: whole k, k chunks added into the residues, M/N blocks; with
-    one product per launch and k panels (the sm_90 default) or all products in one launch."""
+    all products in one grid (the default) or one product per launch, and k panels."""
     from dataclasses import replace
     from ozhpc.engines.cutile_engine import CutileEngine
     engine, _ = gpu
-    grouped = replace(engine.config, diagonal_launch_groups=0, diagonal_k_panel=0)
+    single = replace(engine.config, diagonal_launch_groups=1)
     kwargs = {"whole": {}, "chunked": dict(k_limit=300), "blocked": dict(memory_fraction=1e-9),
               "blocked_chunked": dict(k_limit=300, memory_fraction=1e-9),
               "panels": dict(config=replace(engine.config, diagonal_k_panel=128)),   # 6 launches per k
-              "whole_grouped": dict(config=grouped), "chunked_grouped": dict(k_limit=300, config=grouped)}[variant]
+              "whole_single": dict(config=single), "chunked_single": dict(k_limit=300, config=single)}[variant]
     engine = CutileEngine(**kwargs)
     rng = np.random.default_rng(31)
     A, B = phi_matrix(rng, 300, 700, 2.0), phi_matrix(rng, 700, 270, 2.0)

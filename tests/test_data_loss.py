@@ -22,9 +22,10 @@ from conftest import run_cli
 from ozhpc.errors import InputError
 from ozhpc.io import h5out
 from ozhpc.io.h5io import DatasetRef, dataset_path
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 from test_output_safety import N, assert_refused, digest, env, gemm, leftovers, run, temp_datasets
 from helpers.inputs import square_inputs
+from helpers.outputs import write_whole
 
 pytestmark = pytest.mark.mpi
 
@@ -286,15 +287,18 @@ def test_space_taken_while_computing_gives_one_line_and_an_intact_file(d):
     assert_next_run_works(d)
 
 
+TESTS = os.path.dirname(os.path.abspath(__file__))
 SWEEP = """
 import resource, sys
 import numpy as np
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+sys.path.insert(0, {tests!r})
+from helpers.outputs import write_whole
 from ozhpc.errors import InputError
-from ozhpc.io import h5io, h5out
+from ozhpc.io import h5io
 try:
-    h5out.write_matrix(h5io.DatasetRef("in.h5", sys.argv[2]), np.ones(({n}, {n})), force=True)
+    write_whole(h5io.DatasetRef("in.h5", sys.argv[2]), np.ones(({n}, {n})), force=True)
     print("written")
 except InputError as exc:
     print("refused:", exc)
@@ -311,7 +315,7 @@ def test_no_file_size_limit_leaves_a_broken_file(d):
     seen = set()
     for i, extra in enumerate(np.linspace(0, need + 16384, 9).astype(int)):
         name = "/C" if i % 2 else "/A2"  # new datasets and --force replacements
-        proc = subprocess.run([sys.executable, "-c", SWEEP.format(n=N), str(size + extra), name], cwd=d,
+        proc = subprocess.run([sys.executable, "-c", SWEEP.format(n=N, tests=TESTS), str(size + extra), name], cwd=d,
                               env=env(), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         seen.add(proc.stdout.split()[0])
@@ -320,7 +324,7 @@ def test_no_file_size_limit_leaves_a_broken_file(d):
         after = data_of(d / "in.h5")
         assert {k: after[k] for k in inputs} == inputs
         assert leftovers(d) == [] and temp_datasets(d / "in.h5") == []
-        h5out.write_matrix(DatasetRef(str(d / "in.h5"), "/probe"), np.full((4, 4), i), force=True)
+        write_whole(DatasetRef(str(d / "in.h5"), "/probe"), np.full((4, 4), i), force=True)
         size = os.path.getsize(d / "in.h5")
     assert seen == {"written", "refused:"}
 
@@ -329,7 +333,7 @@ def test_no_file_size_limit_leaves_a_broken_file(d):
 def test_file_size_limit_on_a_new_file(d, room, outcome):
     """A new output file is built beside its final name: no room leaves neither it nor the temporary."""
     before = sorted(os.listdir(d))
-    proc = subprocess.run([sys.executable, "-c", SWEEP.format(n=N).replace('"in.h5"', '"new.h5"'),
+    proc = subprocess.run([sys.executable, "-c", SWEEP.format(n=N, tests=TESTS).replace('"in.h5"', '"new.h5"'),
                            str(room), "/C"], cwd=d, env=env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.startswith(outcome), proc.stdout + proc.stderr
     assert sorted(os.listdir(d)) == sorted(before + (["new.h5"] if outcome == "written" else []))

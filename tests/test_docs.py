@@ -1,5 +1,5 @@
 """The docs say what the code does: every job key of docs/batch.md's table, with its type and
-default, against ``ozhpc.jobfile.SCHEMA`` and ``ozhpc.config.RunConfig``; the defaults that
+default, against ``ozhpc.run.jobfile.SCHEMA`` and ``ozhpc.run.config.RunConfig``; the defaults that
 ``ozhpc gemm --help`` states against RunConfig; the guarantee's cost in bits against its
 measurement."""
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 
 from conftest import REPO
 from ozhpc import cli
-from ozhpc.config import RunConfig
 from ozhpc.errors import InputError, OptionError
 from ozhpc.io.h5io import DatasetRef
-from ozhpc.jobfile import SCHEMA
+from ozhpc.run.config import RunConfig
+from ozhpc.run.jobfile import SCHEMA
 
 DOCS = pathlib.Path(REPO) / "docs"
 REQUIRED = dict(a=DatasetRef("a.h5", "/A"), b=DatasetRef("b.h5", "/B"), out=DatasetRef("c.h5", "/C"))
@@ -164,7 +164,7 @@ def test_user_docs_speak_of_the_product_only():
 
 def test_planner_rate_sources_speak_of_the_product_only():
     """What ``ozhpc plan`` prints after "rates:" is user text as well."""
-    from ozhpc.planner import DEVICES
+    from ozhpc.commands.plan import DEVICES
 
     assert {name: d.source for name, d in DEVICES.items() if DEVELOPMENT_NOTES.search(d.source)} == {}
 
@@ -181,7 +181,7 @@ def test_figure_legends_speak_of_the_product_only():
 @pytest.mark.parametrize("job", sorted(p.name for p in (pathlib.Path(REPO) / "jobs").glob("*.toml")))
 def test_every_key_a_shipped_job_sets_applies_to_its_scheme(job):
     """``slices = "auto"`` in a job that runs scheme II (the default) says something it does not do."""
-    from ozhpc.jobfile import parse_job
+    from ozhpc.run.jobfile import parse_job
 
     path = pathlib.Path(REPO) / "jobs" / job
     kwargs = parse_job(path.read_text(), str(path), str(path.parent))

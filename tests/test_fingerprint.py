@@ -9,8 +9,8 @@ import h5py
 import numpy as np
 import pytest
 
-from ozhpc.fingerprint import add_sums, finish, fingerprint_dataset, fingerprint_matrix, lane_sums
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.fingerprint import add_sums, finish, fingerprint_dataset, fingerprint_matrix, lane_sums
+from ozhpc.run.matrices import standard_matrix
 
 from conftest import REPO, run_cli
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ozhpc
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 
 from helpers.inputs import assert_same_nonfinite_pattern, native_pattern_defined, special_operands
 from conftest import _summa_product
@@ -181,7 +181,7 @@ def test_info_reports_what_was_done(product):
     a = standard_matrix(30, 40, 0.5, 1)
     b = standard_matrix(40, 20, 0.5, 2)
     _, info = product(a, b, slices=7, groups="all", info=True)
-    assert (info.m, info.n, info.k, info.slices, info.groups, info.pair_gemms) == (30, 20, 40, 7, 13, 49)
+    assert (info.m, info.n, info.k, info.slices, info.groups, info.int8_gemms) == (30, 20, 40, 7, 13, 49)
     assert {"scales", "split", "multiply", "combine"} <= set(info.seconds)
     assert info.engine == "numpy" and 0 < info.truncation_bound < 1e-12
 
@@ -198,7 +198,7 @@ def test_alpha_zero_does_not_use_the_product(product, rng):
 
 
 def test_reference_errors_for_zero_scale_and_nonfinite_entries():
-    from ozhpc.reference import relative_errors
+    from ozhpc.run.reference import relative_errors
 
     a = np.array([[0.0, 0.0], [1.0, 2.0], [np.inf, 1.0]])
     b = np.array([[1.0, 3.0], [1.0, 4.0]])

@@ -9,9 +9,9 @@ import h5py
 import numpy as np
 import pytest
 
-from ozhpc.check import EXIT_CHECK
-from ozhpc.fingerprint import fingerprint_matrix
-from ozhpc.matrices import ROW_CHUNK, standard_matrix
+from ozhpc.run.check import EXIT_CHECK
+from ozhpc.run.fingerprint import fingerprint_matrix
+from ozhpc.run.matrices import ROW_CHUNK, standard_matrix
 
 from conftest import REPO, run_cli
 

@@ -16,16 +16,16 @@ from mpi4py import MPI
 
 import ozhpc
 from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.config import RunConfig
+from ozhpc.errors import InputError
+from ozhpc.io import distio
+from ozhpc.io.h5io import DatasetRef
 from ozhpc.parallel import DistMatrix, ProcessGrid, Summa, dist_gemm, near_square
 from ozhpc.parallel.layout import BlockCyclic
 from ozhpc.parallel.summa import default_kb
 from ozhpc.parallel.transport import HostMPITransport
-from ozhpc.errors import InputError
-from ozhpc.io import distio
-from ozhpc.io.h5io import DatasetRef
-from ozhpc.matrices import standard_matrix
-from ozhpc.report import sha256_of_matrix
+from ozhpc.run.config import RunConfig
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.report import sha256_of_matrix
 
 COMM = MPI.COMM_SELF
 M, K, N = 157, 301, 96
@@ -73,7 +73,7 @@ def test_summa_equals_gemm_bitwise(grid, block, transa, transb):
     c, info = dist_gemm(grid, A, B, transa=transa, transb=transb, block=block, kb=block[1], info=True)
     assert np.array_equal(c.gather(), ref)
     assert info.bytes_sent == 0 and info.panels == -(-K // block[1])
-    c, info = dist_gemm(grid, A, B, transa=transa, transb=transb, block=block, info=True)  # default panel
+    c, info = dist_gemm(grid, A, B, transa=transa, transb=transb, block=block, engine="numpy", info=True)  # default panel
     assert np.array_equal(c.gather(), ref) and info.kb == default_kb(K, (1, 1), NumpyEngine())
 
 
@@ -106,7 +106,7 @@ def test_cpu_panel_width_is_not_tied_to_a_small_block(grid):
     assert default_kb(20, (1, 1), NumpyEngine()) == 32
     assert default_kb(65536, (2, 2), SimpleNamespace(on_device=True, k_align=16)) == 4096
     for nb in (1, 5, 256, 4000):
-        with Summa(grid, 10, 10, 8192, block=nb) as summa:
+        with Summa(grid, 10, 10, 8192, block=nb, engine="numpy") as summa:
             assert summa.kb == 1024
 
 
@@ -185,7 +185,7 @@ def test_runner_one_rank_is_the_distributed_path(tmp_path):
     a, b = standard_matrix(40, 33, 0.5, 5), standard_matrix(33, 27, 0.5, 6)
     with h5py.File(tmp_path / "in.h5", "w") as f:
         f["A"], f["B"] = a, b
-    from ozhpc.runner import execute
+    from ozhpc.run.runner import execute
 
     cfg = RunConfig(a=DatasetRef(str(tmp_path / "in.h5"), "/A"), b=DatasetRef(str(tmp_path / "in.h5"), "/B"),
                     out=DatasetRef(str(tmp_path / "out.h5"), "/C"), block=(8, 8), engine="numpy",
@@ -194,7 +194,7 @@ def test_runner_one_rank_is_the_distributed_path(tmp_path):
     assert report["sha256"] == sha256_of_matrix(ozhpc.gemm(a, b, engine="numpy"))
     saved = json.loads((tmp_path / "run.json").read_text())
     for key in ("ranks", "grid", "block", "bytes_sent", "seconds", "tflops", "gflops", "sha256", "slices",
-                "groups", "pair_gemms", "engine", "config", "m", "n", "k", "error_bound"):
+                "groups", "int8_gemms", "engine", "config", "m", "n", "k", "error_bound"):
         assert key in saved, key
     assert saved["ranks"] == 1 and saved["grid"] == [1, 1] and saved["bytes_sent"]["total"] == 0
     for phase in ("read", "scales", "split", "multiply", "combine", "write", "total"):
@@ -209,3 +209,17 @@ def test_layers_ozaki_and_engines_never_import_mpi():
             names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
             names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
             assert not any(n.startswith("mpi4py") or "parallel" in n.split(".") for n in names), path
+
+
+def test_the_python_entry_points_share_their_defaults():
+    """ozhpc.gemm, Summa, dist_gemm and pdgemm default to the same engine ("auto") and guarantee
+    (the settings' own default), so a product moved from one process to a grid keeps its meaning."""
+    import inspect
+
+    from ozhpc.ozaki.settings import OzakiSettings
+    from ozhpc.parallel.scalapack import pdgemm
+
+    for name in ("engine", "guarantee"):
+        defaults = {f.__qualname__: inspect.signature(f).parameters[name].default
+                    for f in (ozhpc.gemm, Summa.__init__, dist_gemm, pdgemm)}
+        assert set(defaults.values()) == {"auto" if name == "engine" else OzakiSettings().guarantee}, defaults

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 import ozhpc
 from ozhpc.engines import crt, get_engine
 from ozhpc.engines.digits import row_abs_max
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import ModularPlan
 from ozhpc.ozaki.scales import exponents
 from ozhpc.ozaki.settings import OzakiSettings
-from ozhpc.reference import exact_entry, relative_errors, sample_indices
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.reference import exact_entry, relative_errors, sample_indices
 
 from helpers.guarantee import guarantee_holds
 

@@ -5,7 +5,7 @@ import numpy as np
 
 import ozhpc
 from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 
 
 class CountingEngine(NumpyEngine):

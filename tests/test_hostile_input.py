@@ -55,8 +55,8 @@ def report(tmp_path_factory):
     """A real report of a small run."""
     from ozhpc.commands.gemm import gemm
     from ozhpc.commands.gen import gen
-    from ozhpc.config import RunConfig
     from ozhpc.io.h5io import DatasetRef
+    from ozhpc.run.config import RunConfig
 
     d = tmp_path_factory.mktemp("report")
     gen(DatasetRef(str(d / "in.h5"), "/A"), (12, 9), seed=1)

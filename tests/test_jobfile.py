@@ -12,10 +12,10 @@ import pytest
 
 from conftest import REPO, run_cli
 from helpers.inputs import JOB_FILES
-from ozhpc.config import RunConfig
 from ozhpc.errors import InputError
 from ozhpc.io.h5io import DatasetRef
-from ozhpc.jobfile import SCHEMA, load_job, parse_job
+from ozhpc.run.config import RunConfig
+from ozhpc.run.jobfile import SCHEMA, load_job, parse_job
 
 GOOD = JOB_FILES
 
@@ -300,7 +300,7 @@ def sha256_of_dataset(path, name):
 
 REPORT_FIELDS = {
     "ozhpc_version", "date", "host", "python", "numpy", "config", "m", "n", "k", "ranks", "grid",
-    "block", "engine", "scheme", "bits", "moduli", "slices", "groups", "pair_gemms", "error_bound", "seconds",
+    "block", "engine", "scheme", "bits", "moduli", "slices", "groups", "int8_gemms", "error_bound", "seconds",
     "bytes_sent", "gflops", "tflops", "sha256", "certified", "uncertified", "worst_ratio", "widths",
 }
 PHASES = {"read", "split", "multiply", "combine", "write", "total"}

@@ -192,7 +192,7 @@ CHILD = textwrap.dedent("""
     import numpy as np
     import ozhpc
     from ozhpc.engines import kernel_store
-    from ozhpc.matrices import standard_matrix
+    from ozhpc.run.matrices import standard_matrix
     a, b = standard_matrix(300, 280, 0.5, 1), standard_matrix(280, 260, 0.5, 2)
     out = {}
     for scheme in ("ozaki1", "ozaki2"):

@@ -19,7 +19,7 @@ from ozhpc.ozaki.levels import OperandLevels, Staircase, remainder
 from ozhpc.ozaki.plan import exact_plan
 from ozhpc.ozaki.product import LOCAL
 from ozhpc.ozaki.scales import exponents, row_abs_max
-from ozhpc.reference import exact_dot
+from ozhpc.run.reference import exact_dot
 
 from helpers.anyinput_cases import cases, docs_example
 from helpers.guarantee import guarantee_holds

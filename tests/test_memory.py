@@ -1,4 +1,4 @@
-"""The memory model (ozhpc.resources.estimate_memory) against the measured peak of real runs.
+"""The memory model (ozhpc.run.resources.estimate_memory) against the measured peak of real runs.
 
 Each run is a child process that reports its own peak RSS (``ru_maxrss``) after
 ``ozhpc gemm``; the model, fed the run's local shapes and panel width, must be within 25%.
@@ -13,9 +13,9 @@ import sys
 import h5py
 import pytest
 
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.settings import OzakiSettings
-from ozhpc.resources import estimate_memory
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.resources import estimate_memory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = """

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from ozhpc.errors import InputError
-from ozhpc.resources import BASE_BYTES, MemoryEstimate, MemorySources, binding_limit, check_matrix_fits, \
+from ozhpc.run.resources import BASE_BYTES, MemoryEstimate, MemorySources, binding_limit, check_matrix_fits, \
     check_memory, memory_limits
 
 from conftest import REPO

@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 import pytest
 
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 
 pytestmark = pytest.mark.mpi
 

@@ -51,7 +51,7 @@ def test_nccl_transport_one_rank_and_int32_accumulator():
     import ozhpc
     from ozhpc.parallel import ProcessGrid, Summa
     from ozhpc.parallel.transport_choice import nccl_available
-    from ozhpc.matrices import standard_matrix
+    from ozhpc.run.matrices import standard_matrix
 
     if nccl_available() is not None:
         pytest.skip(nccl_available())

@@ -10,9 +10,9 @@ from hypothesis.extra import numpy as hnp
 import ozhpc
 from ozhpc.engines.digits import BITS
 from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.plan import SlicePlan, make_plan
 from ozhpc.ozaki.scales import exponents, row_abs_max
+from ozhpc.run.matrices import standard_matrix
 
 from helpers.inputs import phi_matrix
 
@@ -128,9 +128,9 @@ def test_error_within_stated_bound(seed, m, n, k, phi, s, groups):
 
 
 def test_plan_counts_and_limits():
-    assert SlicePlan(7, 7).pair_gemms == 28
-    assert SlicePlan(8, 8).pair_gemms == 36
-    assert SlicePlan(3, 5).pair_gemms == 9
+    assert SlicePlan(7, 7).int8_gemms == 28
+    assert SlicePlan(8, 8).int8_gemms == 36
+    assert SlicePlan(3, 5).int8_gemms == 9
     assert SlicePlan(3, 5).pairs(3) == [(1, 2), (2, 1)]
     with pytest.raises(ValueError, match=r"groups=6 is more than the 5 groups that 3 slices have"):
         SlicePlan(3, 6)

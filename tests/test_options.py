@@ -10,11 +10,11 @@ import h5py
 import pytest
 
 from ozhpc import cli
-from ozhpc.config import MAX_BLOCK, MAX_EXTENT, MAX_RANKS, MAX_SAMPLES, MAX_SEED
-from ozhpc.planner import MAX_GPUS
+from ozhpc.commands.plan import MAX_GPUS
 from ozhpc.errors import InputError
-from ozhpc.jobfile import load_job
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.config import MAX_BLOCK, MAX_EXTENT, MAX_RANKS, MAX_SAMPLES, MAX_SEED
+from ozhpc.run.jobfile import load_job
+from ozhpc.run.matrices import standard_matrix
 
 from conftest import run_cli
 

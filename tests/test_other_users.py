@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from test_output_safety import MPIEXEC, assert_refused, digest, env
-from ozhpc.matrices import standard_matrix
+from ozhpc.run.matrices import standard_matrix
 
 N = 32
 OTHER = 2001
@@ -234,7 +234,7 @@ def test_report_on_a_special_file_is_refused_even_with_force(tmp_path, kind):
 
 
 def test_report_that_became_a_fifo_during_the_run_is_not_replaced(tmp_path):
-    from ozhpc.report import write_report
+    from ozhpc.run.report import write_report
 
     os.mkfifo(tmp_path / "r.json")
     with pytest.raises(OSError, match="it is a FIFO now, not a regular file, and was not replaced"):

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from ozhpc.io import filelock
-from ozhpc.matrices import standard_matrix
-from ozhpc.report import sha256_of_matrix
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.report import sha256_of_matrix
 from helpers.inputs import square_inputs
 
 pytestmark = pytest.mark.mpi
@@ -160,8 +160,8 @@ def test_huge_declared_shape_fails_before_allocating(d):
 
 
 def test_not_enough_disk(monkeypatch, tmp_path):
-    from ozhpc import resources
     from ozhpc.errors import InputError
+    from ozhpc.run import resources
 
     class Full:
         f_bavail, f_frsize = 1000, 4096  # 4 MB free

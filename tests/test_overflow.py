@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import ozhpc
 from ozhpc.ozaki import scales
 from ozhpc.ozaki.plan import FINAL_ROUNDING_ULPS
-from ozhpc.reference import exact_entry
+from ozhpc.run.reference import exact_entry
 
 from helpers.guarantee import exact_abs
 

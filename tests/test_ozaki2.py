@@ -17,10 +17,10 @@ from ozhpc.engines import crt
 from ozhpc.engines import numpy_engine
 from ozhpc.engines.numpy_engine import PACK_K, NumpyEngine, block_rows
 from ozhpc.errors import InputError
-from ozhpc.matrices import standard_matrix
 from ozhpc.ozaki.plan import AUTO_BITS_TIGHT_MARGIN, FP64_BITS, DataSizes, ModularPlan, auto_bits, make_plan
 from ozhpc.ozaki.scales import exponents, row_abs_max
-from ozhpc.reference import exact_entry, sample_indices
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.reference import exact_entry, sample_indices
 
 from helpers.inputs import assert_same_nonfinite_pattern, native_pattern_defined, phi_matrix, special_operands
 from helpers.tolerances import NATIVE_RATIO_MAX, error_vs_native
@@ -340,7 +340,7 @@ def test_error_within_stated_bound(seed, m, n, k, phi, bits, transa, transb):
     a = np.ascontiguousarray(a_op.T) if transa else a_op
     b = np.ascontiguousarray(b_op.T) if transb else b_op
     c, info = ozhpc.gemm(a, b, transa=transa, transb=transb, engine="numpy", scheme="ozaki2", bits=bits, info=True)
-    assert info.scheme == "ozaki2" and info.pair_gemms == info.moduli == info.planes and info.slices is None is info.groups
+    assert info.scheme == "ozaki2" and info.int8_gemms == info.moduli == info.planes and info.slices is None is info.groups
     if bits != "auto":
         assert info.bits == bits
         assert_within_info_bound(c, a_op, b_op, info, [(i, j) for i in range(m) for j in range(n)])
@@ -389,7 +389,7 @@ def test_k_zero_empty_and_zero_rows(rng):
     c0 = rng.standard_normal((3, 4))
     got, info = ozhpc.gemm(np.zeros((3, 0)), np.zeros((0, 4)), c0, beta=2.0, engine="numpy",
                            scheme="ozaki2", info=True)
-    assert bits_equal(got, 2.0 * c0) and info.k == 0 and info.pair_gemms <= crt.moduli_needed(info.bits, 0)
+    assert bits_equal(got, 2.0 * c0) and info.k == 0 and info.int8_gemms <= crt.moduli_needed(info.bits, 0)
     assert bits_equal(ozhpc.gemm(np.zeros((3, 0)), np.zeros((0, 4)), engine="numpy", scheme="ozaki2"),
                       np.zeros((3, 4)))
     for shape_a, shape_b in (((0, 5), (5, 4)), ((3, 5), (5, 0)), ((0, 0), (0, 0))):
@@ -446,7 +446,7 @@ def test_moduli_follow_the_data_and_never_exceed_the_worst_case(rng):
     b = standard_matrix(k, 30, 2.0, seed=2)
     for bits in (crt.MIN_BITS, 41, 53, 77, crt.MAX_BITS):
         worst = crt.moduli_needed(bits, k)
-        counts = {name: ozhpc.gemm(x, y, engine="numpy", scheme="ozaki2", bits=bits, info=True)[1].pair_gemms
+        counts = {name: ozhpc.gemm(x, y, engine="numpy", scheme="ozaki2", bits=bits, info=True)[1].int8_gemms
                   for name, (x, y) in {"all": (a, b), "rows": (a[:7], b), "cols": (a, b[:, 3:5]),
                                        "scaled": (a * 2.0**-600, b * 2.0**300)}.items()}
         assert max(counts.values()) <= worst and counts["scaled"] == counts["all"], (bits, counts)
@@ -467,7 +467,7 @@ def test_panel_by_panel_accumulation_gives_the_same_bits(bits):
     b = standard_matrix(k, n, 1.0, seed=6)
     c, info = ozhpc.gemm(a, b, engine="numpy", scheme="ozaki2", bits=bits, info=True)
     plan = ModularPlan(info.bits, info.moduli, crt.reference_pieces(info.bits, k))
-    assert plan.moduli == info.pair_gemms
+    assert plan.moduli == info.int8_gemms
     e, f = exps_of(a), exps_of(b.T)
     da, eb = plan.split(ENGINE, a, e), plan.split(ENGINE, np.ascontiguousarray(b.T), f)
     cuts = [0] + sorted(rng.choice(np.arange(1, k), size=6, replace=False).tolist()) + [k]

@@ -1,4 +1,4 @@
-"""The run planner (ozhpc.planner, ``ozhpc plan``): its bytes equal the transports' counters
+"""The run planner (ozhpc.commands.plan, ``ozhpc plan``): its bytes equal the transports' counters
 exactly (real mpiexec runs, both wires, committed 2 x H200 runs), its memory is the resources
 model's and within 25% of a measured multi-rank peak, and the command's output and errors."""
 from __future__ import annotations
@@ -14,11 +14,11 @@ import h5py
 import pytest
 
 from conftest import run_cli
-from ozhpc.matrices import standard_matrix
+from ozhpc.commands.plan import DEVICES, best, device_for, predict, traffic
 from ozhpc.ozaki.settings import OzakiSettings
 from ozhpc.parallel.layout import numroc
-from ozhpc.planner import DEVICES, best, device_for, predict, traffic
-from ozhpc.resources import estimate_memory
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.resources import estimate_memory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPIEXEC = shutil.which("mpiexec")
@@ -182,14 +182,14 @@ def _run_wire_and_estimate(settings, m, n, k, ranks, grid, kb, per_node):
 
     from ozhpc.parallel.layout import BlockCyclic
     from ozhpc.parallel.summa import Summa
-    from ozhpc.runner import rank_estimate
+    from ozhpc.run.runner import rank_estimate
 
     comm = SimpleNamespace(allgather=lambda _: [f"node{r // per_node}" for r in range(ranks)])
     run = SimpleNamespace(settings=settings, k=k, grid=SimpleNamespace(size=ranks, comm=comm, coords=(0, 0)),
                           engine=SimpleNamespace(name="cutile", on_device=True), kb=kb,
                           a_layout=BlockCyclic(m, k, 256, kb, *grid), bt_layout=BlockCyclic(n, k, 256, kb, grid[1], grid[0]))
-    run.wire, _ = Summa._choose_wire(run, "auto")
-    return run.wire, rank_estimate(run).device
+    run.wire = Summa._choose_wire(run, "auto")
+    return run.wire.name, rank_estimate(run).device
 
 
 @pytest.mark.parametrize("scheme,width", [("ozaki2", "auto"), ("ozaki2", 53), ("ozaki2", 54), ("ozaki2", 60),

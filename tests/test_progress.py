@@ -3,7 +3,7 @@ import io
 
 import pytest
 
-from ozhpc.progress import BarProgress, LogProgress, make_progress, resolve_mode
+from ozhpc.run.progress import BarProgress, LogProgress, make_progress, resolve_mode
 
 
 class FakeClock:

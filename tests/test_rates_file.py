@@ -11,8 +11,8 @@ import stat
 import pytest
 
 from conftest import run_cli
+from ozhpc.commands.plan import calibrate
 from ozhpc.errors import InputError
-from ozhpc.planner import calibrate
 
 PLAN = ["plan", "--m", "2048", "--n", "2048", "--k", "2048", "--gpus", "2", "--gpu", "cpu"]
 RATES = {"cpu": {"pair_ops": 1e12, "split_rate": 1e9, "host": "n1", "date": "d", "engine": "numpy"}}
@@ -67,7 +67,7 @@ def test_calibrate_refuses_a_planted_link_and_leaves_its_target(tmp_path):
 
 def test_config_directory_made_private(tmp_path):
     """Missing directories are created 0700, whatever the umask lets the group do."""
-    from ozhpc.private_files import write_private
+    from ozhpc.run.private_files import write_private
 
     old = os.umask(0o002)
     try:
@@ -169,7 +169,7 @@ def test_another_users_link_to_the_config_directory_is_not_followed(tmp_path):
 def test_a_relative_xdg_config_home_is_ignored(tmp_path, monkeypatch):
     """As the XDG specification says: a relative $XDG_CONFIG_HOME (or an empty one) means
     ~/.config, not a directory under wherever the command runs."""
-    from ozhpc.private_files import config_dir
+    from ozhpc.run.private_files import config_dir
 
     monkeypatch.setenv("HOME", str(tmp_path))
     for value in ("rel/dir", "", "."):

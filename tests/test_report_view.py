@@ -48,9 +48,9 @@ def runs(tmp_path_factory):
 
 
 def test_every_report_field_is_documented(runs, tmp_path):
-    from ozhpc.config import RunConfig
     from ozhpc.io.h5io import DatasetRef
-    from ozhpc.runner import execute
+    from ozhpc.run.config import RunConfig
+    from ozhpc.run.runner import execute
 
     d, out = runs
     report = json.loads(out["one"][0].read_text())
@@ -93,7 +93,7 @@ def test_the_plans_a_priori_bound_only_where_nothing_was_certified(runs):
 
 
 def test_product_line_spells_alpha_beta_and_transposes():
-    from ozhpc.report_view import product_line
+    from ozhpc.commands.report import product_line
 
     cfg = {"alpha": 2.0, "beta": -1.0, "transa": True, "transb": False, "a": "i.h5:/A", "b": "i.h5:/B", "c": "i.h5:/C0"}
     assert product_line(cfg) == "C = 2 A^T B - C0; A = i.h5:/A, B = i.h5:/B, C0 = i.h5:/C0"
@@ -161,7 +161,7 @@ def test_report_records_the_library_versions(runs):
 
 def test_report_compare_lists_the_wire_and_no_ratio_to_a_zero_time(runs):
     """A phase of 0.000 s gets '-' rather than a ratio against a rounded zero; a changed wire is listed."""
-    from ozhpc.report_view import Fields, compare
+    from ozhpc.commands.report import Fields, compare
 
     _, out = runs
     a = json.loads(out["one"][0].read_text())

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ozhpc.engines import get_engine
-from ozhpc.ozaki import certificate, product as product_module
+from ozhpc.ozaki import certificate, operands as operands_module
 from ozhpc.ozaki.product import Product
 from ozhpc.ozaki.scales import join_words, range_bumps, word_sums
 from ozhpc.ozaki.settings import OzakiSettings
@@ -56,12 +56,12 @@ def test_range_bumps_read_the_exact_total(monkeypatch, rows, k, outlier, total_s
     monkeypatch.setattr(certificate, "magnitude_stats",
                         lambda xp, x, exps, *r: a_stats if x.shape[0] == rows else real(xp, x, exps, *r))
     seen = []
-    monkeypatch.setattr(product_module, "range_bumps",
+    monkeypatch.setattr(operands_module, "range_bumps",
                         lambda sq, nnz, total, *rest: seen.append(total) or range_bumps(sq, nnz, total, *rest))
     a_rows, b_rows = np.full((rows, 1), 0.5), np.full((1, 1), 0.5)
     prod = Product(OzakiSettings("ozaki2"), get_engine("numpy"), a_rows, b_rows)
     assert seen[0] == exact
-    bumped = np.flatnonzero(prod.row_exps != 0)
+    bumped = np.flatnonzero(prod.ops.row_exps != 0)
     assert bumped.tolist() == ([] if outlier is None else [outlier])
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ozhpc.engines import get_engine, superacc
-from ozhpc.reference import exact_dot
+from ozhpc.run.reference import exact_dot
 
 DBL_MAX = np.finfo(np.float64).max
 TINY = 5e-324

@@ -61,7 +61,7 @@ def test_foreign_frameworks_blocked_only_when_not_imported():
 
 def test_warmup_runs_every_case_through_the_gemm_path(tmp_path, monkeypatch):
     """The cases of ``ozhpc warmup`` on the NumPy engine: the same runner path, nothing left behind."""
-    from ozhpc import warmup
+    from ozhpc.commands import warmup
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     import tempfile

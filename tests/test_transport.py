@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from ozhpc.config import RunConfig, parse_panel
+from ozhpc.engines.numpy_engine import NumpyEngine
+from ozhpc.errors import InputError
 from ozhpc.parallel import ProcessGrid
 from ozhpc.parallel import transport_choice as tr
 from ozhpc.parallel.gpu_transport import NVLS_ENV, ensure_nvls_off
 from ozhpc.parallel.summa import default_kb, overlap_fraction
-from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.errors import InputError
+from ozhpc.run.config import RunConfig, parse_panel
 
 GPU_ENGINE = types.SimpleNamespace(name="cutile", on_device=True, k_align=16)
 TWO = types.SimpleNamespace(size=2)
@@ -125,7 +125,7 @@ def test_summa_kb_any_width_same_bits():
     """Panel width (GPU-style wide panels included) never changes the bits (NumPy engine, 1 rank)."""
     import ozhpc
     from ozhpc.parallel import dist_gemm
-    from ozhpc.matrices import standard_matrix
+    from ozhpc.run.matrices import standard_matrix
 
     a, b = standard_matrix(70, 300, 0.5, 1), standard_matrix(300, 50, 0.5, 2)
     want = ozhpc.gemm(a, b, engine="numpy", slices=7)
@@ -187,7 +187,7 @@ def test_ranks_sharing_a_gpu_under_mpiexec(tmp_path, ranks, grid):
     injects the GPU facts): auto runs host-staged MPI and says why; --transport nccl ends every rank
     with one line naming the ranks and the device, exit 2, before anything is read or written."""
     import ozhpc
-    from ozhpc.matrices import standard_matrix
+    from ozhpc.run.matrices import standard_matrix
 
     with h5py.File(tmp_path / "in.h5", "w") as f:
         f["A"], f["B"] = standard_matrix(40, 30, 0.5, 1), standard_matrix(30, 20, 0.5, 2)

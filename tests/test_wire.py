@@ -12,7 +12,7 @@ from mpi4py import MPI
 
 import ozhpc
 from ozhpc.parallel import ProcessGrid, dist_gemm
-from ozhpc.parallel.wire import choose_wire, wire_cost
+from ozhpc.parallel.wire import Wire, choose_wire, wire_cost
 from test_certified import structured_cases
 
 
@@ -72,15 +72,15 @@ def test_fp64_wire_makes_no_whole_operand_planes(monkeypatch):
 
 def test_auto_wire_rule():
     # one rank: nothing moves, so no whole-operand planes
-    assert choose_wire("auto", 18, ranks=1)[0] == "fp64"
+    assert choose_wire("auto", 18, ranks=1).name == "fp64"
     # 18 planes (scheme II + certificate) between H200s over NVLink, 8 (scheme I, 7 slices) too
-    assert choose_wire("auto", 18, ranks=2, engine="cutile")[0] == "fp64"
-    assert choose_wire("auto", 8, ranks=2, engine="cutile")[0] == "planes"
-    assert choose_wire("auto", 10, ranks=8, engine="cutile", one_node=False)[0] == "fp64"
+    assert choose_wire("auto", 18, ranks=2, engine="cutile").name == "fp64"
+    assert choose_wire("auto", 8, ranks=2, engine="cutile").name == "planes"
+    assert choose_wire("auto", 10, ranks=8, engine="cutile", one_node=False).name == "fp64"
     # the NumPy engine splits ~5 M entries/s: moving planes is always cheaper than splitting again
-    name, why = choose_wire("auto", 19, ranks=4)
-    assert name == "planes" and why.startswith("auto: 19 planes per entry cost")
-    assert choose_wire("planes", 19, ranks=1) == ("planes", "requested")
+    chosen = choose_wire("auto", 19, ranks=4)
+    assert chosen.name == "planes" and chosen.reason.startswith("auto: 19 planes per entry cost")
+    assert choose_wire("planes", 19, ranks=1) == Wire("planes", "requested")
     planes, fp64 = wire_cost(16, split_rate=1e9, link_rate=8e9)
     assert planes == 2e-9 and fp64 == 2e-9
     with pytest.raises(ValueError, match="unknown wire format 'int4'"):
@@ -91,10 +91,10 @@ def test_wire_option_in_job_files_cli_and_config(tmp_path):
     from helpers.inputs import JOB_FILES
 
     from conftest import run_cli
-    from ozhpc.config import RunConfig
     from ozhpc.errors import InputError
     from ozhpc.io.h5io import DatasetRef
-    from ozhpc.jobfile import parse_job
+    from ozhpc.run.config import RunConfig
+    from ozhpc.run.jobfile import parse_job
 
     assert parse_job(JOB_FILES + '[summa]\nwire = "fp64"\n')["wire"] == "fp64"
     with pytest.raises(InputError, match=r'summa.wire must be one of "auto", "fp64", "planes"'):
@@ -113,7 +113,7 @@ def test_report_and_dry_run_name_the_wire(tmp_path, wire):
     import h5py
 
     from conftest import run_cli
-    from ozhpc.matrices import standard_matrix
+    from ozhpc.run.matrices import standard_matrix
 
     with h5py.File(tmp_path / "in.h5", "w") as f:
         f["A"], f["B"] = standard_matrix(30, 20, 0.5, 1), standard_matrix(20, 10, 0.5, 2)

@@ -1,12 +1,12 @@
-"""``ozhpc check``: the exact error of a stored C on sampled entries (:mod:`ozhpc.check`), and its
+"""``ozhpc check``: the exact error of a stored C on sampled entries (:mod:`ozhpc.run.check`), and its
 statistics in words or JSON."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ..check import run_check
 from ..io.h5io import DatasetRef
-from ..report import to_json
+from ..run.check import run_check
+from ..run.report import to_json
 from . import world
 
 
@@ -14,7 +14,7 @@ def check(result: DatasetRef, a: DatasetRef, b: DatasetRef, *, c: DatasetRef | N
           beta: float = 0.0, transa: bool = False, transb: bool = False, samples: int = 64, seed: int = 0,
           fingerprint: bool = False, comm=None) -> dict:
     """The statistics of C = alpha op(A) op(B) + beta C0 (collective over ``comm``; the same on
-    every rank). :func:`ozhpc.check.failures` says whether C passes."""
+    every rank). :func:`ozhpc.run.check.failures` says whether C passes."""
     options = SimpleNamespace(result=result, a=a, b=b, c=c, alpha=alpha, beta=beta, transa=transa,
                               transb=transb, samples=samples, seed=seed, fingerprint=fingerprint)
     return run_check(options, world(comm))

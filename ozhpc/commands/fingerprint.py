@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ..errors import InputError
-from ..fingerprint import fingerprint_dataset
 from ..io import h5io
 from ..parallel import collective_errors
+from ..run.fingerprint import fingerprint_dataset
 from . import world
 
 

@@ -1,12 +1,12 @@
-"""``ozhpc gemm`` and ``ozhpc run``: one product from HDF5 to HDF5 (:func:`ozhpc.runner.execute`),
-from a :class:`~ozhpc.config.RunConfig` or from a TOML job file."""
+"""``ozhpc gemm`` and ``ozhpc run``: one product from HDF5 to HDF5 (:func:`ozhpc.run.runner.execute`),
+from a :class:`~ozhpc.run.config.RunConfig` or from a TOML job file."""
 from __future__ import annotations
 
 import os
 
-from ..config import RunConfig
-from ..jobfile import load_job
-from ..runner import execute
+from ..run.config import RunConfig
+from ..run.jobfile import load_job
+from ..run.runner import execute
 from . import world
 
 

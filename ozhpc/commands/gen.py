@@ -4,12 +4,12 @@ Each rank generates and writes only its own row chunks, so the file is the same 
 from __future__ import annotations
 
 from ..errors import InputError
-from ..fingerprint import fingerprint_distributed
 from ..io import distio, h5io, h5out
-from ..matrices import standard_matrix_distributed
 from ..parallel import ProcessGrid, collective_errors
-from ..resources import check_disk, check_matrix_fits
-from ..runner import ranks_on_this_node
+from ..run.fingerprint import fingerprint_distributed
+from ..run.matrices import standard_matrix_distributed
+from ..run.resources import check_disk, check_matrix_fits
+from ..run.runner import ranks_on_this_node
 from . import world
 
 

@@ -230,13 +230,13 @@ class CutileEngine(Engine):
         return out
 
     def split(self, x, exps, nslices: int):
-        return self._slices_of(x, exps, nslices, lambda src, trans, e, buf: self.launcher.launch_split(
-            self._stream(), src, trans, e, buf, nslices))
+        return self._slices_of(x, exps, nslices, lambda src, trans, e, buf: ck.split.launch(
+            self._stream(), self.config, src, trans, e, buf, nslices))
 
     def residues(self, x, exps, tables):
         table = self._device_tables(tables).table
-        return self._slices_of(x, exps, tables.count, lambda src, trans, e, buf: self.launcher.launch_residues(
-            self._stream(), src, trans, e, table, buf, tables.bits))
+        return self._slices_of(x, exps, tables.count, lambda src, trans, e, buf: ck.residues.launch(
+            self._stream(), self.config, src, trans, e, table, buf, tables.bits))
 
     def _device_tables(self, crt) -> DeviceTables:
         """The constants of ``crt`` on this device (made once per (bits, count, pieces))."""
@@ -263,7 +263,7 @@ class CutileEngine(Engine):
         parts = self.launcher.column_parts(rows, cols, ck.ROW_STATS_TILE)
         amax = cp.empty((parts, rows), dtype=cp.float64)
         bad = cp.empty((parts, rows), dtype=cp.int32)
-        self.launcher.launch_row_stats(self._stream(), src, trans, amax, bad)
+        ck.row_stats.launch(self._stream(), src, trans, amax, bad)
         return amax.max(axis=0), bad.any()   # 0-d on the device: the caller reads it when it must
 
     def entry_gaps(self, x, exps):
@@ -279,7 +279,7 @@ class CutileEngine(Engine):
             return out
         src, trans = _row_major(x)
         e = cp.ascontiguousarray(cp.asarray(exps).astype(cp.int32, copy=False).ravel())
-        self.launcher.launch_gaps(self._stream(), src, trans, e, out)
+        ck.gaps.launch(self._stream(), self.config, src, trans, e, out)
         return out
 
     def count_gaps_le(self, gaps, limits):
@@ -298,7 +298,7 @@ class CutileEngine(Engine):
         words = gaps.view(cp.int32)   # four codes per word: word loads in the kernel
         parts = self.launcher.column_parts(rows, words.shape[1], ck.COUNT_TILE, ck.COUNT_MAX_TILES)
         out = cp.empty((parts, rows, width), dtype=cp.int32)
-        self.launcher.launch_count(self._stream(), words, lim, out)
+        ck.count.launch(self._stream(), words, lim, out)
         return out.sum(axis=0, dtype=cp.int64)
 
     def _k_chunks(self, k: int, slices: int, ngroups: int, diagonal: bool = False):
@@ -319,8 +319,9 @@ class CutileEngine(Engine):
 
         ``mods`` (scheme II, the int32 modulus table): ``sums`` is int8, product l reduced to
         its balanced residue modulo modulus l. The products are independent, so they are
-        launched in ranges of at most ``diagonal_launch_groups`` whose views keep int32 offsets
-        (no operand copies, no M/N blocks). Scheme I: ``pair_launch_groups`` groups per launch."""
+        launched in ranges (every modulus of a range in one grid) whose views keep int32 offsets
+        (no operand copies, no M/N blocks), of at most ``diagonal_launch_groups`` when set.
+        Scheme I: ``pair_launch_groups`` groups per launch."""
         a, b = pa[:, :, k0:_roundup(k1)], pb[:, :, k0:_roundup(k1)]
         if mods is None:   # scheme I: every launch reads all slices, group ranges from g0
             step = self.config.pair_launch_groups or sums.shape[0]
@@ -330,8 +331,7 @@ class CutileEngine(Engine):
                                           accumulate=accumulate, first_group=g0)
             return
         step = self._group_step(a, b, sums)
-        small = a.shape[1] * b.shape[1] * a.shape[2] <= self.config.diagonal_one_launch_ops
-        if self.config.diagonal_launch_groups and not small:
+        if self.config.diagonal_launch_groups:
             step = min(step, self.config.diagonal_launch_groups)
         for g0 in range(0, sums.shape[0], step):
             g = slice(g0, g0 + step)
@@ -426,7 +426,7 @@ class CutileEngine(Engine):
             self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt).crt_args, out, crt.shift,
                                       crt.pieces)
         else:
-            self.launcher.launch_combine(self._stream(), acc, re, ce, out)
+            ck.combine.launch(self._stream(), self.config, acc, re, ce, out)
         return out
 
     def multiply_combine_groups(self, da, eb, ngroups: int, row_exps, col_exps):

@@ -221,13 +221,6 @@ def exact_float64(values, ref, what: str = "input") -> np.ndarray:
     return out
 
 
-def read_matrix(ref: DatasetRef, what: str = "input", rows=slice(None), cols=slice(None)) -> np.ndarray:
-    """The (sub)matrix as C-ordered float64, after :func:`dataset_info` checks."""
-    dataset_info(ref, what)
-    with reading(ref.file, what) as f:
-        return exact_float64(f[ref.path][rows, cols], ref, what)
-
-
 def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:
     """Refuse, before any work, an output that cannot or must not be written.
 

@@ -315,11 +315,3 @@ class OutputTransaction:
             log.warning("could not remove the temporary %s:%s (%s); the next write removes it",
                         self.file, self.tmp_name, exc)
 
-
-def write_matrix(ref: h5io.DatasetRef, data, force: bool = False, attrs: dict | None = None) -> None:
-    """Write a whole matrix safely (one process)."""
-    with OutputTransaction(ref, force, new_tag()) as txn:
-        txn.create(data.shape, attrs)
-        with txn.open() as f:
-            f[txn.tmp_name][...] = data
-        txn.commit()

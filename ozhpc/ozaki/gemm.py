@@ -10,7 +10,7 @@ import numpy as np
 from ..engines import get_engine
 from ..errors import real_scalars, require_c
 from .product import GemmInfo, Product, enforce_accuracy, op_rows  # noqa: F401  (GemmInfo re-exported)
-from .settings import OzakiSettings
+from .settings import DEFAULT_GUARANTEE, OzakiSettings
 
 
 def as_matrix(x, name: str):
@@ -65,7 +65,7 @@ def check_real_matrix(x, name: str):
 
 def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
          slices="auto", groups="auto", engine="auto", scheme=None, bits="auto", accuracy="warn",
-         guarantee="dgemm", info=False):
+         guarantee=DEFAULT_GUARANTEE, info=False):
     """FP64 ``alpha * op(A) @ op(B) + beta * C`` by the Ozaki scheme, exact up to one final rounding.
 
     Parameters

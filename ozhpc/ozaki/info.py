@@ -1,4 +1,5 @@
-"""What one product did (:class:`GemmInfo`), and what a failed certificate does (:func:`enforce_accuracy`).
+"""What one product did (:class:`GemmInfo`, its phases' times from a :class:`Stopwatch`), and what a
+failed certificate does (:func:`enforce_accuracy`).
 
 ``ozhpc.gemm`` returns a GemmInfo, SUMMA a subclass (:class:`ozhpc.parallel.summa.SummaInfo`); the
 runner's report, the HDF5 attributes of C and ``ozhpc report`` read its fields.
@@ -70,12 +71,6 @@ class GemmInfo:
     """Entries (all ranks) given their exact dot product, correctly rounded (what the levels did
     not certify)."""
 
-    @property
-    def pair_gemms(self) -> int:
-        """:attr:`int8_gemms` under its first name, which the report key ``pair_gemms``, the README and
-        scripts still read (kept for compatibility only)."""
-        return self.int8_gemms
-
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -97,6 +92,30 @@ class GemmInfo:
         return (f"{self.uncertified} of {self.m * self.n} entries of C are not certified to the "
                 f"guarantee '{self.guarantee}', {bound} (worst bound {self.worst_ratio:.3g} times it), "
                 f"even with {self.bits} bits, the widest plan of scheme {self.scheme}")
+
+
+class Stopwatch:
+    """Time per phase from the engine's timers (CUDA events on a GPU, recorded in order and read
+    only when :attr:`seconds` is asked for: timing never synchronises the device mid-call)."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self._laps: dict[str, list] = {}
+        self._timer = self._started()
+
+    def _started(self):
+        timer = self.engine.timer()
+        timer.start()
+        return timer
+
+    def lap(self, phase: str) -> None:
+        self._timer.stop()
+        self._laps.setdefault(phase, []).append(self._timer)
+        self._timer = self._started()
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        return {phase: sum(t.seconds() for t in timers) for phase, timers in self._laps.items()}
 
 
 def enforce_accuracy(info: GemmInfo, accuracy: str, *, stacklevel: int = 3) -> None:

@@ -205,10 +205,12 @@ class Staircase:
         return total
 
 
-    def verdicts(self, factor: int = 1, abs_sums=None):
+    def verdicts(self, factor: int = 1, abs_sums=None, in_fact: bool = True):
         """``(values, passed, ratio)`` per entry of the block: ``fl(P_L)`` and the certificate's
         :func:`~ozhpc.ozaki.certificate.verdicts` with ``E`` = :meth:`bound` (rho = 1: C is rounded
-        once). The lower bound of ``(|A||B|)_ij`` is the free one, ``|P_L| - E``, or where given
+        once); with ``in_fact``, an entry passes only where also ``E <= u |fl(P_L)|`` (a lower bound
+        of it): within about one ulp of the exact entry, as accurate as DGEMM's best case, whatever
+        the cancellation (a zero entry: only once exact). The lower bound of ``(|A||B|)_ij`` is the free one, ``|P_L| - E``, or where given
         (``abs_sums``, finite; NaN elsewhere) the exact sums ``sum_t |a_it||b_tj|`` rounded to nearest
         (:func:`abs_sums`: O(k) per entry, for a few entries)."""
         xp = self.xp
@@ -229,7 +231,10 @@ class Staircase:
         if abs_sums is not None:
             lower = xp.maximum(lower, _lower_of_sums(xp, abs_sums, top))
         with np.errstate(over="ignore"):   # a ratio over a tiny lower bound is inf: it fails
-            return (c,) + tuple(certificate.verdicts(xp, frac, lower, factor=factor))
+            passed, ratio = certificate.verdicts(xp, frac, lower, factor=factor)
+        if in_fact:
+            passed = passed & (frac * UP <= c_lo * 2.0**-53)
+        return c, passed, ratio
 
 
 def _normalised(xp, c, top):

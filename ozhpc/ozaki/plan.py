@@ -24,7 +24,7 @@ from ..engines import crt as _crt
 from ..engines.base import BITS, DIGIT_MAX
 from ..errors import InputError
 from . import certificate as _cert
-from .settings import MAX_SLICES, MIN_SLICES, SCHEMES, OzakiSettings  # noqa: F401  (re-exported)
+from .settings import DEFAULT_GUARANTEE, MAX_SLICES, MIN_SLICES, SCHEMES, OzakiSettings  # noqa: F401  (re-exported)
 
 FP64_BITS = 53
 AUTO_SLICES_MARGIN = 5
@@ -85,11 +85,6 @@ class SlicePlan(_Widens):
     def int8_gemms(self) -> int:
         """int8 GEMMs of one product: the kept slice pairs."""
         return sum(len(self.pairs(g)) for g in range(self.groups))
-
-    @property
-    def pair_gemms(self) -> int:
-        """:attr:`int8_gemms` (scheme I's are pair GEMMs)."""
-        return self.int8_gemms
 
     @property
     def bits(self) -> int:
@@ -449,7 +444,7 @@ with phi <= 1 up to n = 32768 on the H200 (a larger C has more extreme entries: 
 0.5 the fewest bits that certify are 60, at n = 64-256 about 58; phi = 2, 4 take one wider pass)."""
 
 
-def auto_bits(sizes: DataSizes | None, guarantee: str = "dgemm") -> int:
+def auto_bits(sizes: DataSizes | None, guarantee: str = DEFAULT_GUARANTEE) -> int:
     """Scheme II's first plan for "auto" (before :meth:`ModularPlan.widest_for` adds what the same
     moduli hold for free)."""
     gap = 0.0 if sizes is None else sizes.mean_gap
@@ -512,15 +507,10 @@ def exact_plan(bits: int, k: int):
 def assumed_plan(settings: OzakiSettings, k: int):
     """The plan assumed before the data is read: the settings' typical plan
     (:meth:`OzakiSettings.typical`) on typical data (:meth:`DataSizes.typical`) of inner dimension
-    ``k``. The memory check, the wire SUMMA picks and ``ozhpc plan`` all start from it, so they agree."""
+    ``k``. The memory check, the wire SUMMA picks and ``ozhpc plan`` all start from it, so they
+    agree (with the first pass's extra planes: :func:`ozhpc.ozaki.passes.assumed_depth`)."""
     k = max(int(k), 1)
     return resolve_plan(settings.typical(), 0, k, sizes=DataSizes.typical(k))
-
-
-def assumed_depth(settings: OzakiSettings, k: int) -> int:
-    """int8 planes per entry of the first pass under :func:`assumed_plan`: its planes, plus the
-    certificate's magnitude digits under "auto"."""
-    return assumed_plan(settings, k).planes + (1 if settings.auto else 0)
 
 
 def make_plan(slices, groups, spread: int, *, scheme: str = "ozaki1", bits="auto", k: int = 0):

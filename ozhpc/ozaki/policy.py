@@ -1,8 +1,10 @@
 """Certified "auto": which pass of the products comes after a failed certificate, as a value.
 
-A :class:`~ozhpc.ozaki.product.Product` runs one pass (scales, split, panels, combine) and its
-certificate; :class:`Widening` reads the verdict and answers with a :class:`NextPass` (or None:
-done), which the product starts. In order, while some entry fails:
+A :class:`~ozhpc.ozaki.product.Product` runs one pass (:class:`~ozhpc.ozaki.passes.Pass`) and its
+certificate; :class:`Widening` reads the outcome (the verdict, the plan, which digits were summed)
+and answers with a :class:`NextPass` (or None: done), a value the product starts. It never calls
+the product: a wider plan is named by its settings and width, which the product resolves for its
+data. In order, while some entry fails:
 
 1. once per set of scales, a pass of the certificate's digits alone (:data:`BOUNDS`): the
    magnitudes of every k index where the first pass sampled them, support digits where some entry
@@ -10,11 +12,18 @@ done), which the product starts. In order, while some entry fails:
 2. once, the operands equilibrated over k (:func:`equilibrated_operands`), where the failure is
    gross (a ratio above :data:`EQUILIBRATE_RATIO`) or the widest plan is reached: a new problem,
    "auto" picks its first plan afresh;
-3. a wider plan (``plan.next_width``), and past the widest what ``plan.beyond_cap`` offers
-   (scheme II: scheme I's digits);
+3. a wider plan (``plan.next_width`` of :func:`bits_to_close`), and past the widest what
+   ``plan.beyond_cap`` offers (scheme II: scheme I's digits);
 4. once, where the equilibrated problem still fails past all of that, the given operands again
    (equilibration can also push an entry below every plan's reach: a row of op(A) that mixes a
    column scaled down with one scaled up), from their first plan, widened without step 2.
+
+Before steps 3 and 4, and where none is left, :meth:`Widening.refine_or` weighs them against
+recomputing only the failing entries (``NextPass(refine=True)``: levels of scales, then exact dot
+products, :mod:`ozhpc.ozaki.refine`), by predicted int8 work: a few bad rows never widen the plan
+of the whole matrix, and where nothing is left every entry still ends certified. A pass never
+loses what an earlier one certified: the product keeps those entries (equilibration is an
+alternative, not a one-way door).
 
 Every input is global and exact (the certificate's count and worst ratio are reduced over every
 rank), so every rank takes the same decisions and the bits stay grid-independent. Nothing here
@@ -29,7 +38,7 @@ import numpy as np
 
 from ..engines import crt
 from . import certificate
-from .plan import PLANS, exact_plan
+from .plan import exact_plan
 
 EQUILIBRATE_MIN_SHIFT = 4
 """Columns of op(A) whose largest exponent is within 8 bits of the matching row of op(B) keep their
@@ -56,14 +65,19 @@ BOUNDS = ("lower", "support")
 @dataclass(frozen=True)
 class NextPass:
     """The pass a failed certificate asks for: the certificate's digits alone (``bounds``, a subset
-    of :data:`BOUNDS`), the operands equilibrated over k (``equilibrate``), a wider ``plan``, or the
-    given operands again (``restore``)."""
+    of :data:`BOUNDS`), the operands equilibrated over k (``equilibrate``), a wider plan (``width``
+    in the units of ``settings``' plans: :meth:`~ozhpc.ozaki.operands.Operands.plan`), or the given
+    operands again (``restore``)."""
 
     bounds: tuple = ()
     equilibrate: bool = False
-    plan: object = None
+    settings: object = None
+    width: int | None = None
     restore: bool = False
     """The given operands again, their first plan afresh (step 4)."""
+    refine: int = 0
+    """Recompute the failing entries by levels of scales on a grid of this many bits, then exact
+    dot products (:mod:`ozhpc.ozaki.refine`); every other entry keeps its bits (0: no)."""
 
 
 def bits_to_close(worst: float) -> int:
@@ -72,20 +86,13 @@ def bits_to_close(worst: float) -> int:
     return 16 if not math.isfinite(worst) else max(1, math.ceil(math.log2(max(worst, 1.0))) + 1)
 
 
-def next_width(scheme: str, width: int, worst: float, cap: int) -> int:
-    """The width after ``width`` (bits or slices of ``scheme``'s plans) for a worst ratio
-    ``worst``, at most ``cap``: at least one step; an infinite ratio takes 16 bits (3 slices)."""
-    return PLANS[scheme].widen(width, bits_to_close(worst), cap)
-
-
 class Widening:
     """The policy's state across the passes of one product: the settings the plans resolve from
     (scheme I's past scheme II's cap), whether the operands were equilibrated, the plans run
-    (``widths``: ``[bits, uncertified, worst_ratio]`` each). ``resolve(settings, width)`` gives the
-    product's plan for a width (its scales and sizes are the product's)."""
+    (``widths``: ``[bits, uncertified, worst_ratio]`` each)."""
 
-    def __init__(self, settings, resolve):
-        self.settings, self._resolve = settings, resolve
+    def __init__(self, settings):
+        self.settings = settings
         self.equilibrated = False
         self._given_settings = None   # while the equilibrated problem runs: the settings to restore
         self.widths: list = []
@@ -112,7 +119,7 @@ class Widening:
             return NextPass(equilibrate=True)
         need = bits_to_close(cert.worst)
         if not at_cap:
-            return NextPass(plan=self._resolve(self.settings, plan.next_width(need)))
+            return NextPass(settings=self.settings, width=plan.next_width(need))
         beyond = plan.beyond_cap(self.settings, need)
         if beyond is None:
             if self._given_settings is None:
@@ -120,29 +127,37 @@ class Widening:
             self.settings, self._given_settings = self._given_settings, None
             return NextPass(restore=True)
         self.settings, width = beyond
-        return NextPass(plan=self._resolve(self.settings, width))
+        return NextPass(settings=self.settings, width=width)
 
     @staticmethod
     def refine_bits(plan) -> int:
-        """The grid of the refinement's staircase for a pass of ``plan``."""
+        """The grid of the refinement's staircase after a pass of ``plan``."""
         return max(REFINE_MIN_BITS, min(plan.bits, crt.MAX_BITS))
 
-    def refine_first(self, step: NextPass | None, plan, block: tuple[int, int], sizes: tuple[int, int, int]) -> bool:
-        """Whether the failing entries are recomputed (:mod:`ozhpc.ozaki.refine`) instead of running
-        ``step``: always where no step is left (None); never instead of equilibrating (it removes
-        compensated scalings at the cost of one pass, where levels would need one per scale); else
-        where its predicted int8 work is below the step's: ``REFINE_PAIRS`` exact level products on
-        the failing ``block`` (rows x columns, global) against one more pass of every entry
-        (``sizes`` = m, n, k; a wider plan's GEMMs, or this plan's for the given problem restored).
-        Global, exact inputs: every rank agrees."""
+    def refine_or(self, step: NextPass | None, plan, worst: float, block: tuple[int, int],
+                  sizes: tuple[int, int, int], step_gemms: int) -> NextPass | None:
+        """``step``, or the failing entries recomputed instead (``NextPass(refine=bits)``): always
+        where no step is left (None); never instead of a bounds pass, nor of a wider plan after a
+        mild failure (``worst`` at most :data:`EQUILIBRATE_RATIO`: a few more bits close it, and
+        they carry every entry's accuracy in fact, as on heavy-tailed data); else where its
+        predicted int8 work is below the step's: :data:`REFINE_PAIRS` exact level products on the
+        failing ``block`` (rows x columns, global) against ``step_gemms`` int8 GEMMs (the step's
+        plan, resolved by the product; equilibrating: a first pass) of every entry (``sizes`` = m,
+        n, k). Levels cost per scale where equilibration removes every compensated scaling at
+        once: the cost picks it then, as the failing block is the whole matrix. Global, exact
+        inputs: every rank agrees."""
+        bits = self.refine_bits(plan)
         if step is None:
-            return True
-        if step.equilibrate:
-            return False
+            return NextPass(refine=bits)
+        if step.bounds or (not step.equilibrate and worst <= EQUILIBRATE_RATIO):
+            return step
         m, n, k = sizes
-        gemms = step.plan.int8_gemms if step.plan is not None else plan.int8_gemms
-        ours = REFINE_PAIRS * exact_plan(self.refine_bits(plan), k).int8_gemms * block[0] * block[1]
-        return ours < gemms * m * n
+        ours = REFINE_PAIRS * exact_plan(bits, k).int8_gemms * block[0] * block[1]
+        if ours >= step_gemms * m * n:
+            return step
+        if step.equilibrate:   # not taken: what step 2 would have done next is still open
+            self.equilibrated, self._given_settings = False, None
+        return NextPass(refine=bits)
 
     def refined(self, bits: int, worst: float) -> None:
         """Record the refinement as the last entry of :attr:`widths` (every entry certified)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import certificate
 from .levels import MAX_LEVELS, Staircase, abs_sums
 from .scales import exponents, row_abs_max
 
@@ -41,6 +42,51 @@ class Refined:
 
 def _same(x):
     return x
+
+
+@dataclass
+class Kept:
+    """What the passes so far certified, entry by entry: C (``ab``; ``low``, the entries' totals
+    where C overflowed, else None) and the mask of certified entries (``passed``), so that a later
+    pass (wider, equilibrated, the given operands again) never loses an entry an earlier one
+    certified. ``passed_worst``: the largest ratio among those entries (global)."""
+
+    ab: object
+    low: object
+    passed: object
+    passed_worst: float
+
+    @classmethod
+    def merge(cls, xp, kept: "Kept | None", ab, low, cert, reduce_sum=_same):
+        """``(kept, cert)`` after a pass with C ``ab`` (``low``) and per-entry ``cert``: each entry
+        from this pass where it passed, else from ``kept`` where that passed; the certificate of the
+        result (its count global; its worst ratio this pass's where some entry still fails)."""
+        if kept is None:
+            return cls(ab, low, cert.passed, cert.passed_worst), cert
+        old = kept.passed & ~cert.passed
+        ab = xp.where(old, kept.ab, ab)
+        if low is not None or kept.low is not None:
+            nan = xp.full(ab.shape, xp.nan)
+            low = xp.where(old, nan if kept.low is None else kept.low, nan if low is None else low)
+        passed = cert.passed | kept.passed
+        count = int(np.asarray(reduce_sum(xp.asarray([int(xp.count_nonzero(~passed))], dtype=xp.int64)))[0])
+        best = max(cert.passed_worst, kept.passed_worst)
+        out = certificate.Certificate(passed, count, cert.worst if count else best, best)
+        return cls(ab, low, passed, best), out
+
+
+def failing_block(engine, reduce, failing) -> tuple[int, int]:
+    """How many rows of op(A) and columns of op(B) hold a failing entry (global, exact: a row is
+    counted once per rank that shares it, divided by how many do)."""
+    out = []
+    for axis, r_max, r_sum in ((1, reduce.a_max, reduce.a_sum), (0, reduce.b_max, reduce.b_sum)):
+        flag = np.asarray(engine.to_host(failing.any(axis=axis))).astype(np.int64)
+        agreed_rows = int((np.asarray(r_max(flag)) > 0).sum())
+        share = int(np.asarray(r_sum(np.ones(flag.shape, dtype=np.int64))).max(initial=0))
+        total = int(reduce.everywhere_sum(np.array([agreed_rows], dtype=np.int64))[0])
+        ranks = int(reduce.everywhere_max(np.array([share], dtype=np.int64))[0])
+        out.append(total // max(ranks, 1))
+    return tuple(out)
 
 
 def agreed(flags, reduce_max) -> np.ndarray:

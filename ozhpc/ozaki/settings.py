@@ -17,6 +17,7 @@ DEFAULT_SCHEME = "ozaki2"
 default on every engine, so the bits do not depend on the engine. A scheme left unsaid (None) is
 scheme I where ``slices`` or ``groups`` are given (they are its options), else this one."""
 GUARANTEES = ("dgemm", "tight")
+DEFAULT_GUARANTEE = GUARANTEES[0]
 """What certified "auto" proves for every finite entry of C, plus the final rounding of C:
 "dgemm" ``k u (|op(A)||op(B)|)_ij``, the bound native DGEMM itself guarantees (the default);
 "tight" ``u (|op(A)||op(B)|)_ij``, about 7 more bits per entry (bench/results/guarantee_bits_cpu_2026-12-02.md)."""
@@ -80,7 +81,7 @@ class OzakiSettings:
     groups: int | str = "auto"
     bits: int | str = "auto"
     accuracy: str = "warn"
-    guarantee: str = "dgemm"
+    guarantee: str = DEFAULT_GUARANTEE
 
     def __post_init__(self):
         if self.scheme is None:

@@ -61,9 +61,6 @@ class Cyclic1D:
         """Process holding global index ``ig``."""
         return (self.src + ig // self.nb) % self.nprocs
 
-    def block_owner(self, iblock: int) -> int:
-        return (self.src + iblock) % self.nprocs
-
     def local_size(self, iproc: int) -> int:
         return numroc(self.n, self.nb, iproc, self.src, self.nprocs)
 

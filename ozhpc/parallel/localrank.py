@@ -150,6 +150,13 @@ def select_device(comm=None, environ: Mapping[str, str] | None = None,
     return DeviceChoice(rank, source, count, index, entries[index] if entries is not None else None)
 
 
+def hosts(comm) -> list[str]:
+    """Every rank's host name, in rank order (collective over ``comm``): which ranks share a node."""
+    import socket
+
+    return comm.allgather(socket.gethostname())
+
+
 def rank_layout(comm, environ: Mapping[str, str] | None = None,
                 device_count: int | None = None) -> list[dict] | None:
     """Every rank's host, local rank and device, gathered on rank 0 (for ``ozhpc info``).

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 
 from ..errors import InputError
+from ..signals import LAUNCHER_RANK_VARS
 
 
 def _load():
@@ -79,8 +80,9 @@ MPI, MISSING = _load()
 
 LAUNCH_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS")
 """Set by mpiexec / mpirun (Open MPI, MPICH and Intel MPI, MVAPICH) and srun in each rank.
-srun's SLURM_STEP_NUM_TASKS, not SLURM_NTASKS: a batch script's own shell has the latter."""
-LAUNCH_RANK_VARS = ("PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
+srun's SLURM_STEP_NUM_TASKS, not SLURM_NTASKS: a batch script's own shell has the latter.
+The rank variables are :data:`ozhpc.signals.LAUNCHER_RANK_VARS` (the signal handlers read them
+before MPI loads)."""
 
 
 def launch_sign(environ: Mapping[str, str] | None = None) -> str | None:
@@ -89,7 +91,7 @@ def launch_sign(environ: Mapping[str, str] | None = None) -> str | None:
     for name in LAUNCH_SIZE_VARS:
         if env.get(name, "").isdigit() and int(env[name]) > 1:
             return f"{name}={env[name]}"
-    for name in LAUNCH_RANK_VARS:  # a launcher that gives only the rank: any but 0 means several
+    for name in LAUNCHER_RANK_VARS:  # a launcher that gives only the rank: any but 0 means several
         if env.get(name, "").isdigit() and int(env[name]) > 0:
             return f"{name}={env[name]}"
     return None

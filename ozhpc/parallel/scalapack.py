@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import InputError, finite_or_named
 from ..ozaki.info import enforce_accuracy
-from ..ozaki.settings import OzakiSettings
+from ..ozaki.settings import DEFAULT_GUARANTEE, OzakiSettings
 from .collective import collective_errors
 from .grid import ProcessGrid, near_square
 from .layout import BLOCK_CYCLIC_2D, DLEN, BlockCyclic
@@ -221,7 +221,7 @@ def _grid_dims(grid, size: int) -> tuple[int, int]:
 
 def pdgemm(transa, transb, m, n, k, alpha, a, desca, b, descb, beta, c, descc, *,
            ia=1, ja=1, ib=1, jb=1, ic=1, jc=1, comm=None, grid=None, engine="auto", transport="auto",
-           wire="auto", scheme=None, slices="auto", groups="auto", bits="auto", guarantee="dgemm",
+           wire="auto", scheme=None, slices="auto", groups="auto", bits="auto", guarantee=DEFAULT_GUARANTEE,
            accuracy="warn", info=False):
     """ScaLAPACK's PDGEMM by the Ozaki scheme: ``sub(C) = alpha op(sub(A)) op(sub(B)) + beta sub(C)``.
 

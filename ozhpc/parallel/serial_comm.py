@@ -46,12 +46,6 @@ def Get_library_version() -> str:  # noqa: N802
 class Request:
     """A request that completed when it was made."""
 
-    def Wait(self, status=None) -> None:  # noqa: N802
-        return None
-
-    def Test(self, status=None) -> bool:  # noqa: N802
-        return True
-
     @staticmethod
     def Waitall(requests, statuses=None) -> None:  # noqa: N802
         return None
@@ -117,17 +111,8 @@ class Comm:
     def Allreduce(self, sendbuf, recvbuf, op=SUM) -> None:  # noqa: N802
         _copy(sendbuf, recvbuf)
 
-    def Reduce(self, sendbuf, recvbuf, op=SUM, root=0) -> None:  # noqa: N802
-        _copy(sendbuf, recvbuf)
-
-    def Allgather(self, sendbuf, recvbuf) -> None:  # noqa: N802
-        _copy(sendbuf, recvbuf)
-
     def Alltoallv(self, sendbuf, recvbuf) -> None:  # noqa: N802
         _copy(sendbuf, recvbuf)
-
-    def Bcast(self, buf, root=0) -> None:  # noqa: N802
-        return None
 
     def Ibcast(self, buf, root=0) -> Request:  # noqa: N802
         return Request()
@@ -140,14 +125,6 @@ class Comm:
         return self._mailbox[tag].pop(0)
 
     # -- new communicators: all of one rank
-    def Dup(self) -> "Comm":  # noqa: N802
-        return Comm(self._dims)
-
-    Clone = Dup
-
-    def Split(self, color=0, key=0) -> "Comm":  # noqa: N802
-        return Comm()
-
     def Split_type(self, split_type, key=0, info=None) -> "Comm":  # noqa: N802
         return Comm()
 

@@ -41,14 +41,18 @@ from .mpi import MPI
 
 from ..engines import get_engine
 from ..errors import InputError, real_scalars, require_c
-from ..ozaki.product import GemmInfo, Product, Reductions, enforce_accuracy, op_rows
-from ..ozaki.settings import OzakiSettings
+from ..ozaki.info import GemmInfo, enforce_accuracy
+from ..ozaki.passes import assumed_depth
+from ..ozaki.product import Product, op_rows
+from ..ozaki.reductions import Reductions
+from ..ozaki.settings import DEFAULT_GUARANTEE, OzakiSettings
 from .distmatrix import DistMatrix
 from .grid import ProcessGrid
 from .layout import BlockCyclic
+from .localrank import hosts
 from .transport import Transport
-from .wire import choose_wire
-from .transport_choice import TransportUnavailable, choose_transport, get_transport, is_gpu_engine
+from .transport_choice import TransportUnavailable, choose_transport, is_gpu_engine, open_transport
+from .wire import Wire, choose_wire
 
 GPU_PANEL = 4096
 """Default k-panel width with a GPU engine: the pair kernel needs long k to run near its peak,
@@ -120,8 +124,10 @@ class Summa:
         Width of a k-panel and k-block size of op(A) and op(B) (default: :func:`default_kb`).
         Never changes the bits of C.
     engine : str or Engine
-        By name, a GPU engine is created after this rank selected its own GPU
-        (:func:`ozhpc.parallel.localrank.bind_device`: node-local rank % visible devices).
+        ``"auto"`` (the default, as :func:`ozhpc.gemm`'s: the GPU engine where it runs, else NumPy),
+        ``"numpy"``, ``"cutile"`` or an Engine. By name, a GPU engine is created after this rank
+        selected its own GPU (:func:`ozhpc.parallel.localrank.bind_device`: node-local rank %
+        visible devices).
     transport : str or Transport
         ``"auto"``, ``"nccl"``, ``"cuda-mpi"`` or ``"mpi-host"`` (:mod:`ozhpc.parallel.transport_choice`).
     wire : str
@@ -139,8 +145,8 @@ class Summa:
     """
 
     def __init__(self, grid: ProcessGrid, m: int, n: int, k: int, *, block=(256, 256), kb: int | None = None,
-                 engine="numpy", transport="auto", slices="auto", groups="auto", on_panel=None,
-                 transport_options: dict | None = None, scheme=None, bits="auto", guarantee="dgemm",
+                 engine="auto", transport="auto", slices="auto", groups="auto", on_panel=None,
+                 transport_options: dict | None = None, scheme=None, bits="auto", guarantee=DEFAULT_GUARANTEE,
                  settings: OzakiSettings | None = None, wire="auto"):
         mb, nb = (block, block) if isinstance(block, int) else (int(block[0]), int(block[1]))
         self.settings = settings or OzakiSettings(scheme, slices, groups, bits, guarantee=guarantee)
@@ -148,7 +154,7 @@ class Summa:
             from .localrank import bind_device
             bind_device(grid.comm)  # this rank's GPU, before the engine picks the current device
         self.engine = get_engine(engine)
-        devices = agree_on_setup(grid, self.engine, transport)
+        devices, chosen = agree_on_setup(grid, self.engine, transport)
         kb = default_kb(k, grid.dims, self.engine) if kb is None else int(kb)
         if min(mb, nb, kb) < 1:
             raise ValueError(f"block sizes must be positive, got {mb}x{nb} and kb={kb}")
@@ -161,21 +167,19 @@ class Summa:
         self.a_layout = BlockCyclic(m, k, mb, kb, p, q)
         self.bt_layout = BlockCyclic(n, k, nb, kb, q, p)
         self.c_layout = BlockCyclic(m, n, mb, nb, p, q)
-        self.transport = get_transport(transport, grid, self.engine, devices, **(transport_options or {}))
-        self.wire, self.wire_reason = self._choose_wire(wire)
+        self.transport = (transport if isinstance(transport, Transport)
+                          else open_transport(*chosen, grid, self.engine, **(transport_options or {})))
+        self.wire = self._choose_wire(wire)
         self.on_panel = on_panel
         self.info: SummaInfo | None = None
 
-    def _choose_wire(self, wire: str) -> tuple[str, str]:
+    def _choose_wire(self, wire: str) -> Wire:
         """The wire of :func:`~ozhpc.parallel.wire.choose_wire` from global facts: the first pass's
-        planes per entry of the plan assumed for "auto" settings, the engine, one node or several."""
-        import socket
-
-        from ..ozaki.plan import assumed_depth
-
+        planes per entry before the data is read (:func:`~ozhpc.ozaki.passes.assumed_depth`), the
+        engine, one node or several."""
         depth = assumed_depth(self.settings, self.k)
-        hosts = set(self.grid.comm.allgather(socket.gethostname()))
-        return choose_wire(wire, depth, ranks=self.grid.size, engine=self.engine.name, one_node=len(hosts) == 1)
+        one_node = len(set(hosts(self.grid.comm))) == 1
+        return choose_wire(wire, depth, ranks=self.grid.size, engine=self.engine.name, one_node=one_node)
 
     @property
     def panels(self) -> int:
@@ -207,7 +211,7 @@ class Summa:
                           eng.asarray(bt.local).astype(xp.float64, copy=False), k=self.k,
                           reduce=grid_reductions(g), k_index=(self.a_layout.cols.global_indices(g.mycol),
                                                               self.bt_layout.cols.global_indices(g.myrow)),
-                          wire=self.wire, global_shape=(self.m, self.n))
+                          split_on_arrival=self.wire.split_on_arrival, global_shape=(self.m, self.n))
         timer = eng.timer()  # the panel products alone (CUDA events on a GPU: no sync in the loop)
         self._pass_planes = []
         wait_s = self._panel_loop(product, timer)
@@ -223,16 +227,17 @@ class Summa:
     def _panel_loop(self, product: Product, timer) -> float:
         """Broadcast and multiply the k-panels, panel t+1 in flight while t is multiplied;
         returns the time spent waiting for panels."""
-        nk, xp, fp64 = self.panels, product.engine.xp, self.wire == "fp64"
+        nk, xp, depth = self.panels, product.engine.xp, product.depth
         rows_a, rows_b = product.shape
-        self._pass_planes.append(product.depth)
+        self._pass_planes.append(depth)
         width = min(self.kb, self.k)
-        entry, dtype = (1, "float64") if fp64 else (product.depth, "int8")
+        entry, dtype = self.wire.panel_entry(depth)
         bufs_a = [xp.empty(entry * rows_a * width, dtype=dtype) for _ in range(min(2, nk))]
         bufs_b = [xp.empty(entry * rows_b * width, dtype=dtype) for _ in range(min(2, nk))]
-        if fp64:   # the planes of the panel being multiplied (FP64 panels are split on arrival)
-            planes_a = xp.empty(product.depth * rows_a * width, dtype="int8")
-            planes_b = xp.empty(product.depth * rows_b * width, dtype="int8")
+        planes_a = planes_b = None
+        if self.wire.split_on_arrival:   # the planes of the panel being multiplied
+            planes_a = xp.empty(depth * rows_a * width, dtype="int8")
+            planes_b = xp.empty(depth * rows_b * width, dtype="int8")
         wait_s = 0.0
         if self.on_panel is not None:
             self.on_panel(0, nk)  # the loop starts now (progress counts its ETA from here)
@@ -244,10 +249,8 @@ class Summa:
             if t + 1 < nk:
                 pending = self._post(product, t + 1, bufs_a[(t + 1) % 2], bufs_b[(t + 1) % 2])
             timer.start()
-            if fp64:
-                k0 = t * self.kb   # the panel's first global k index (sampled planes pick theirs from it)
-                pa, pb = product.split_panel(1, pa, planes_a, k0), product.split_panel(2, pb, planes_b, k0)
-            product.accumulate(pa, pb)
+            k0 = t * self.kb   # the panel's first global k index (sampled planes pick theirs from it)
+            product.accumulate(product.arrived(1, pa, planes_a, k0), product.arrived(2, pb, planes_b, k0))
             timer.stop()
             self.transport.progress()
             if self.on_panel is not None:
@@ -264,17 +267,8 @@ class Summa:
         w = min(self.kb, self.k - lo)
         owner_a, local_a = self.a_layout.cols.to_local(lo)
         owner_b, local_b = self.bt_layout.cols.to_local(lo)
-        rows_a, rows_b = product.shape
-        if self.wire == "fp64":
-            pa = (product.pack_fp64(1, local_a, w, buf_a) if g.mycol == owner_a
-                  else buf_a[:rows_a * w].reshape(rows_a, w))
-            pb = (product.pack_fp64(2, local_b, w, buf_b) if g.myrow == owner_b
-                  else buf_b[:rows_b * w].reshape(rows_b, w))
-        else:
-            pa = (product.pack_a(local_a, w, buf_a) if g.mycol == owner_a
-                  else product.panel_view(rows_a, w, buf_a))
-            pb = (product.pack_b(local_b, w, buf_b) if g.myrow == owner_b
-                  else product.panel_view(rows_b, w, buf_b))
+        pa = product.pack(1, local_a, w, buf_a) if g.mycol == owner_a else product.panel(1, w, buf_a)
+        pb = product.pack(2, local_b, w, buf_b) if g.myrow == owner_b else product.panel(2, w, buf_b)
         return self.transport.ibcast(pa, owner_a, "row"), self.transport.ibcast(pb, owner_b, "col")
 
     def _info(self, product: Product, wait_s: float, compute_s: float) -> SummaInfo:
@@ -286,8 +280,8 @@ class Summa:
         base = product.info(seconds).to_dict()
         return SummaInfo(**base, grid=tuple(self.grid.dims), block=(self.mb, self.nb), kb=self.kb,
                          panels=self.panels, transport_reason=getattr(self.transport, "reason", ""),
-                         pass_planes=list(self._pass_planes), wire=self.wire, wire_reason=self.wire_reason,
-                         pass_bytes=[8 if self.wire == "fp64" else d for d in self._pass_planes], **stats)
+                         pass_planes=list(self._pass_planes), wire=self.wire.name, wire_reason=self.wire.reason,
+                         pass_bytes=[self.wire.bytes_per_entry(d) for d in self._pass_planes], **stats)
 
     def close(self) -> None:
         self.transport.close()
@@ -308,14 +302,15 @@ def overlap_fraction(seconds: dict) -> float | None:
     return max(0.0, min(1.0, 1.0 - seconds.get("comm_exposed", 0.0) / comm))
 
 
-def agree_on_setup(grid: ProcessGrid, engine, transport) -> list:
+def agree_on_setup(grid: ProcessGrid, engine, transport) -> tuple[list, tuple[str, str]]:
     """Every rank must run the same engine and transport (layouts and broadcasts depend on them).
 
     "auto" decides per rank (a node without a working GPU falls back to numpy, one without
     NCCL to MPI): a rank that cannot set up its transport fails every rank alike, and so do
     ranks whose choices differ -- no rank is left waiting in a broadcast the others never post.
     Returns every rank's GPU (:func:`~ozhpc.parallel.localrank.device_identity`; None entries
-    for the NumPy engine), one allgather: the choice must know which ranks share a GPU.
+    for the NumPy engine; one allgather: the choice must know which ranks share a GPU) and the
+    transport's ``(name, why)``, decided here once (:func:`~ozhpc.parallel.transport_choice.choose_transport`).
     """
     from .collective import collective_errors
     from .localrank import device_identity
@@ -323,18 +318,18 @@ def agree_on_setup(grid: ProcessGrid, engine, transport) -> list:
     devices = grid.comm.allgather(device_identity() if is_gpu_engine(engine) else None)
     with collective_errors(grid.comm, catch=InputError):
         try:
-            name = (transport.name if isinstance(transport, Transport)
-                    else choose_transport(transport, grid, engine, devices)[0])
+            chosen = ((transport.name, getattr(transport, "reason", "")) if isinstance(transport, Transport)
+                      else choose_transport(transport, grid, engine, devices))
         except (TransportUnavailable, ValueError) as exc:
             raise InputError(f"rank {grid.rank}: {exc}") from None
-    everyone = grid.comm.allgather((engine.name, name))
+    everyone = grid.comm.allgather((engine.name, chosen[0]))
     odd = next((r for r, pick in enumerate(everyone) if pick != everyone[0]), None)
     if odd is not None:
         raise InputError(f"ranks picked different engines or transports: rank 0 uses engine {everyone[0][0]} "
                          f"and transport {everyone[0][1]}, rank {odd} engine {everyone[odd][0]} and transport "
                          f"{everyone[odd][1]}; give --engine and --transport explicitly, or fix the nodes "
                          f"where the GPU engine or NCCL is unavailable (ozhpc info under mpiexec shows them)")
-    return devices
+    return devices, chosen
 
 
 def _allreduce(comm, array, op):
@@ -346,8 +341,8 @@ def _allreduce(comm, array, op):
 
 
 def dist_gemm(grid: ProcessGrid, A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
-              block=(64, 64), kb=None, slices="auto", groups="auto", engine="numpy", transport="auto",
-              on_panel=None, info=False, scheme=None, bits="auto", accuracy="warn", guarantee="dgemm",
+              block=(64, 64), kb=None, slices="auto", groups="auto", engine="auto", transport="auto",
+              on_panel=None, info=False, scheme=None, bits="auto", accuracy="warn", guarantee=DEFAULT_GUARANTEE,
               wire="auto"):
     """Distributed product of global arrays that EVERY rank holds (tests, small problems).
 

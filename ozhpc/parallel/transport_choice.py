@@ -114,7 +114,11 @@ def get_transport(name, grid, engine=None, devices=None, **options) -> Transport
     """A transport by name (see the module docstring for ``"auto"``) or a ready instance."""
     if isinstance(name, Transport):
         return name
-    chosen, why = choose_transport(name, grid, engine, devices)
+    return open_transport(*choose_transport(name, grid, engine, devices), grid, engine, **options)
+
+
+def open_transport(chosen: str, why: str, grid, engine=None, **options) -> Transport:
+    """The transport :func:`choose_transport` chose (``chosen``, for the reason ``why``), set up."""
     transport = TRANSPORTS[chosen](grid, engine, **options)
     transport.reason = why
     return transport

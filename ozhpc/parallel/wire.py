@@ -7,10 +7,45 @@ every rank of the panel's process row or column holds, so the bits never depend 
 FP64 also means no rank keeps the planes of its whole op(A) / op(B)^T pieces, only those of the
 panels in flight. ``auto`` compares the two per entry: ``depth / link`` against
 ``8 / link + 1 / split``. No MPI here: ``ozhpc plan`` uses the same rule.
+
+The choice is a :class:`Wire` value: what SUMMA's buffers hold, what the product is told
+(``split_on_arrival``), what the memory check and the planner count; nothing else names a format.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 WIRE_NAMES = ("auto", "fp64", "planes")
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A wire format, "planes" or "fp64" (:func:`choose_wire` picks one for "auto"), and why."""
+
+    name: str
+    reason: str = "requested"
+
+    def __post_init__(self):
+        if self.name not in WIRE_NAMES[1:]:
+            raise ValueError(f"unknown wire format {self.name!r}; choose one of: {', '.join(WIRE_NAMES)}")
+
+    @property
+    def split_on_arrival(self) -> bool:
+        """FP64 panels that every receiver splits: no rank makes planes of its whole operands."""
+        return self.name == "fp64"
+
+    def panel_entry(self, depth: int) -> tuple[int, str]:
+        """(values, dtype) per entry of a panel buffer when a pass has ``depth`` planes per entry."""
+        return (1, "float64") if self.split_on_arrival else (depth, "int8")
+
+    def bytes_per_entry(self, depth: int) -> int:
+        """Bytes one panel entry puts on the wire when a pass has ``depth`` planes per entry."""
+        return 8 if self.split_on_arrival else depth
+
+
+def as_wire(wire) -> Wire:
+    """``wire`` as a :class:`Wire`: one already, or a format's name ("planes", "fp64")."""
+    return wire if isinstance(wire, Wire) else Wire(wire)
 
 SPLIT_RATE = {"numpy": 5e6, "cutile": 5.8e10}
 """Entries per second one rank splits into planes: the NumPy engine on this repo's CPU (5-20 M
@@ -30,21 +65,21 @@ def wire_cost(depth: int, split_rate: float, link_rate: float) -> tuple[float, f
 
 
 def choose_wire(wire: str, depth: int, *, ranks: int, engine: str = "numpy", one_node: bool = True,
-                split_rate: float | None = None, link_rate: float | None = None) -> tuple[str, str]:
-    """``(wire, why)`` for ``wire`` in WIRE_NAMES; ``depth``: the first pass's planes per entry.
+                split_rate: float | None = None, link_rate: float | None = None) -> Wire:
+    """The :class:`Wire` for ``wire`` in WIRE_NAMES; ``depth``: the first pass's planes per entry.
 
     The inputs are global (the plan assumed for "auto" settings, the grid, the engine every rank
     agreed on), so every rank picks the same wire."""
     if wire not in WIRE_NAMES:
         raise ValueError(f"unknown wire format {wire!r}; choose one of: {', '.join(WIRE_NAMES)}")
     if wire != "auto":
-        return wire, "requested"
+        return Wire(wire)
     if ranks == 1:
-        return "fp64", "auto: one rank, nothing moves; planes made per panel (no whole-operand planes)"
+        return Wire("fp64", "auto: one rank, nothing moves; planes made per panel (no whole-operand planes)")
     split = SPLIT_RATE.get(engine, SPLIT_RATE["numpy"]) if split_rate is None else split_rate
     link = LINK_RATE.get((engine, one_node), LINK_RATE[("numpy", True)]) if link_rate is None else link_rate
     planes, fp64 = wire_cost(depth, split, link)
     pick = "fp64" if fp64 < planes else "planes"
-    return pick, (f"auto: {depth} planes per entry cost {planes * 1e12:.3g} ps to move, FP64 "
-                  f"{fp64 * 1e12:.3g} ps to move and split ({link / 1e9:.3g} GB/s link, "
-                  f"{split / 1e9:.3g} G entries/s split)")
+    return Wire(pick, f"auto: {depth} planes per entry cost {planes * 1e12:.3g} ps to move, FP64 "
+                      f"{fp64 * 1e12:.3g} ps to move and split ({link / 1e9:.3g} GB/s link, "
+                      f"{split / 1e9:.3g} G entries/s split)")

@@ -14,11 +14,11 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from ozhpc.fingerprint import fingerprint_distributed, fingerprint_matrix
-from ozhpc.matrices import standard_matrix
 from ozhpc.parallel import ProcessGrid
 from ozhpc.parallel.distmatrix import DistMatrix
 from ozhpc.parallel.layout import BlockCyclic
+from ozhpc.run.fingerprint import fingerprint_distributed, fingerprint_matrix
+from ozhpc.run.matrices import standard_matrix
 
 GRIDS = {1: [(1, 1)], 2: [(1, 2), (2, 1)], 3: [(3, 1), (1, 3)], 4: [(2, 2), (1, 4), (4, 1)]}
 BLOCKS = [(1, 1), (5, 13), (32, 32), (64, 7), (200, 200)]
@@ -46,9 +46,9 @@ def gemm(comm, directory) -> dict:
     import h5py
 
     import ozhpc
-    from ozhpc.config import RunConfig
     from ozhpc.io.h5io import DatasetRef
-    from ozhpc.runner import execute
+    from ozhpc.run.config import RunConfig
+    from ozhpc.run.runner import execute
 
     a, b = standard_matrix(45, 70, 1.0, 1), standard_matrix(70, 38, 1.0, 2)
     src = os.path.join(directory, "in.h5")

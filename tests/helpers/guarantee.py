@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 
 from ozhpc.ozaki.plan import FINAL_ROUNDING_ULPS
-from ozhpc.reference import exact_entry
+from ozhpc.run.reference import exact_entry
 
 U = Fraction(1, 2**53)
 

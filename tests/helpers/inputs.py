@@ -61,7 +61,7 @@ def square_inputs(directory, n: int):
     the inputs of the CLI tests that need a real product; returns ``directory``."""
     import h5py
 
-    from ozhpc.matrices import standard_matrix
+    from ozhpc.run.matrices import standard_matrix
 
     with h5py.File(directory / "in.h5", "w") as f:
         f["A"] = standard_matrix(n, n, 0.5, 1)

@@ -22,11 +22,11 @@ import numpy as np
 from mpi4py import MPI
 
 import ozhpc
-from ozhpc.config import RunConfig
-from ozhpc.parallel import ProcessGrid, Summa
 from ozhpc.io.h5io import DatasetRef
-from ozhpc.matrices import standard_matrix
-from ozhpc.report import sha256_of_matrix
+from ozhpc.parallel import ProcessGrid, Summa
+from ozhpc.run.config import RunConfig
+from ozhpc.run.matrices import standard_matrix
+from ozhpc.run.report import sha256_of_matrix
 
 M, K, N = 157, 301, 96
 BLOCKS = [1, 5, 13, 17, 32, 64, (5, 13)]
@@ -142,10 +142,10 @@ def wire(comm, engine="numpy") -> dict:
                 for wire_format in ("fp64", "planes"):
                     with ProcessGrid(comm, grid_dims) as grid, \
                             Summa(grid, m, n, k, block=(3, 5) if m < 100 else (64, 32), kb=4 if k < 100 else 96,
-                                  scheme=scheme, wire=wire_format, engine=engine) as plan:
-                        a, bt, _ = plan.distribute(A, B)
-                        whole = plan(a, bt).gather(0)
-                        info = plan.info
+                                  scheme=scheme, wire=wire_format, engine=engine) as summa:
+                        a, bt, _ = summa.distribute(A, B)
+                        whole = summa(a, bt).gather(0)
+                        info = summa.info
                         sent = comm.reduce(info.bytes_sent, op=MPI.SUM, root=0)
                         transports.add(f"{info.transport}: {info.transport_reason}")
                     if rank:
@@ -166,7 +166,7 @@ def wire(comm, engine="numpy") -> dict:
 
 
 def io(comm, directory) -> dict:
-    from ozhpc.runner import execute
+    from ozhpc.run.runner import execute
 
     rank, size = comm.Get_rank(), comm.Get_size()
     src = os.path.join(directory, "in.h5")
@@ -203,7 +203,7 @@ def io(comm, directory) -> dict:
                 failures.append(f"sha256 differs: {run}")
             if (plan_attrs["scheme"] != report["scheme"] or report["scheme"] != scheme
                     or plan_attrs["bits"] != report["bits"]
-                    or (scheme == "ozaki2" and not plan_attrs["moduli"] == report["moduli"] == report["pair_gemms"])):
+                    or (scheme == "ozaki2" and not plan_attrs["moduli"] == report["moduli"] == report["int8_gemms"])):
                 failures.append(f"scheme/bits/moduli in report {report['scheme']}/{report['bits']}/"
                                 f"{report['moduli']} and attributes {plan_attrs}: {run}")
             with open(cfg.report) as f:

@@ -5,9 +5,10 @@ that says it is on a device, every rank's device identity the same PCI bus id --
 product code carries no test hook."""
 import socket
 
-from ozhpc import cli, runner
+from ozhpc import cli
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.parallel import localrank, transport_choice
+from ozhpc.run import runner
 
 
 class SharedGpuEngine(NumpyEngine):

@@ -33,7 +33,8 @@ def main():
     from ozhpc import signals
 
     signals.install()
-    from ozhpc import cli, lifecycle
+    from ozhpc import cli
+    from ozhpc.commands import lifecycle
     if phase == "write":
         from ozhpc.io import distio
 
@@ -44,7 +45,7 @@ def main():
         last = os.environ.get("PMI_RANK") == str(int(os.environ.get("PMI_SIZE", "1")) - 1)
         lifecycle.join = lambda **kw: (time.sleep(SLOW_S if last else 0), join(**kw))[-1]
     elif phase == "report":
-        from ozhpc import runner
+        from ozhpc.run import runner
 
         write = runner.write_report
         runner.write_report = lambda *a: (churn(SLOW_S), write(*a))[1]

@@ -1,7 +1,7 @@
 """Error criteria in one place, stated against the FP64 error of a native DGEMM."""
 import numpy as np
 
-from ozhpc.reference import relative_errors, sample_indices
+from ozhpc.run.reference import relative_errors, sample_indices
 
 NATIVE_RATIO_MAX = 1.0
 """Auto mode: max sampled |C - exact|/(|A||B|) must not exceed NumPy's own A @ B figure."""

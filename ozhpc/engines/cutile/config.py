@@ -23,10 +23,9 @@ class TileConfig:
     """k per pair-kernel launch; longer k is summed over launches in the int32 sums (L2 reuse:
     see :meth:`ozhpc.engines.cutile.launcher.Launcher.launch_pair`). 0: the whole k in one launch."""
     diagonal_k_panel: int = 0
-    """k per launch of scheme II's diagonal products (0: the whole k); later panels add into the
-    int8 residues. H200, n = 16384, 17 moduli (``bench/gpu_gemm.py --tune-ozaki2``, 2026-12-01):
-    one product per launch 1126 TOP/s with 8192, 1013 with the whole k; all products per launch
-    1012 / 960 (4096: 884-895)."""
+    """k per launch of scheme II's products (0: the whole k; later panels add into the int8
+    residues). H200, 15 moduli, int8 residues (``bench/pair_sweep.py``, 2026-12-04): whole k
+    1.259 / 1.236 POP/s at n = 16384 / 32768, panels of 8192 1.245 / 1.197, of 4096 1.094 / 1.058."""
     pair_launch_groups: int = 0
     """Scheme I groups per pair-kernel launch; 0: all of them (every CTA loops over the groups).
     H200, n = 16384, 7 slices: with k tiles of 128 one group per launch 1221 TOP/s, all 1173;
@@ -38,13 +37,10 @@ class TileConfig:
     1205; GROUP_M 4 / 16 1100 / 1069; 128 x 256 x 64 1082."""
 
     diagonal_launch_groups: int = 0
-    """Products (moduli) per launch of scheme II's diagonal products; 0: as many as keep int32
-    offsets (every CTA loops over the launch's products). One per launch measured 11% faster on
-    the H200 (see ``diagonal_k_panel``)."""
-    diagonal_one_launch_ops: int = 0
-    """m x n x k up to which all of scheme II's products go in one launch whatever
-    ``diagonal_launch_groups`` says: there a product takes less GPU time than its launch takes
-    on the host (H200: 20-25 us per product at n = 2048 against about 50 us per launch)."""
+    """At most this many products (moduli) per launch of scheme II's products; 0: as many as keep
+    int32 offsets (all at n <= 8192, 7 at 16384, 1 at 32768). The moduli of a launch are the grid's
+    slow axis (one (modulus, C tile) per block): 1.268 / 1.238 POP/s at n = 16384 / 32768 on the
+    H200 against 1.259 / 1.236 for one product per launch (``bench/pair_sweep.py``, 2026-12-04)."""
     crt_rows: int = 16
     crt_cols: int = 64
     crt_occupancy: int = 4
@@ -74,8 +70,7 @@ CONFIGS: dict[tuple[int, int], TileConfig] = {
     # n = 16384, 8 slices (78% / 82% of the 4.23 TB/s copy rate in the same run; 16 x 128
     # 2.97 / 3.19; bench/gpu_gemm.py --tune-split, 2026-12-01).
     (9, 0): TileConfig(split_rows=8, split_cols=256, pair_m=256, pair_n=128, pair_k=128,
-                       group_m=8, combine_rows=32, combine_cols=64, pair_launch_groups=1,
-                       diagonal_k_panel=8192, diagonal_launch_groups=1, diagonal_one_launch_ops=2**34),
+                       group_m=8, combine_rows=32, combine_cols=64, pair_launch_groups=1),
     # B200: TileGym's Blackwell GEMM tiles (256x256, 2-CTA clusters) scaled to int8 k.
     (10, 0): TileConfig(split_rows=32, split_cols=128, pair_m=256, pair_n=256, pair_k=128,
                         group_m=8, combine_rows=32, combine_cols=64),

@@ -1,8 +1,10 @@
-"""Per-device launches of the cuTile kernels: the hint variants, and the pair kernel's grid and
-index width cached per shape (the other ops compute a grid, which costs nothing to redo)."""
+"""Per-device state of the cuTile launches that need more than their op module's ``launch``: the
+pair kernel's hint variants, k panels, grid and index width (cached per shape), the CRT kernel's
+variants, and the column parts of the statistics kernels. The other ops are launched through their
+module's ``launch`` (a grid costs nothing to recompute)."""
 from __future__ import annotations
 
-from . import combine, count, crt, gaps, pair, residues, row_stats, split
+from . import crt, pair
 from .config import TileConfig, cdiv, config_for
 from .pair import PAIR_INDEX_FALLBACK, PAIR_KERNELS, fits_int32
 
@@ -12,7 +14,8 @@ about this many blocks per SM (each block loops over its part; the engine reduce
 
 
 class Launcher:
-    """Grids and hint variants for one device; ``stream`` is anything ``ct.launch`` takes.
+    """Pair and CRT launches and the statistics kernels' column parts for one device; ``stream`` is
+    anything ``ct.launch`` takes.
 
     ``launch_*`` take device arrays (``__cuda_array_interface__``), already validated
     and laid out by the engine: slices (s, rows, k) k-contiguous, accumulators and
@@ -58,22 +61,15 @@ class Launcher:
         return (name, tuple(tuple(a.shape) for a in arrays), tuple(str(a.dtype) for a in arrays),
                 self.device, self.capability)
 
-    def _pair_grid(self, m: int, n: int) -> tuple[int]:
-        cfg = self.config
-        return (max(1, cdiv(m, cfg.pair_m) * cdiv(n, cfg.pair_n)),)
-
-    def launch_split(self, stream, x, trans: bool, exps, out, nslices: int) -> None:
-        split.launch(stream, self.config, x, trans, exps, out, nslices)
-
     def launch_pair(self, stream, da, eb, sums, mods, *, diagonal: bool = False,
                     accumulate: bool = False, first_group: int = 0) -> None:
         """``sums[g] (+)= sum_{p+q=first_group+g} da[p] @ eb[q].T`` (int32; ``diagonal``: int8
         residues of ``(sums[g] +) da[g] @ eb[g].T`` modulo ``mods[g, 0]``, ``mods`` (G, MOD_COLS)
-        int32, ``first_group`` 0); the caller bounds k.
+        int32, ``first_group`` 0, every modulus in one grid); the caller bounds k.
 
-        One launch per k panel of ``config.pair_k_panel``, later panels adding into ``sums``:
-        within a panel the GROUP_M row tiles of A and the B tiles they share stay in L2
-        across the pairs of a group (the whole k of a large problem does not fit there).
+        One launch per k panel (``config.pair_k_panel``, ``config.diagonal_k_panel``; 0: whole k),
+        later panels adding into ``sums``: within a panel the GROUP_M row tiles of A and the B
+        tiles they share stay in L2 across the pairs of a group (scheme I).
         Grid and index width are cached per (shapes, strides, dtypes, device, capability).
         """
         cfg = self.config
@@ -81,24 +77,15 @@ class Launcher:
         width = (cfg.diagonal_k_panel if diagonal else cfg.pair_k_panel) or max(k, 1)
         for k0 in range(0, max(k, 1), width):
             a, b = da[:, :, k0:k0 + width], eb[:, :, k0:k0 + width]
-            key = self._key("pair", a, b, sums) + (a.strides, b.strides, sums.strides)
+            key = self._key("pair", a, b, sums) + (a.strides, b.strides, sums.strides, diagonal)
             entry = self._cache.get(key)
             if entry is None:
-                entry = self._cache[key] = (self._pair_grid(a.shape[1], b.shape[1]),
+                entry = self._cache[key] = (pair.grid(cfg, a.shape[1], b.shape[1], sums.shape[0], diagonal),
                                             self.pair_index_for(a, b, sums))
             grid, index = entry
             self.last_pair_index = index
             pair.launch(stream, self._pair[index], grid, cfg, a, b, sums, mods, first_group,
                         diagonal, accumulate or k0 > 0)
-
-    def launch_combine(self, stream, acc, row_exps, col_exps, c) -> None:
-        combine.launch(stream, self.config, acc, row_exps, col_exps, c)
-
-    def launch_residues(self, stream, x, trans: bool, exps, table, out, bits: int) -> None:
-        residues.launch(stream, self.config, x, trans, exps, table, out, bits)
-
-    def launch_gaps(self, stream, x, trans: bool, exps, out) -> None:
-        gaps.launch(stream, self.config, x, trans, exps, out)
 
     def column_parts(self, rows: int, cols: int, tile: tuple[int, int], max_tiles: int | None = None) -> int:
         """Column parts for the row-statistics / count kernels: about ``stat_ctas_per_sm``
@@ -108,12 +95,6 @@ class Launcher:
         if max_tiles is not None:
             parts = max(parts, cdiv(col_tiles, max_tiles))
         return max(1, min(parts, col_tiles))
-
-    def launch_row_stats(self, stream, x, trans: bool, amax, bad) -> None:
-        row_stats.launch(stream, x, trans, amax, bad)
-
-    def launch_count(self, stream, gaps, limits, out) -> None:
-        count.launch(stream, gaps, limits, out)
 
     def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int) -> None:
         crt.launch(stream, self.config, self._crt, acc, row_exps, col_exps, tables, c, shift, pieces)

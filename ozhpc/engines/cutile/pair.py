@@ -15,7 +15,7 @@ import cuda.tile as ct
 from .. import crt as crt_tables
 from ..digits import DIGIT_MAX, group_product_bound
 from ..kernel_store import stored_kernel
-from .config import PAIR_NUM_CTAS, PAIR_OCCUPANCY, TileConfig
+from .config import PAIR_NUM_CTAS, PAIR_OCCUPANCY, TileConfig, cdiv
 from .tile_math import RINT_MAGIC32, RINT_MAGIC32_BITS, ZERO, BigArray, ConstBool, ConstInt
 
 INT32_INDEX_LIMIT = 2**31
@@ -64,27 +64,25 @@ def _swizzle(tile_id, num_m, num_n, GROUP_M: ConstInt):
     return bm, bn
 
 
-def _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM: ConstInt, TN: ConstInt, TK: ConstInt,
-               DIAGONAL: ConstBool):
-    """``acc`` + int32 ``sum_{p+q=g} D_p[bm] @ E_q[bn]^T`` over all k-tiles (nested loops: a
-    flattened (pair, k) loop measured more register spills). DIAGONAL: the one pair (g, g)."""
-    if DIAGONAL:
-        first = g
-        last = g
-    else:
-        first = max(0, g - s + 1)
-        last = min(g, s - 1)
-    for p in range(first, last + 1):
-        if DIAGONAL:
-            q = p
-        else:
-            q = g - p
+def _group_sum(acc, DA, EB, g, s, bm, bn, ktiles, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    """``acc`` + int32 ``sum_{p+q=g} D_p[bm] @ E_q[bn]^T`` over all k-tiles (scheme I; nested
+    loops: a flattened (pair, k) loop measured more register spills)."""
+    for p in range(max(0, g - s + 1), min(g, s - 1) + 1):
         for kt in range(ktiles):
             a = ct.load(DA, (p, bm, kt), (1, TM, TK), padding_mode=ZERO).reshape((TM, TK))
             # E_q is stored (n, k), k contiguous: load a transposed (TK, TN) tile.
-            b = ct.load(EB, (q, kt, bn), (1, TK, TN), order=(0, 2, 1),
+            b = ct.load(EB, (g - p, kt, bn), (1, TK, TN), order=(0, 2, 1),
                         padding_mode=ZERO).reshape((TK, TN))
             acc = ct.mma(a, b, acc)
+    return acc
+
+
+def _diagonal_product(acc, DA, EB, g, bm, bn, ktiles, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    """``acc`` + int32 ``DA[g][bm] @ EB[g][bn]^T`` over all k-tiles (scheme II's one pair)."""
+    for kt in range(ktiles):
+        a = ct.load(DA, (g, bm, kt), (1, TM, TK), padding_mode=ZERO).reshape((TM, TK))
+        b = ct.load(EB, (g, kt, bn), (1, TK, TN), order=(0, 2, 1), padding_mode=ZERO).reshape((TK, TN))
+        acc = ct.mma(a, b, acc)
     return acc
 
 
@@ -92,11 +90,15 @@ def _pair_body(DA, EB, S, MODS, g0, TM: ConstInt, TN: ConstInt, TK: ConstInt, GR
                ACCUMULATE: ConstBool, DIAGONAL: ConstBool):
     """``S[g] = sum_{p+q=g0+g} DA[p] @ EB[q]^T`` in int32, for every g < S.shape[0]
     (``S[g] +=`` with ACCUMULATE: the launcher's k panels; ``g0``: the first group of a launch
-    that covers only some groups).
+    that covers only some groups). One C tile per block, in grouped order.
 
     DIAGONAL (scheme II): ``S[g]`` is int8, the balanced residue of ``(S[g] +) DA[g] @ EB[g]^T``
     modulo ``MODS[g, 0]`` (:func:`_int8_residue`; the CRT needs nothing more): a quarter of
-    the int32 sums' store and of the CRT's reads. Otherwise MODS is not read.
+    the int32 sums' store and of the CRT's reads. One (modulus, C tile) per block: the launch's
+    moduli are the grid's slow axis (the launcher's grid is tiles x moduli), so one launch covers
+    every modulus without a loop over them in the block (a loop over moduli, or a persistent loop
+    over (modulus, tile), measured 3-12% slower on the H200: docs/gpu_tma_investigation.md).
+    Otherwise MODS is not read.
 
     The launcher guarantees ``k * group_product_bound(s, d) < 2**31`` (it chunks k on the host;
     scheme II: ``k * 128**2 + 128``). The epilogue stores integers: converting the 128x128
@@ -107,19 +109,26 @@ def _pair_body(DA, EB, S, MODS, g0, TM: ConstInt, TN: ConstInt, TK: ConstInt, GR
     num_m = ct.cdiv(DA.shape[1], TM)
     num_n = ct.cdiv(EB.shape[1], TN)
     ktiles = ct.cdiv(DA.shape[2], TK)
-    # One C tile per block, in grouped order. (A persistent grid-stride loop over tiles
-    # cost 96 B of spills on sm_90 and measured slower.)
-    bm, bn = _swizzle(ct.bid(0), num_m, num_n, GROUP_M)
-    for g in range(S.shape[0]):
+    if DIAGONAL:
+        tiles = num_m * num_n
+        g = ct.bid(0) // tiles
+        bm, bn = _swizzle(ct.bid(0) - g * tiles, num_m, num_n, GROUP_M)
         if ACCUMULATE:
             acc = ct.load(S, (g, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN)).astype(ct.int32)
         else:
             acc = ct.zeros((TM, TN), ct.int32)
-        acc = _group_sum(acc, DA, EB, g0 + g, s, bm, bn, ktiles, TM, TN, TK, DIAGONAL)
-        if DIAGONAL:
-            res = _int8_residue(acc, ct.load(MODS, (g, 0), (1, MOD_COLS)))
-            ct.store(S, (g, bm, bn), res.reshape((1, TM, TN)))
-        else:
+        acc = _diagonal_product(acc, DA, EB, g, bm, bn, ktiles, TM, TN, TK)
+        res = _int8_residue(acc, ct.load(MODS, (g, 0), (1, MOD_COLS)))
+        ct.store(S, (g, bm, bn), res.reshape((1, TM, TN)))
+    else:
+        # (A persistent grid-stride loop over tiles cost 96 B of spills on sm_90 and measured slower.)
+        bm, bn = _swizzle(ct.bid(0), num_m, num_n, GROUP_M)
+        for g in range(S.shape[0]):
+            if ACCUMULATE:
+                acc = ct.load(S, (g, bm, bn), (1, TM, TN), padding_mode=ZERO).reshape((TM, TN)).astype(ct.int32)
+            else:
+                acc = ct.zeros((TM, TN), ct.int32)
+            acc = _group_sum(acc, DA, EB, g0 + g, s, bm, bn, ktiles, TM, TN, TK)
             ct.store(S, (g, bm, bn), acc.reshape((1, TM, TN)))
 
 
@@ -186,9 +195,15 @@ def k_chunk(slices: int, ngroups: int, k_limit: int | None = None, align: int = 
     return max(align, kc // align * align)
 
 
+def grid(cfg: TileConfig, m: int, n: int, groups: int, diagonal: bool) -> tuple[int]:
+    """One block per C tile; scheme II: per (modulus, C tile)."""
+    return (max(1, cdiv(m, cfg.pair_m) * cdiv(n, cfg.pair_n) * (groups if diagonal else 1)),)
+
+
 def launch(stream, kernel, grid, cfg: TileConfig, a, b, sums, mods, first_group: int,
            diagonal: bool, accumulate: bool) -> None:
-    """One launch of ``kernel`` (a :data:`PAIR_KERNELS` variant) over the k panel ``a``, ``b``."""
+    """One launch of ``kernel`` (a :data:`PAIR_KERNELS` variant) over the k panel ``a``, ``b``
+    (``grid``: :func:`grid`)."""
     ct.launch(stream, grid, kernel,
               (a, b, sums, mods, int(first_group), cfg.pair_m, cfg.pair_n,
                cfg.diagonal_k if diagonal else cfg.pair_k, cfg.group_m, bool(accumulate), bool(diagonal)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-from .errors import InputError
+from ..errors import InputError
 
 
 def read_regular(path: str, what: str) -> bytes:

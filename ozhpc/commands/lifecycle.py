@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from . import signals
+from .. import signals
 
 ABORT_GRACE_S = 1.0
 """Pause between printing a failing rank's traceback and MPI_Abort: the launcher forwards output
@@ -34,7 +34,7 @@ def launcher_rank() -> int:
 def begin(command: str) -> None:
     """Before the command line is parsed: the signal handlers (rank 0 prints the signal's line),
     and no PyTorch import by cuda.tile (the command never uses it)."""
-    from .engines.toolchain import skip_foreign_frameworks
+    from ..engines.toolchain import skip_foreign_frameworks
 
     signals.install(command, launcher_rank() == 0)
     skip_foreign_frameworks()
@@ -45,10 +45,10 @@ def join(*, check_launch: bool, forget_segments: bool) -> None:
     several ranks cannot (one line, exit 2). ``forget_segments``: nothing of MPI's may outlive the
     run in /dev/shm (only when this process owns COMM_WORLD and a real MPI loaded)."""
     if "mpi4py.MPI" not in sys.modules:  # MPI starts now
-        from .resources import check_mpi_file_size
+        from ..run.resources import check_mpi_file_size
 
         check_mpi_file_size()
-    from .parallel import mpi
+    from ..parallel import mpi
 
     if check_launch:
         mpi.check_launch()
@@ -67,7 +67,7 @@ def finish() -> None:
     signals.closing()
     sys.stdout.flush()
     if _running_mpi() is not None:
-        from .parallel.mpi import finalize
+        from ..parallel.mpi import finalize
 
         finalize()
     atexit._run_exitfuncs()  # noqa: SLF001 -- documented as the interpreter's own exit step
@@ -104,7 +104,7 @@ def abort_job() -> None:
     sys.stderr.flush()
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is None and any(name in os.environ for name in signals.LAUNCHER_RANK_VARS):
-        from .parallel.mpi import MPI as mpi  # the other ranks may be in MPI already: join to abort them
+        from ..parallel.mpi import MPI as mpi  # the other ranks may be in MPI already: join to abort them
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
         time.sleep(ABORT_GRACE_S)
         mpi.COMM_WORLD.Abort(1)

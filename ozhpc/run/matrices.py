@@ -35,8 +35,8 @@ def standard_matrix(m: int, n: int, phi: float, seed: int) -> np.ndarray:
 def standard_matrix_distributed(grid, m: int, n: int, phi: float, seed: int):
     """This rank's rows of the standard matrix as a DistMatrix on a P x 1 grid, in blocks of
     ROW_CHUNK rows: each rank draws only its own chunks' streams (no rank builds the whole)."""
-    from .parallel.distmatrix import DistMatrix
-    from .parallel.layout import BlockCyclic
+    from ..parallel.distmatrix import DistMatrix
+    from ..parallel.layout import BlockCyclic
 
     if grid.q != 1:
         raise ValueError(f"the generator distributes rows only: it needs a Px1 grid, got {grid.p}x{grid.q}")

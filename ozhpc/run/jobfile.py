@@ -41,14 +41,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..engines import ENGINE_NAMES
+from ..errors import InputError, OptionError
+from ..io import h5io
+from ..ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
+from ..parallel.transport_names import TRANSPORT_NAMES
+from ..parallel.wire import WIRE_NAMES
 from .config import MAX_RANKS, RunConfig, parse_pair
-from .engines import ENGINE_NAMES
-from .errors import InputError, OptionError
-from .io import h5io
 from .named_files import read_regular
-from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
-from .parallel.transport_names import TRANSPORT_NAMES
-from .parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 if sys.version_info >= (3, 11):
@@ -375,7 +375,7 @@ def load_job(path, *, comm=None, check_files: bool = True, **overrides) -> RunCo
     InputError
         With a message that starts with the job file's path and names the table and key.
     """
-    from .parallel.collective import collective_errors
+    from ..parallel.collective import collective_errors
 
     with collective_errors(comm, catch=InputError):
         cfg = _load(os.fspath(path), check_files, overrides)

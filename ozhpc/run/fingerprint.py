@@ -151,7 +151,7 @@ def fingerprint_distributed(c) -> str:
 def fingerprint_dataset(path: str, dset_path: str, chunk_bytes: int = FILE_CHUNK_BYTES, comm=None) -> str:
     """Fingerprint of a 2-D HDF5 dataset, read in row chunks (never whole). With ``comm``
     (collective) each rank reads one contiguous share of the rows and the sums are combined."""
-    from .io.h5io import reading
+    from ..io.h5io import reading
 
     rank, size = (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
     with reading(path) as f:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import numbers
 
-from .errors import InputError
-from .named_files import read_regular
+from ..errors import InputError
+from ..run.named_files import read_regular
 
 COMPUTE_PHASES = ("scales", "split", "multiply", "certificate", "combine")
 """The phases whose sum the FP64-equivalent rate divides by (as ``gflops`` in the report)."""

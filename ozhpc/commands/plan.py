@@ -7,7 +7,7 @@ the run follows, fed with rates instead of measured times:
   times its receivers), from the block-cyclic layout (``numroc``) and the bytes per entry of
   the wire (:mod:`ozhpc.parallel.wire`), one pass of the plan assumed before the data is read
   (:func:`ozhpc.ozaki.plan.assumed_plan`, as the run's wire and memory check assume);
-* memory: :func:`ozhpc.resources.estimate_memory` of the largest rank (the ``--dry-run`` figure);
+* memory: :func:`ozhpc.run.resources.estimate_memory` of the largest rank (the ``--dry-run`` figure);
 * time: per pass, the up-front split (planes on the wire), then one panel loop in which panel
   t+1's broadcast hides behind panel t's products (and, FP64 on the wire, its split), then the
   combine. A broadcast takes its bytes over the slowest link it crosses: NVLink inside a node
@@ -16,7 +16,7 @@ the run follows, fed with rates instead of measured times:
 
 Rates come from :data:`DEVICES` (sources in ``docs/planning.md``), replaced by this node's own
 where ``ozhpc plan --calibrate`` recorded them (:data:`RATES_FILE` in the config directory,
-:func:`ozhpc.private_files.config_dir`).
+:func:`ozhpc.run.private_files.config_dir`).
 """
 from __future__ import annotations
 
@@ -29,14 +29,15 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .config import MAX_EXTENT, MAX_RANKS
-from .errors import InputError, digit_count, shown
-from .ozaki.plan import assumed_depth, assumed_plan
-from .ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
-from .parallel.layout import numroc
-from .parallel.wire import LINK_RATE, SPLIT_RATE, choose_wire
-from .private_files import config_dir, read_private, write_private
-from .resources import estimate_memory
+from ..errors import InputError, digit_count, shown
+from ..ozaki.passes import assumed_depth
+from ..ozaki.plan import assumed_plan
+from ..ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
+from ..parallel.layout import numroc
+from ..parallel.wire import LINK_RATE, SPLIT_RATE, Wire, choose_wire
+from ..run.config import MAX_EXTENT, MAX_RANKS
+from ..run.private_files import config_dir, read_private, write_private
+from ..run.resources import estimate_memory
 
 RATES_FILE = "planner_rates.json"
 IO_RATE = 3e9
@@ -85,14 +86,18 @@ class Device:
 
 
 H200_INT8_PEAK, H200_FP64_PEAK = 1.979e15, 67e12
-PAIR_EFFICIENCY, DGEMM_EFFICIENCY = 1.2e15 / H200_INT8_PEAK, 56e12 / H200_FP64_PEAK
+H200_PAIR_OPS = 1.25e15
+"""Scheme II's products on the H200 (15 moduli, whole k, every modulus of a launch in one grid):
+1.27 / 1.24 POP/s at n = 16384 / 32768 (bench/results/hw_speed_h200_2026-12-04.md)."""
+PAIR_EFFICIENCY, DGEMM_EFFICIENCY = H200_PAIR_OPS / H200_INT8_PEAK, 56e12 / H200_FP64_PEAK
 """What the pair kernel and cuBLAS reach of the H200's dense peaks (measured); Blackwell is assumed
 to reach the same fractions of its datasheet peaks."""
 
 DEVICES = {
-    "h200": Device("NVIDIA H200 SXM", "cutile", 1.2e15, 56e12, SPLIT_RATE["cutile"], 4.19e12, 140e9,
+    "h200": Device("NVIDIA H200 SXM", "cutile", H200_PAIR_OPS, 56e12, SPLIT_RATE["cutile"], 4.19e12, 140e9,
                    LINK_RATE[("cutile", True)], LINK_RATE[("cutile", False)], 8, True, 256, 50e-6,
-                   source="measured here: bench/results/gpu_gemm_h200_2026-12-01_*.md, multi_gpu_h200x2_*.md"),
+                   source="measured here: bench/results/hw_speed_h200_2026-12-04.md, gpu_gemm_h200_2026-12-01_*.md, "
+                          "multi_gpu_h200x2_*.md"),
     "b200": Device("NVIDIA B200 (HGX, 1000 W)", "cutile", PAIR_EFFICIENCY * 4.5e15, DGEMM_EFFICIENCY * 40e12,
                    SPLIT_RATE["cutile"] * 8.0 / 4.19, 8.0e12, 180e9, 900e9, 50e9, 8, True, 256, 50e-6,
                    source="NVIDIA HGX B200 datasheet (dense INT8 4.5 POPS, FP64 40 TFLOPS, 180 GB, 8 TB/s, "
@@ -173,16 +178,16 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     ranks, per_node = p * q, per_node or device.per_node
     plan, depth = assumed_plan(settings, k), assumed_depth(settings, k)
     wire, why = _wire(wire, requested, depth, ranks, per_node, device)
-    entry = 8 if wire == "fp64" else depth
+    entry, on_arrival = Wire(wire).bytes_per_entry(depth), Wire(wire).split_on_arrival
     # the largest rank (rank 0 holds the most rows and k columns): its time and memory
     rows_a, rows_b = numroc(m, block[0], 0, 0, p), numroc(n, block[1], 0, 0, q)
     ka, kbt = numroc(k, kb, 0, 0, q), numroc(k, kb, 0, 0, p)
     share = max(1.0, min(ranks, per_node) / device.cores) if device.cores else 1.0  # CPU ranks beyond its cores
     pair_ops = device.pair_ops / share * kb / (kb + device.k_half)
     split_rate = device.split_rate / share
-    products = 2.0 * rows_a * rows_b * k * (plan.int8_gemms + (1 if settings.auto else 0)) / pair_ops
-    split_each = (rows_a + rows_b) * k / split_rate if wire == "fp64" else 0.0
-    split_front = 0.0 if wire == "fp64" else (rows_a * ka + rows_b * kbt) / split_rate
+    products = 2.0 * rows_a * rows_b * k * (plan.int8_gemms + depth - plan.planes) / pair_ops   # + the extra planes'
+    split_each = (rows_a + rows_b) * k / split_rate if on_arrival else 0.0
+    split_front = 0.0 if on_arrival else (rows_a * ka + rows_b * kbt) / split_rate
     link_row = device.network if q > per_node else device.nvlink     # rank 0's process row: ranks 0 .. q-1
     link_col = device.network if (p - 1) * q >= per_node else device.nvlink   # its column: 0, q, .., (p-1) q
     comm = (entry * rows_a * (k - ka) / link_row if q > 1 else 0.0) + \
@@ -217,10 +222,9 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
 def _wire(wire: str, requested: bool, depth: int, ranks: int, per_node: int, device: Device) -> tuple[str, str]:
     """(wire, why): what ``--wire auto`` picks (:func:`choose_wire`, the run's rule), or ``wire``
     as requested, or ``wire`` as tried for ``--wire auto`` and what auto itself would pick."""
-    pick, why = choose_wire("auto", depth, ranks=ranks, engine=device.engine, one_node=ranks <= per_node,
-                            split_rate=device.split_rate,
-                            link_rate=device.network if ranks > per_node else device.nvlink)
-    why = why[len("auto: "):]
+    auto = choose_wire("auto", depth, ranks=ranks, engine=device.engine, one_node=ranks <= per_node,
+                       split_rate=device.split_rate, link_rate=device.network if ranks > per_node else device.nvlink)
+    pick, why = auto.name, auto.reason[len("auto: "):]
     if wire == "auto" or (not requested and wire == pick):
         return pick, f"--wire auto picks it: {why}"
     if requested:
@@ -406,10 +410,10 @@ def calibrate(gpu: str, n: int | None = None, path: str | None = None) -> tuple[
     compute, a ``gpu`` this node does not have, and a rates file it cannot trust."""
     import socket
 
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
-    from .matrices import standard_matrix
-    from .parallel import ProcessGrid, Summa
+    from ..parallel import ProcessGrid, Summa
+    from ..run.matrices import standard_matrix
 
     path = path or rates_path()
     try:
@@ -424,11 +428,11 @@ def calibrate(gpu: str, n: int | None = None, path: str | None = None) -> tuple[
     for scheme in ("ozaki1", "ozaki2"):
         settings = OzakiSettings(scheme).typical()
         with ProcessGrid(MPI.COMM_SELF) as grid, Summa(grid, n, n, n, block=256, kb=n, engine=engine,
-                                                       settings=settings, wire="planes") as plan:
-            da, dbt, _ = plan.distribute(a, b)
-            plan(da, dbt)     # warm-up (kernels, allocations)
-            plan(da, dbt)
-            s, pairs = plan.info.seconds, plan.info.pair_gemms
+                                                       settings=settings, wire="planes") as summa:
+            da, dbt, _ = summa.distribute(a, b)
+            summa(da, dbt)     # warm-up (kernels, allocations)
+            summa(da, dbt)
+            s, pairs = summa.info.seconds, summa.info.int8_gemms
         rates[scheme] = {"pair_ops": 2.0 * n**3 * pairs / s["compute"], "split_rate": 2.0 * n * n / s["split"]}
     entry = {"pair_ops": float(np.mean([r["pair_ops"] for r in rates.values()])),
              "split_rate": float(np.mean([r["split_rate"] for r in rates.values()])), "by_scheme": rates,
@@ -441,7 +445,7 @@ def calibrate(gpu: str, n: int | None = None, path: str | None = None) -> tuple[
 
 def _engine_of(gpu: str):
     """The engine that runs ``gpu`` here: NumPy for "cpu", else the cuTile engine on that GPU."""
-    from .engines import EngineUnavailable, get_engine
+    from ..engines import EngineUnavailable, get_engine
 
     if gpu == "cpu":
         return get_engine("numpy")
@@ -461,7 +465,7 @@ def _engine_of(gpu: str):
 
 def add_arguments(p) -> None:
     """``ozhpc plan``'s options (argparse)."""
-    from .parallel.wire import WIRE_NAMES
+    from ..parallel.wire import WIRE_NAMES
 
     for name in ("m", "n", "k"):
         p.add_argument(f"--{name}", type=_positive(MAX_EXTENT), required=True, help=f"global {name} of C = op(A) op(B)")
@@ -525,7 +529,7 @@ def _rate(text) -> float:
 def main(args) -> int:
     """``ozhpc plan``: print the best layout and why (or JSON); 0, or InputError (exit 2) when no
     layout fits."""
-    from .errors import OptionError, cli_spelling
+    from ..errors import OptionError, cli_spelling
 
     try:
         settings = OzakiSettings(args.scheme, args.slices, "auto", args.bits)

@@ -12,11 +12,11 @@ import logging
 
 import numpy as np
 
+from ..errors import InputError
+from ..io import h5io
+from ..ozaki.product import enforce_accuracy
 from .config import RunConfig
-from .errors import InputError
 from .fingerprint import fingerprint_distributed
-from .io import h5io
-from .ozaki.product import enforce_accuracy
 from .progress import make_progress, step
 from .report import base_report, check_report, gflops, write_report
 
@@ -49,11 +49,11 @@ def check_outputs(cfg: RunConfig) -> None:
 
 
 def check_resources(cfg: RunConfig, summa, ranks_here: int):
-    """Memory per rank (the model of :mod:`ozhpc.resources` on this rank's layouts) and disk space
+    """Memory per rank (the model of :mod:`ozhpc.run.resources` on this rank's layouts) and disk space
     for C (on rank 0, after it removed the temporaries of dead jobs, which hold space: a dry run
     only counts them), so a run that cannot fit fails before allocating; returns the memory
     estimate."""
-    from .io.h5out import check_size_limit, clear_stale
+    from ..io.h5out import check_size_limit, clear_stale
     from .resources import check_disk, check_memory
 
     estimate = rank_estimate(summa, with_c=cfg.beta != 0.0)
@@ -65,7 +65,7 @@ def check_resources(cfg: RunConfig, summa, ranks_here: int):
 
 
 def rank_estimate(summa, with_c: bool = False):
-    """:func:`ozhpc.resources.estimate_memory` of this rank of ``summa`` (its local shapes, panel
+    """:func:`ozhpc.run.resources.estimate_memory` of this rank of ``summa`` (its local shapes, panel
     width, settings, engine and wire)."""
     from .resources import estimate_memory
 
@@ -85,7 +85,7 @@ def dry_run_report(cfg: RunConfig, summa, estimate) -> dict:
     report = base_report()
     report.update({"dry_run": True, "config": cfg.describe(), "m": summa.m, "n": summa.n, "k": summa.k,
                    "ranks": summa.grid.size, "grid": list(summa.grid.dims), "block": [summa.mb, summa.nb],
-                   "kb": summa.kb, "engine": summa.engine.name, "wire": summa.wire,
+                   "kb": summa.kb, "engine": summa.engine.name, "wire": summa.wire.name,
                    "memory": {"host_bytes_per_rank": estimate.host, "device_bytes_per_rank": estimate.device,
                               "assumed": estimate.note, "summary": estimate.describe()}})
     return report
@@ -107,7 +107,7 @@ def ranks_on_this_node(comm) -> int:
 
 
 def _engine(name):
-    from .engines import EngineUnavailable, get_engine
+    from ..engines import EngineUnavailable, get_engine
 
     try:
         return get_engine(name)
@@ -125,10 +125,10 @@ def write_output(cfg: RunConfig, c, info, engine) -> tuple[str, str | None, dict
 
     Returns (fingerprint, SHA-256 or None for a C over SHA256_MAX_BYTES, {"fingerprint": s, "write": s}).
     """
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
-    from .io import distio
-    from .parallel.distmatrix import DistMatrix
+    from ..io import distio
+    from ..parallel.distmatrix import DistMatrix
 
     t0 = MPI.Wtime()
     fingerprint = fingerprint_distributed(c)   # where C's blocks are (on the GPU: before the copy back)
@@ -150,7 +150,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
     """The whole run over ``comm`` (default ``MPI.COMM_WORLD``; 1 rank works the same way).
 
     Collective. ``on_panel(done, total)`` is the progress hook (pass it on rank 0 only;
-    by default rank 0 shows ``cfg.progress`` through :mod:`ozhpc.progress`).
+    by default rank 0 shows ``cfg.progress`` through :mod:`ozhpc.run.progress`).
     Returns the report on every rank; only rank 0 writes it to ``cfg.report``.
 
     Raises
@@ -161,9 +161,9 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         On every rank alike, with ``cfg.accuracy`` "strict" when "auto" could not certify C;
         nothing was written (no output dataset, no report). With "warn" an AccuracyWarning.
     """
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
-    from .parallel import ProcessGrid, Summa, collective_errors
+    from ..parallel import ProcessGrid, Summa, collective_errors
 
     comm = MPI.COMM_WORLD if comm is None else comm
     t_start = MPI.Wtime()
@@ -196,9 +196,9 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
 
 def _setup(cfg: RunConfig, grid):
     """Inputs and outputs checked, this rank's GPU bound, the engine made (collective)."""
-    from .engines.toolchain import configure_cache
-    from .parallel import collective_errors
-    from .parallel.localrank import bind_device
+    from ..engines.toolchain import configure_cache
+    from ..parallel import collective_errors
+    from ..parallel.localrank import bind_device
 
     with collective_errors(grid.comm, catch=InputError):
         m, n, k = validate_inputs(cfg)
@@ -216,9 +216,9 @@ def _setup(cfg: RunConfig, grid):
 def _multiply(cfg: RunConfig, summa, startup: float):
     """Read op(A), op(B)^T (and C), multiply, enforce ``cfg.accuracy``, write C; returns (info,
     (fingerprint, sha256), this rank's seconds per phase)."""
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
-    from .io import distio
+    from ..io import distio
 
     step(summa.on_panel, "reading A and B")
     t0 = MPI.Wtime()
@@ -237,7 +237,7 @@ def _multiply(cfg: RunConfig, summa, startup: float):
 def _gather_figures(grid, mine: dict, info, engine):
     """The slowest rank's seconds per phase, every rank's bytes moved and the kernel counts
     summed over the ranks (collective)."""
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
     slowest = np.array([mine.get(p, 0.0) for p in PHASES], dtype=np.float64)
     grid.comm.Allreduce(MPI.IN_PLACE, slowest, op=MPI.MAX)
@@ -254,7 +254,7 @@ def _kernel_counts(engine) -> tuple[int, int, list[str]] | None:
     their descriptions); None for an engine without GPU kernels or with the kernel cache off."""
     if not engine.on_device:
         return None
-    from .engines.kernel_store import active_store
+    from ..engines.kernel_store import active_store
 
     store = active_store()
     return None if store is None else (store.hits, store.misses, list(store.compiled))
@@ -262,7 +262,7 @@ def _kernel_counts(engine) -> tuple[int, int, list[str]] | None:
 
 def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels, outputs) -> dict:
     """The JSON report of a finished run (every rank builds it; rank 0 writes it)."""
-    from .parallel.summa import overlap_fraction
+    from ..parallel.summa import overlap_fraction
 
     m, n, k, (p, q) = info.m, info.n, info.k, layout["grid"]
     compute = sum(seconds[p] for p in ("scales", "split", "multiply", "certificate", "combine"))
@@ -277,7 +277,7 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
         "overlap": overlap_fraction(seconds),
         # slices/groups: scheme ozaki1 (None with ozaki2); moduli: scheme ozaki2 (None with ozaki1).
         "scheme": info.scheme, "bits": info.bits, "moduli": info.moduli,
-        "slices": info.slices, "groups": info.groups, "pair_gemms": info.pair_gemms,
+        "slices": info.slices, "groups": info.groups, "int8_gemms": info.int8_gemms,
         "plan_summary": info.plan_summary, "spread_bits": info.spread_bits,
         "nonfinite_inputs": info.nonfinite_inputs,
         "error_bound": {"truncation": info.truncation_bound, "combine": info.combine_bound,

@@ -20,8 +20,8 @@ import os
 import stat
 import tempfile
 
-from .engines.toolchain import objection
-from .errors import InputError
+from ..engines.toolchain import objection
+from ..errors import InputError
 
 MAX_BYTES = 1 << 20
 """A larger file is not one ozhpc wrote."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .errors import InputError
+from ..errors import InputError
 
 BASE_BYTES = 64 << 20
 """Python, NumPy, h5py and mpi4py loaded, before any matrix (measured 63 MiB on 2026-12-02, the
@@ -33,19 +33,21 @@ class MemoryEstimate:
 
 
 def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int, k: int, settings, *,
-                    on_device: bool = False, with_c: bool = False, wire: str = "planes") -> MemoryEstimate:
+                    on_device: bool = False, with_c: bool = False, wire="planes") -> MemoryEstimate:
     """Peak memory of one rank's product, from its local shapes (op(A): m x kA, op(B)^T: n x kB).
 
     Host, NumPy engine: the FP64 operands, their int8 planes, two panels in flight per operand,
     the FP64 accumulators (one m x n plane per group or modulus) and the temporaries of the
     panel products (each panel's planes as FP64 and a few m x n products) or of the combine,
-    whichever is larger. With ``wire="fp64"`` (panels travel as FP64, split on arrival) there are
+    whichever is larger. With ``wire="fp64"`` (a :class:`~ozhpc.parallel.wire.Wire` or its name:
+    panels travel as FP64, split on arrival) there are
     no whole-operand planes: two FP64 panels in flight per operand and the planes of the panel
     being multiplied (with the split's own output). A GPU engine keeps the planes, panels and (narrower) accumulators on
     the device and only the operands and C on the host. ``bench/results/memory_cpu_2026-12-01.md``
     compares it with the measured peak.
     """
-    from .ozaki.plan import assumed_plan
+    from ..ozaki.plan import assumed_plan
+    from ..parallel.wire import as_wire
 
     (m, ka), (n, kbt) = local_a, local_bt
     plan = assumed_plan(settings, k)
@@ -54,7 +56,7 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     a, b, c = m * ka, n * kbt, m * n
     w = max(1, min(kb, k))
     operands = 8 * (a + b) + (8 * c if with_c else 0)
-    if wire == "fp64":
+    if as_wire(wire).split_on_arrival:
         split, a_planes, b_planes = 2 * 8 * (m + n) * w + 2 * planes * (m + n) * w, 0, 0
     else:
         split, a_planes, b_planes = planes * (a + b) + 2 * planes * (m + n) * w, a, b
@@ -74,7 +76,7 @@ def _certificate_bytes(a: int, b: int, c: int, rows: int, w: int) -> int:
     six FP64 temporaries live at once) after. Not counted: the equilibrated copy of both
     operands that a pass made after a failed one holds (8 bytes per operand entry; rare inputs,
     e.g. compensated column scalings)."""
-    from .ozaki.certificate import CERTIFY_CHUNK
+    from ..ozaki.certificate import CERTIFY_CHUNK
 
     return 8 * c + max((a + b) + 2 * rows * w, c + 6 * 8 * min(c, CERTIFY_CHUNK))
 

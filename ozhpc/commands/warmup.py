@@ -2,7 +2,7 @@
 
 The cutile engine compiles each kernel variant on its first launch (tileiras: seconds per
 variant). Run once per node (or once per shared cache directory) before the jobs: it runs small
-products from HDF5 to HDF5 through the very path of ``ozhpc gemm`` (:func:`ozhpc.runner.execute`,
+products from HDF5 to HDF5 through the very path of ``ozhpc gemm`` (:func:`ozhpc.run.runner.execute`,
 one rank; the operands reach the kernels in the layouts a real run gives them, e.g. op(B)^T as a
 transposed view), for both schemes, "auto" and fixed accuracy, transposed operands, and inputs
 with inf/NaN (the special-value kernels). cuTile specialises a kernel on whether each extent is
@@ -35,7 +35,7 @@ def _inputs(directory: str, m: int, k: int, n: int) -> str:
     """A (m x k), B (k x n), their transposes and copies with inf/NaN, in one file."""
     import h5py
 
-    from .matrices import standard_matrix
+    from ..run.matrices import standard_matrix
 
     path = os.path.join(directory, f"in_{m}_{k}_{n}.h5")
     a, b = standard_matrix(m, k, 0.5, 1), standard_matrix(k, n, 0.5, 2)
@@ -47,18 +47,18 @@ def _inputs(directory: str, m: int, k: int, n: int) -> str:
 
 
 def _bits_for(moduli: int, k: int) -> int:
-    from .engines import crt
+    from ..engines import crt
 
     return next(b for b in range(crt.MIN_BITS, crt.MAX_BITS + 1) if crt.moduli_needed(b, k) >= moduli)
 
 
 def warm(engine_name: str = "cutile", shapes=SHAPES, log=print) -> list[tuple[str, float]]:
     """Run every case of :data:`CASES` once per shape; returns (case, seconds) pairs."""
-    from .parallel.mpi import MPI
+    from ..parallel.mpi import MPI
 
-    from .config import RunConfig
-    from .io.h5io import DatasetRef
-    from .runner import execute
+    from ..io.h5io import DatasetRef
+    from ..run.config import RunConfig
+    from ..run.runner import execute
 
     out = []
     with tempfile.TemporaryDirectory(prefix="ozhpc-warmup-") as tmp:
@@ -85,8 +85,8 @@ def warm(engine_name: str = "cutile", shapes=SHAPES, log=print) -> list[tuple[st
 
 def run_warmup(cache: str | None = None, log=print) -> int:
     """The command: 0 when compiled (or nothing to do: no GPU engine here, said in one line)."""
-    from .engines import EngineUnavailable, get_engine
-    from .engines.toolchain import configure_cache, describe
+    from ..engines import EngineUnavailable, get_engine
+    from ..engines.toolchain import configure_cache, describe
 
     path = configure_cache(cache)
     try:

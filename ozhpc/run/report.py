@@ -13,12 +13,12 @@ import tempfile
 
 import numpy as np
 
-from . import signals
-from .io.checksum import RowHasher, sha256_of_matrix  # noqa: F401  (re-exported)
+from .. import signals
+from ..io.checksum import RowHasher, sha256_of_matrix  # noqa: F401  (re-exported)
 
 
 def base_report() -> dict:
-    from . import __version__
+    from .. import __version__
 
     return {
         "ozhpc_version": __version__,
@@ -39,7 +39,7 @@ def library_versions() -> dict:
     no MPI library, or not installed); read from the package metadata, so nothing GPU is loaded."""
     import h5py
 
-    from .parallel.mpi import library_version
+    from ..parallel.mpi import library_version
 
     found = {"h5py": h5py.__version__, "mpi": library_version()}
     for field, names in GPU_DISTRIBUTIONS.items():
@@ -63,8 +63,8 @@ def check_report(path: str, force: bool, files=()) -> None:
 
     ``files``: the run's input and output files; a report never replaces one of them.
     """
-    from .errors import InputError
-    from .io.h5io import check_output_file, same_file
+    from ..errors import InputError
+    from ..io.h5io import check_output_file, same_file
 
     target = os.path.realpath(path)
     check_output_file(path, target, "report")
@@ -98,7 +98,7 @@ def write_report(path: str, report: dict) -> None:
     A symlink is written through (its target is replaced); an existing report keeps its mode.
     Only a regular file is replaced (checked before the compute, and again here).
     """
-    from .io.h5io import foreign_symlink, special_file
+    from ..io.h5io import foreign_symlink, special_file
 
     target = os.path.realpath(path)
     kind = special_file(target)

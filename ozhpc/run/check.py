@@ -23,8 +23,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import InputError
-from .io import h5io
+from ..errors import InputError
+from ..io import h5io
 from .reference import exact_dot, sample_indices
 
 PROVENANCE = ("alpha", "beta", "transa", "transb")
@@ -158,7 +158,7 @@ def statistics(errors: list[tuple[int, float, float]], alpha: float, beta: float
 
 def run_check(args, comm) -> dict:
     """The whole check, collective over ``comm``; returns the statistics on every rank."""
-    from .parallel import collective_errors
+    from ..parallel import collective_errors
 
     with collective_errors(comm, catch=InputError):
         m, n, k = check_shapes(args)

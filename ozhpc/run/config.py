@@ -9,12 +9,12 @@ from dataclasses import dataclass
 # The choices and parsers of the options (DatasetRef, ENGINE_NAMES, SCHEMES, GUARANTEES, ACCURACY,
 # option_value, TRANSPORT_NAMES, WIRE_NAMES, PROGRESS_MODES) are also what cli.py builds its parser
 # from: it takes them here, never from the layers below.
-from .engines import ENGINE_NAMES
-from .errors import InputError, OptionError, cli_spelling, digit_count, shown
-from .io.h5io import DatasetRef
-from .ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
-from .parallel.transport_names import TRANSPORT_NAMES
-from .parallel.wire import WIRE_NAMES
+from ..engines import ENGINE_NAMES
+from ..errors import InputError, OptionError, cli_spelling, digit_count, shown
+from ..io.h5io import DatasetRef
+from ..ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
+from ..parallel.transport_names import TRANSPORT_NAMES
+from ..parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
 
 

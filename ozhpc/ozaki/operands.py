@@ -1,0 +1,160 @@
+"""A product's operands as the scheme sees them (:class:`Operands`), measured once per set of scales.
+
+:func:`measure` reads this rank's rows of op(A) and op(B)^T and reduces, over every rank that
+shares them, what every later step needs: the global row exponents (the scales), the finite
+parts, the row sizes that scheme II's plan and the certificate read, the "auto" spread, whether
+some input anywhere is inf/NaN, and the headroom that keeps a combine from overflowing. Every
+value is exact and global (:mod:`ozhpc.ozaki.reductions`), so the plan resolved from them
+(:meth:`Operands.plan`) is the same on every rank.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engines.base import final_scale
+from . import certificate, special
+from .plan import DataSizes, plan_type, resolve_plan
+from .reductions import Reductions, is_local, on_host
+from .scales import exponents, headroom, join_words, range_bumps, spread_bits, word_sums
+
+
+@dataclass
+class Operands:
+    """This rank's op(A) and op(B)^T rows (``a``, ``b``: FP64 as given, inf/NaN included; None
+    once no pass needs them) with the global facts measured from them: the row exponents
+    (``row_exps`` of op(A), ``col_exps`` of op(B)), the finite parts (``fin_a``, ``fin_b``: what
+    the split and the certificate read; None once neither does), ``mags`` (per row
+    ``(norm, nnz, sq, gaps)`` of each operand, None when neither the plan nor the certificate reads
+    them), ``spread``, ``nonfinite``, ``sizes`` (:class:`~ozhpc.ozaki.plan.DataSizes`) and ``lift``
+    (:func:`~ozhpc.ozaki.scales.headroom` per row and column, None when nothing needs it)."""
+
+    a: object
+    b: object
+    fin_a: object
+    fin_b: object
+    row_exps: object
+    col_exps: object
+    mags: tuple | None
+    spread: int
+    nonfinite: bool
+    sizes: DataSizes | None
+    lift: tuple | None
+    k: int
+    k_index: tuple | None = None
+    """Global k index of each column of ``a`` / ``b`` (None: all of k in order, one process)."""
+
+    def plan(self, settings, width: int | None = None):
+        """The plan of ``settings`` (at ``width``, a wider one of "auto") for these operands."""
+        plan = resolve_plan(settings, self.spread, self.k, width, self.sizes)
+        plan.check_k(self.k)
+        return plan
+
+    def global_k(self) -> tuple:
+        """The global k index of each column of both operands."""
+        return self.k_index if self.k_index is not None else (np.arange(self.k), np.arange(self.k))
+
+    def combine_exps(self):
+        """The exponents the combine scales by: the rows' and columns', less their headroom
+        (raised back by :meth:`raised`)."""
+        if self.lift is None:
+            return self.row_exps, self.col_exps
+        return self.row_exps - self.lift[0], self.col_exps - self.lift[1]
+
+    def lift_of(self):
+        """The power of two per entry that :meth:`raised` applies (int64 m x n)."""
+        return self.lift[0].reshape(-1, 1) + self.lift[1].reshape(1, -1)
+
+    def raised(self, xp, low):
+        """``(C, low)``: C from the combine's result at :meth:`combine_exps` (special values
+        applied), the same bits as one scaling; ``low`` where an entry overflows (it still holds
+        the entry's total, for the certificate and for alpha), else None."""
+        if self.lift is None:
+            return low, None
+        ab = final_scale(xp, low, self.lift_of())
+        return ab, (low if bool((xp.isinf(ab) & xp.isfinite(low)).any()) else None)
+
+
+def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduce: Reductions,
+            k_index=None) -> Operands:
+    """The :class:`Operands` of these rows: every input of the plan reduced over every rank
+    (collective when ``reduce`` is). ``settings``: those the first plan resolves from (what it
+    reads: sizes, spread); ``certifying``: "auto" (the certificate reads the sizes too)."""
+    xp = engine.xp
+    (amax, bad_a), (bmax, bad_b) = engine.row_stats(a_rows), engine.row_stats(b_rows)
+    bad_a, bad_b = (bool(v) for v in engine.to_host(xp.stack([xp.asarray(bad_a), xp.asarray(bad_b)])))
+    exps = [exponents(xp, on_host(engine, reduce.a_max)(amax)), exponents(xp, on_host(engine, reduce.b_max)(bmax))]
+    fin = (special.finite_part(xp, a_rows, bad_a), special.finite_part(xp, b_rows, bad_b))
+    kind = plan_type(settings)
+    mags, gaps, host = None, np.zeros(8, dtype=np.int64), ()
+    if kind.reads_sizes or certifying:
+        mags, gaps, host = _row_sizes(engine, fin, exps, reduce)
+        if kind.reads_sizes and certifying:   # the sizes set the plan's range
+            mags, host = _relieve_rows(engine, mags, exps, gaps, host, k)
+    local = np.zeros(8, dtype=np.int64)
+    if certifying and kind.reads_spread:   # scheme I's "auto" statistic
+        local[0] = max(_spread(engine, a_rows, exps[0], reduce.a_sum), _spread(engine, b_rows, exps[1], reduce.b_sum))
+    local[1] = bad_a or bad_b
+    for side, (norm, nnz, sq, _) in enumerate(host):
+        local[2 + side] = sq.max(initial=0)
+        local[4 + side] = nnz.max(initial=0)
+        local[6 + side] = -norm[nnz > 0].min(initial=2**62)   # MAX of minus: the smallest
+    spread, nonfinite, *sizes = (int(v) for v in reduce.everywhere_max(local))
+    data = (DataSizes(sq=tuple(sizes[0:2]), nnz=tuple(sizes[2:4]), norm_min=tuple(-v for v in sizes[4:6]),
+                      k=k, norm_bits=certificate.NORM_BITS,
+                      mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[0:2], gaps[2:4])))
+            if mags is not None else None)
+    lift = (headroom(xp, exps[0]), headroom(xp, exps[1]))
+    return Operands(a_rows, b_rows, *fin, *exps, mags, spread, bool(nonfinite), data,
+                    lift if any(bool(v.any()) for v in lift) else None, k, k_index)
+
+
+def _row_sizes(engine, fin, exps, reduce: Reductions):
+    """``(mags, totals, host)``: each operand's ``(norm, nnz, sq, gaps)`` per row, reduced over
+    the pieces of a row, on the device (``mags``) and on the host (``host``: the plan reads them
+    there), and ``totals``, their sums over every rank (gap and nonzero counts, squares in words
+    past 2**63)."""
+    xp = engine.xp
+    pieces = tuple(certificate.magnitude_stats(xp, x, e) for x, e in zip(fin, exps))
+    # (norm, nnz, sq, gaps) of both operands in one copy to the host
+    both = engine.to_host(xp.concatenate([xp.stack(piece) for piece in pieces], axis=1))
+    rows = pieces[0][0].shape[0]
+    host = [tuple(both[:, :rows]), tuple(both[:, rows:])]
+    totals = np.zeros(8, dtype=np.int64)
+    for side, (_, nnz, sq, gap) in enumerate(host):   # every entry lives on one rank: SUM over all
+        totals[2 * side:2 * side + 2] = [int(gap.sum()), int(nnz.sum())]
+        totals[4 + 2 * side:6 + 2 * side] = word_sums(np, sq)   # squares: past 2**63
+    totals = reduce.everywhere_sum(totals)
+    row_sums = (reduce.a_sum, reduce.b_sum)
+    host = [tuple(row_sum(v) for v in piece) for piece, row_sum in zip(host, row_sums)]
+    mags = tuple(piece if is_local(row_sum) else tuple(engine.asarray(v) for v in reduced)
+                 for piece, reduced, row_sum in zip(pieces, host, row_sums))
+    return mags, totals, host
+
+
+def _relieve_rows(engine, mags, exps: list, totals, host, k: int):
+    """Rows (of op(A), columns of op(B)) whose entries sit unusually close to their scale would
+    set scheme II's CRT range for everyone (a row of 16384 phi = 0.5 entries whose largest is
+    below 2 instead of about 3.5 needs one more modulus for all): "auto" scales them by
+    ``2**-b`` (:func:`ozhpc.ozaki.scales.range_bumps`, exact and global), and their statistics
+    by the same power of two, rounded up. ``exps`` is updated in place; returns ``(mags, host)``
+    as moved."""
+    mags, host = list(mags), list(host)
+    for side in (0, 1):
+        norm, nnz, sq, gaps = host[side]
+        bump = range_bumps(sq, nnz, join_words(totals[4 + 2 * side:6 + 2 * side]), int(totals[2 * side + 1]), k)
+        if not bump.any():
+            continue
+        step, moved = 2**bump, bump > 0
+        norm = np.where(moved, (norm - nnz) // step + 1 + 2 * nnz, norm)
+        sq = np.where(moved, (sq - nnz) // (step * step) + 1 + 2 * nnz, sq)
+        host[side] = (norm, nnz, sq, gaps)
+        mags[side] = tuple(engine.asarray(v) for v in host[side])
+        exps[side] = exps[side] + engine.asarray(bump.astype(np.int32))
+    return tuple(mags), host
+
+
+def _spread(engine, rows, exps, sum_pieces) -> int:
+    summed = (lambda counts: engine.asarray(sum_pieces(engine.to_host(counts))))
+    return spread_bits(engine.xp, engine.entry_gaps(rows, exps), summed, engine.count_gaps_le)
