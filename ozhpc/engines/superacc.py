@@ -117,11 +117,20 @@ def deposit(xp, acc, window: Window, entry, ma, qa, mb, qb) -> None:
         normalise(xp, acc)
 
 
-def deposit_values(xp, acc, window: Window, entry, values, shifts) -> None:
+def deposit_values(xp, acc, window: Window, entry, values, shifts, unique: bool = False) -> None:
     """Add ``values * 2**shifts`` (FP64 ``values``, exact; int ``shifts`` may take the sum far
-    outside FP64's range) to ``acc[entry]``, exactly."""
+    outside FP64's range) to ``acc[entry]``, exactly. ``unique``: no entry appears twice (a level
+    product's part, one value per entry of C): the pieces go straight to their limbs, with no
+    ``bincount`` over the whole accumulator (the same sum, so the same limbs)."""
     m, q = mantissas(xp, values)
-    deposit(xp, acc, window, entry, m, q + xp.asarray(shifts).astype(xp.int64), xp.ones_like(m), xp.zeros_like(q))
+    q = q + xp.asarray(shifts).astype(xp.int64)
+    if not unique:
+        deposit(xp, acc, window, entry, m, q, xp.ones_like(m), xp.zeros_like(q))
+        return
+    first, value = _pieces(xp, m, q, xp.ones_like(m), xp.zeros_like(q), window)
+    for s in range(7):   # entries unique: each (entry, limb) is written once per s
+        acc[entry, first + s] += value[s]
+    normalise(xp, acc)
 
 
 def normalise(xp, acc) -> None:

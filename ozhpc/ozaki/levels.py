@@ -6,7 +6,7 @@ make up an entry of C (``I @ B`` with tiny entries in B's columns, a block matri
 off-diagonal blocks sit 200 bits below the diagonal), no width reaches it. Here the operand is a
 sum of levels, each on its own grid (docs/numerics.md, "Levels of scales")::
 
-    X^(1) = X,   X_l = repr_w(X^(l)) at the row scales e^(l) of X^(l),   X^(l+1) = X^(l) - X_l  (exact)
+    X^(1) = X,   X_l = repr_w(X^(l)) (towards zero) at the row scales e^(l) of X^(l),   X^(l+1) = X^(l) - X_l  (exact)
 
 so ``X = X_1 + ... + X_L + X^(L+1)``: ``X_1`` is what the first pass's planes hold, ``X_2`` exactly
 what they dropped, under its own row scales, and so on. The product to depth ``L`` keeps the level
@@ -45,12 +45,13 @@ def _same(x):
 
 
 def remainder(xp, x, exps, bits: int):
-    """``x - repr_w(x)`` exactly (finite ``x``; ``w = bits``): ``repr_w(x) = rint(x 2**(w - e)) 2**(e - w)``,
-    the nearest point of the row's grid (ties to even), which is what scheme II's residues and scheme
-    I's ``w / 7`` digits hold. Both subtractions are exact: the difference is made of ``x``'s own low
-    bits (an entry whose scaling underflows rounds to 0 and is left whole)."""
+    """``x - repr_w(x)`` exactly (finite ``x``; ``w = bits``): ``repr_w(x) = trunc(x 2**(w - e)) 2**(e - w)``,
+    the row's grid point towards zero (never above ``|x|``: the nearest one could be ``2**1024`` in a
+    row at DBL_MAX's scale). The subtraction is exact: the difference is made of ``x``'s own low
+    bits (an entry whose scaling underflows truncates to 0 and is left whole). Any grid point does:
+    the level products recompute the first level exactly, whatever the first pass held."""
     e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
-    grid = ldexp_by(xp, xp.rint(ldexp_by(xp, x, bits - e)), e - bits)
+    grid = ldexp_by(xp, xp.trunc(ldexp_by(xp, x, bits - e)), e - bits)
     return x - grid
 
 
@@ -180,7 +181,7 @@ class Staircase:
         for part, shift in zip(values, shifts):
             live = (part != 0).reshape(-1)
             superacc.deposit_values(xp, self.acc, self.window, entry[live], part.reshape(-1)[live],
-                                    (base + shift).reshape(-1)[live])
+                                    (base + shift).reshape(-1)[live], unique=True)
 
     def values(self):
         """``fl(P_L)`` per entry of the block (m_f x n_f), rounded once."""
