@@ -164,7 +164,7 @@ def round_nearest(xp, acc, window: Window):
     p = xp.maximum(keep - window.low, 0)                 # ... as a bit index of the window
     t0, o = p // LIMB_BITS, p % LIMB_BITS
     # a sum below the subnormals keeps its last bit above the window: zero limbs up there
-    pad = max(5, int(t0.max(initial=0)) + 6 - limbs) if entries else 5
+    pad = max(5, int(t0.max()) + 6 - limbs) if entries else 5
     digits = xp.concatenate([acc, xp.zeros((entries, pad), dtype=xp.int64)], axis=1)
     n = _gather(xp, digits, t0) >> o
     for r in (1, 2, 3, 4):                               # the kept integer is below 2**54: no overflow

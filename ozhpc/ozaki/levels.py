@@ -278,5 +278,5 @@ def _window(xp, a, b, e, f, k: int) -> superacc.Window:
         mag = xp.abs(x)
         nz = mag[mag > 0]
         low += int(max(int(xp.frexp(nz.min())[1]) - 53, -1074)) if nz.size else 0
-    high = int(xp.asarray(e).max(initial=0)) + int(xp.asarray(f).max(initial=0)) + max(k, 1).bit_length() + 8
+    high = sum(int(v.max()) if v.size else 0 for v in (xp.asarray(e), xp.asarray(f))) + max(k, 1).bit_length() + 8
     return superacc.Window.covering(low - 54, max(high, low + 1))

@@ -69,7 +69,7 @@ class Kept:
             nan = xp.full(ab.shape, xp.nan)
             low = xp.where(old, nan if kept.low is None else kept.low, nan if low is None else low)
         passed = cert.passed | kept.passed
-        count = int(np.asarray(reduce_sum(xp.asarray([int(xp.count_nonzero(~passed))], dtype=xp.int64)))[0])
+        count = int(reduce_sum(xp.asarray([int(xp.count_nonzero(~passed))], dtype=xp.int64))[0])
         best = max(cert.passed_worst, kept.passed_worst)
         out = certificate.Certificate(passed, count, cert.worst if count else best, best)
         return cls(ab, low, passed, best), out
@@ -130,7 +130,7 @@ def refine(engine, reduce, fin, k: int, k_index, bits: int, c, failing, factor: 
         c_block, passed, ratio = stair.verdicts(factor, sums)
         now = left & passed
         values = xp.where(now, c_block, values)
-        worst = max(worst, float(xp.max(xp.where(now, ratio, 0.0), initial=0.0)))
+        worst = max(worst, float(xp.where(now, ratio, 0.0).max()) if now.size else 0.0)
         left = left & ~passed
         count = _count(engine, r, left)
         if count and sums is None and count * k <= EXACT_LOWER_TERMS:
