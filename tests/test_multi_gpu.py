@@ -28,12 +28,11 @@ def test_two_gpus_bitwise_all_transports():
     if _gpus() < 2:
         pytest.skip("needs 2 GPUs with CuPy and cuda.tile")
     sys.path.insert(0, os.path.join(REPO, "bench"))
-    from multi_gpu import mpiexec_cmd, useful  # noqa: F401
+    from common import mpiexec_cmd, useful
 
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), NCCL_NVLS_ENABLE="0")
-    proc = subprocess.run(mpiexec_cmd(2) + [sys.executable, os.path.join(REPO, "bench", "multi_gpu.py"), "--check"],
+    proc = subprocess.run(mpiexec_cmd(2) + [sys.executable, os.path.join(REPO, "bench", "scaling", "multi_gpu.py"), "--check"],
                           capture_output=True, text=True, timeout=300, env=env)
-    from multi_gpu import useful
     assert proc.returncode == 0, proc.stdout[-3000:] + useful(proc.stderr)
     result = json.loads([x for x in proc.stdout.splitlines() if x.startswith("{")][-1])
     assert result["failures"] == [] and result["cases"] > 0

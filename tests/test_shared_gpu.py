@@ -34,7 +34,7 @@ def test_ranks_sharing_one_gpu_give_one_ranks_bits(ranks):
     if _gpus() < 1 or shutil.which("mpiexec") is None:
         pytest.skip("needs a GPU with CuPy and cuda.tile, and mpiexec")
     sys.path.insert(0, os.path.join(REPO, "bench"))
-    from multi_gpu import mpiexec_cmd, useful
+    from common import mpiexec_cmd, useful
 
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), NCCL_NVLS_ENABLE="0",
                CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0])

@@ -44,7 +44,7 @@ def count_gaps_le(xp, gaps, limits):
     """``out[i, l] = #{j: gaps[i, j] <= limits[i, l]}`` (int64) for gap codes (NO_GAP never
     counts) and limits in [0, MAX_GAP]: one pass per chunk of rows (per-row histograms,
     cumulated), whatever the number of limits. The NumPy path: on CuPy a bincount histogram
-    was slower than counting passes (bench/results/gpu_gemm_h200_2026-11-30_auto_rerun.md), so
+    was slower than counting passes (bench/results/HISTORY.md, 2026-11-30), so
     the cuTile engine counts with its kernel and falls back here only off its layout."""
     limits = xp.asarray(limits).astype(xp.int64)
     rows, cols = gaps.shape

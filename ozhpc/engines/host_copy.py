@@ -4,7 +4,7 @@ CuPy copies a NumPy array from pageable memory at 1.9 GB/s up and 2.7 GB/s down 
 nodes (the driver stages it itself): 2.1 s for the two 2 GB operands of n = 16384 and 0.75 s
 for C, more than the product. Registering the array's own pages with CUDA (cudaHostRegister)
 for the duration of the copy takes 0.07 s for 2 GB and lets the copy run at 51 GB/s, with no
-extra host buffer (``bench/transfer_paths.py`` measures every path). Where registration is
+extra host buffer (``bench/speed/transfer_paths.py`` measures every path). Where registration is
 refused (pages already registered by someone else, a driver without it), the copy runs the
 plain way. The bytes are the same either way; only the time changes.
 """

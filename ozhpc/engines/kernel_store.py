@@ -3,7 +3,7 @@
 cuda.tile keeps cubins on disk too, but finds them by their TileIR bytecode: every new process
 first runs the Python front end for each kernel variant (0.05-0.35 s each) and starts tileiras
 twice (a version probe), about 1.5-2.5 s per process on the H200 nodes before the first product
-(cProfile of ``ozhpc gemm``, ``bench/startup_profile.sh``). ozhpc's kernels are fixed code, so a
+(cProfile of ``ozhpc gemm``, ``MODE=startup bash bench/gpu.sh``). ozhpc's kernels are fixed code, so a
 variant's cubin is a function of the source of the engines package (:func:`package_digest`, its
 subpackages included), the kernel (module and name), its signature (argument types, constants, array specialisation), the GPU architecture,
 the compile hints, cuda-tile's version and the tileiras binary. :class:`StoredKernel` keys

@@ -62,7 +62,7 @@ and any width gives the same bits. Smaller when k / max(P, Q) is smaller (see :f
 CPU_PANEL = 1024
 """Default k-panel width with the NumPy engine: each panel is one pass of BLAS calls plus one pass
 over the accumulators, so narrow panels (a small block size) cost many passes for the same work;
-wider than ~1024 gains little and costs panel-buffer memory (bench/results/block_panel_cpu_*.md)."""
+wider than ~1024 gains little and costs panel-buffer memory (bench/results/block_panel_cpu_2026-12-01.md)."""
 
 
 def default_kb(k: int, dims: tuple[int, int], engine) -> int:

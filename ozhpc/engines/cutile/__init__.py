@@ -42,4 +42,4 @@ KERNELS = {
     "count": count._count_kernel,
     "row_stats": row_stats._row_stats_kernel,
 }
-"""Every kernel of the package by name (the type-check test and ``bench/kernel_resources.py``)."""
+"""Every kernel of the package by name (the type-check test and ``bench/speed/kernel_resources.py``)."""

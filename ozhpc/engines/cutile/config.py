@@ -24,7 +24,7 @@ class TileConfig:
     see :meth:`ozhpc.engines.cutile.launcher.Launcher.launch_pair`). 0: the whole k in one launch."""
     diagonal_k_panel: int = 0
     """k per launch of scheme II's products (0: the whole k; later panels add into the int8
-    residues). H200, 15 moduli, int8 residues (``bench/pair_sweep.py``, 2026-12-04): whole k
+    residues). H200, 15 moduli, int8 residues (``bench/speed/pair_sweep.py``, 2026-12-04): whole k
     1.259 / 1.236 POP/s at n = 16384 / 32768, panels of 8192 1.245 / 1.197, of 4096 1.094 / 1.058."""
     pair_launch_groups: int = 0
     """Scheme I groups per pair-kernel launch; 0: all of them (every CTA loops over the groups).
@@ -32,7 +32,7 @@ class TileConfig:
     with k tiles of 64 1019 / 1010 (2026-12-01)."""
     diagonal_pair_k: int = 0
     """k tile of scheme II's products (0: ``pair_k``). H200, n = 16384, 17 moduli, one product per
-    launch, k panels of 8192 (``bench/gpu_gemm.py --tune-diagonal``, 2026-12-01): 256 x 128 x 128
+    launch, k panels of 8192 (``bench/speed/gpu_gemm.py --tune-diagonal``, 2026-12-01): 256 x 128 x 128
     1221 TOP/s against 1135 with k tiles of 64; 128 x 128 x 128 at occupancy 2 without clusters
     1205; GROUP_M 4 / 16 1100 / 1069; 128 x 256 x 64 1082."""
 
@@ -40,13 +40,13 @@ class TileConfig:
     """At most this many products (moduli) per launch of scheme II's products; 0: as many as keep
     int32 offsets (all at n <= 8192, 7 at 16384, 1 at 32768). The moduli of a launch are the grid's
     slow axis (one (modulus, C tile) per block): 1.268 / 1.238 POP/s at n = 16384 / 32768 on the
-    H200 against 1.259 / 1.236 for one product per launch (``bench/pair_sweep.py``, 2026-12-04)."""
+    H200 against 1.259 / 1.236 for one product per launch (``bench/speed/pair_sweep.py``, 2026-12-04)."""
     crt_rows: int = 16
     crt_cols: int = 64
     crt_occupancy: int = 4
     """CRT tile and CTAs per SM: the float64 piece sums (4 for 16-17 moduli, up to 7) live in
     registers. CPU AOT, sm_90, 4 pieces: 16 x 64 at occupancy 4 116 registers, 32 x 64 at
-    occupancy 1 220, no spills. H200, n = 16384, 17 moduli, 4 pieces (``bench/gpu_gemm.py
+    occupancy 1 220, no spills. H200, n = 16384, 17 moduli, 4 pieces (``bench/speed/gpu_gemm.py
     --tune-ozaki2``, 2026-12-01): 8.2 ms at 16 x 64 / occupancy 4, 9.9-10.0 ms at occupancy 2,
     10-11 ms for 8 x 64 and 16 x 32 at occupancy 4, 20.9 ms at 32 x 64 / occupancy 1 (22.4 ms
     there with 7 pieces, before the piece count followed M)."""
@@ -65,10 +65,10 @@ CONFIGS: dict[tuple[int, int], TileConfig] = {
     # H100/H200: 256x128 int8 tiles on a 2-CTA cluster (multicast TMA), occupancy 1, GROUP_M 8,
     # k tiles of 128, k panels of 4096, one group per launch: scheme I 1221 TOP/s at n = 16384
     # (7 slices), against 1173 with all groups per launch and 1010-1019 with k tiles of 64;
-    # 128x128x128 at occupancy 2 870, k panels of 8192 965 (bench/gpu_gemm.py --tune, 2026-12-01).
+    # 128x128x128 at occupancy 2 870, k panels of 8192 965 (bench/speed/gpu_gemm.py --tune, 2026-12-01).
     # Split (and gap-code) tile 8 x 256: 3.30 / 3.45 TB/s on C-ordered / transposed rows at
     # n = 16384, 8 slices (78% / 82% of the 4.23 TB/s copy rate in the same run; 16 x 128
-    # 2.97 / 3.19; bench/gpu_gemm.py --tune-split, 2026-12-01).
+    # 2.97 / 3.19; bench/speed/gpu_gemm.py --tune-split, 2026-12-01).
     (9, 0): TileConfig(split_rows=8, split_cols=256, pair_m=256, pair_n=128, pair_k=128,
                        group_m=8, combine_rows=32, combine_cols=64, pair_launch_groups=1),
     # B200: TileGym's Blackwell GEMM tiles (256x256, 2-CTA clusters) scaled to int8 k.
