@@ -1,7 +1,7 @@
 """Accuracy in fact: certified "auto" (both schemes, guarantee "dgemm") is no worse than NumPy's
 ``A @ B`` on dense, triangular, integer and Hilbert-like data, measured on EVERY entry against
 the exact residual (each dot product with ``-C_ij`` appended, summed exactly, rounded once;
-bench/distributions.py prints the whole table)."""
+bench/accuracy/distributions.py prints the whole table)."""
 from __future__ import annotations
 
 import numpy as np

@@ -7,22 +7,21 @@ ratio (at most 1: no worse than native). The residual ``C - AB`` is exact: each 
 with ``-C_ij`` appended, summed in the long accumulator (:func:`ozhpc.engines.superacc.exact_dots`),
 rounded once; ``|A||B|`` is NumPy's ``|A| @ |B|`` (FP64, within k u of it).
 
-    python3 bench/distributions.py [--quick] [--out bench/results/distributions_cpu_DATE.md]
+    python3 bench/accuracy/distributions.py [--quick] [--out bench/results/distributions_cpu_DATE]
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's ozhpc
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from common import command_line, cpu_run_line, markdown_table, parser, write_result  # noqa: E402  (this checkout's ozhpc first)
 
 import ozhpc  # noqa: E402
 from ozhpc.engines import superacc  # noqa: E402
 from ozhpc.run.matrices import standard_matrix  # noqa: E402
-from result_file import cpu_run_line, markdown_table  # noqa: E402
 
 
 def sparse(rng, shape, density):
@@ -77,7 +76,7 @@ def worst_error(c, a, b) -> float:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__)
     p.add_argument("--quick", action="store_true", help="smaller shapes (about a minute)")
     p.add_argument("--out", help="also write the table as markdown here")
     args = p.parse_args(argv)
@@ -97,14 +96,10 @@ def main(argv=None):
         print(" | ".join(row), flush=True)
     lines = markdown_table(header, rows) + ["", f"Worst ratio (ozhpc / NumPy): {worst:.2f}"]
     print(lines[-1])
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("# Accuracy in fact on many distributions: certified \"auto\" vs NumPy\n\n")
-            f.write(cpu_run_line("python3 bench/distributions.py " + " ".join(argv or sys.argv[1:])))
-            f.write("Max over every entry of |C - AB| / (|A||B|) (residual exact, rounded once); "
-                    "ratio = ozhpc / NumPy (0/0 counts 0). Guarantee \"dgemm\", accuracy \"strict\".\n\n")
-            f.write("\n".join(lines) + "\n")
-
+    write_result(args.out, "# Accuracy in fact on many distributions: certified \"auto\" vs NumPy\n\n"
+                 + cpu_run_line(command_line(argv))
+                 + "Max over every entry of |C - AB| / (|A||B|) (residual exact, rounded once); ratio = ozhpc / "
+                   "NumPy (0/0 counts 0). Guarantee \"dgemm\", accuracy \"strict\".\n\n" + "\n".join(lines))
 
 if __name__ == "__main__":
     main()

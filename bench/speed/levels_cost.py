@@ -9,23 +9,22 @@ of the rows). "without": the same data, nothing scaled (one pass, nothing refine
 best of ``--repeat`` times of each, their ratio, the passes, the refined entries, the levels and
 the exact dots, and checks every C is certified.
 
-    python3 bench/levels_cost.py --n 1024 2048 [--engine numpy] [--out bench/results/levels_cost_cpu_DATE.md]
-    python3 bench/levels_cost.py --n 4096 16384 --engine cutile      # on a GPU
+    python3 bench/speed/levels_cost.py --n 1024 2048 [--engine numpy] [--out bench/results/levels_cost_cpu_DATE]
+    python3 bench/speed/levels_cost.py --n 4096 16384 --engine cutile      # on a GPU: MODE=levels bash bench/gpu.sh
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's ozhpc
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from common import command_line, cpu_run_line, markdown_table, parser, write_result  # noqa: E402  (this checkout's ozhpc first)
 
 import ozhpc  # noqa: E402
 from ozhpc.run.matrices import standard_matrix  # noqa: E402
-from result_file import cpu_run_line, markdown_table  # noqa: E402
 
 SCALE = 2.0**-300
 FRACTION = 0.01
@@ -59,7 +58,7 @@ def timed(a, b, engine: str, repeat: int, scheme: str):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = parser(__doc__)
     p.add_argument("--n", type=int, nargs="+", default=[1024, 2048])
     p.add_argument("--engine", default="numpy")
     p.add_argument("--scheme", default="ozaki2")
@@ -81,13 +80,9 @@ def main(argv=None):
         print(" | ".join(rows[-1]), flush=True)
     lines = markdown_table(header, rows)
     print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("# Cost of levels of scales: 1% of rows needing a second level\n\n")
-            f.write(cpu_run_line("python3 bench/levels_cost.py " + " ".join(argv or sys.argv[1:]))
-                    if args.engine == "numpy" else f"Engine {args.engine}.\n\n")
-            f.write("\n".join(lines) + "\n")
-
+    run = (cpu_run_line(command_line(argv)) if args.engine == "numpy"
+           else f"Engine {args.engine}, best of {args.repeat} after a warm-up.\nCommand: `{command_line(argv)}`\n\n")
+    write_result(args.out, "# Cost of levels of scales: 1% of rows needing a second level\n\n" + run + "\n".join(lines))
 
 if __name__ == "__main__":
     main()
