@@ -199,7 +199,7 @@ class Product:
         self.clock.lap("certificate")
         step = self.policy.after(cert, self.plan, sampled=self.sums.lower_stride > 1,
                                  support="support" in self.sums.digits)
-        if cert.uncertified and (step is None or not step.bounds):
+        if cert.uncertified and (step is None or "lower" not in step.bounds):
             block = refine.failing_block(self.engine, self.reduce, ~cert.passed)
             gemms = self.ops.plan(step.settings, step.width).int8_gemms if step and step.settings else self.plan.int8_gemms
             step = self.policy.refine_or(step, self.plan, cert.worst, block, (*self.global_shape, self.k), gemms)
