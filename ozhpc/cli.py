@@ -25,7 +25,7 @@ from . import __version__, signals
 from .commands import lifecycle, plan
 from .commands.lifecycle import launcher_rank
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
-from .run.config import (ACCURACY, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED,
+from .run.config import (ACCURACY, DEFAULT_SCHEME, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED,
                          PROGRESS_MODES, SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value,
                          parse_float, parse_int, parse_pair, parse_panel)
 
@@ -60,6 +60,8 @@ def _option(parser_fn, option, *bounds):
     def parse(text):
         try:
             return parser_fn(text) if option is None else parser_fn(text, option, *bounds)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc.spelled(cli_spelling))) from None
         except InputError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     parse.__name__ = option or parser_fn.__name__
@@ -86,12 +88,18 @@ def _ozaki_option(name):
     return parse
 
 
+default = RunConfig.default
+"""A gemm option's default, for its help: the parser leaves it None and RunConfig fills it in."""
+
+
 def add_product_options(p: argparse.ArgumentParser) -> None:
     """Options that describe op(A), op(B), alpha and beta (gemm and check share them)."""
     p.add_argument("--transa", action="store_true", help="use A transposed")
     p.add_argument("--transb", action="store_true", help="use B transposed")
-    p.add_argument("--alpha", type=_number("--alpha"), default=1.0, help="scale of op(A) op(B) (default 1)")
-    p.add_argument("--beta", type=_number("--beta"), default=0.0, help="scale of the input C (default 0: C is not read)")
+    p.add_argument("--alpha", type=_number("--alpha"), default=default("alpha"),  # check reads them too
+                   help=f"scale of op(A) op(B) (default {default('alpha'):g})")
+    p.add_argument("--beta", type=_number("--beta"), default=default("beta"),
+                   help=f"scale of the input C (default {default('beta'):g}: C is not read)")
     p.add_argument("--c", type=_dataset("input C"), metavar="FILE.h5:/C0", help="input C, needed when beta != 0")
 
 
@@ -176,14 +184,20 @@ def add_gen_command(sub) -> None:
     g.add_argument("--force", action="store_true", help="replace an existing dataset")
 
 
+def _marked(word: str, option: str) -> str:
+    """A choice as a help text names it, with "(default)" when it is the option's default."""
+    chosen = DEFAULT_SCHEME if option == "scheme" else default(option)  # a scheme left out: OzakiSettings'
+    return f"{word} (default)" if chosen == word else word
+
+
 GUARANTEE_HELP = ("what 'auto' --bits / --slices certify for every entry of C at run time, plus the final "
-                  "rounding of C (u = 2^-53): dgemm (default) |C_ij - (op(A) op(B))_ij| <= k u (|op(A)||op(B)|)_ij, "
-                  "the bound native FP64 GEMM itself guarantees; tight u (|op(A)||op(B)|)_ij, about 7 more bits per "
+                  f"rounding of C (u = 2^-53): {_marked('dgemm', 'guarantee')} |C_ij - (op(A) op(B))_ij| <= k u (|op(A)||op(B)|)_ij, "
+                  f"the bound native FP64 GEMM itself guarantees; {_marked('tight', 'guarantee')} u (|op(A)||op(B)|)_ij, about 7 more bits per "
                   "entry (two more moduli) on the standard test matrices. The plan is widened where an entry fails "
                   "(see --accuracy)")
-ACCURACY_HELP = ("what to do when 'auto' cannot certify C (--guarantee) even at its widest plan: warn (default) "
-                 "writes C, prints one warning line and records certified = false in the report and the "
-                 "attributes of C; strict writes nothing and exits with status 3. Fixed --slices / --bits are "
+ACCURACY_HELP = ("what to do when 'auto' cannot certify C (--guarantee) even at its widest plan: "
+                 f"{_marked('warn', 'accuracy')} writes C, prints one warning line and records certified = false in the report and the "
+                 f"attributes of C; {_marked('strict', 'accuracy')} writes nothing and exits with status 3. Fixed --slices / --bits are "
                  "not certified")
 
 
@@ -197,41 +211,44 @@ def add_gemm_command(sub) -> None:
     m.add_argument("b", type=_dataset("input B"), metavar="B.h5:/B")
     m.add_argument("-o", "--output", type=_dataset("output"), required=True, metavar="OUT.h5:/C")
     add_product_options(m)
-    m.add_argument("--scheme", choices=SCHEMES, default=None,
-                   help="ozaki2 (default): the integers modulo coprime int8 moduli, one int8 GEMM per modulus "
-                        "(about 15 for FP64 accuracy), the fast one; ozaki1: int8 digit slices, one int8 GEMM "
+    m.add_argument("--scheme", choices=SCHEMES,
+                   help=f"{_marked('ozaki2', 'scheme')}: the integers modulo coprime int8 moduli, one int8 GEMM per "
+                        f"modulus (about 15 for FP64 accuracy), the fast one; {_marked('ozaki1', 'scheme')}: int8 digit slices, one int8 GEMM "
                         "per slice pair (45 for 9 slices); the default is ozaki1 when --slices or --groups is "
                         "given. Each scheme is bitwise reproducible; the two give different bits")
-    m.add_argument("--slices", type=_ozaki_option("slices"), default="auto",
-                   help="scheme ozaki1: int8 slices per operand, or 'auto' (default): certified (--guarantee), "
-                        "widened where the data needs it")
-    m.add_argument("--groups", type=_ozaki_option("groups"), default="auto",
-                   help="scheme ozaki1: keep slice pairs with p+q < GROUPS: 'auto' = slices (default), 'all', "
-                        "or fewer for a faster, less accurate product")
-    m.add_argument("--bits", type=_ozaki_option("bits"), default="auto",
-                   help="scheme ozaki2: integer bits per operand entry (8..100), or 'auto' (default): bits whose "
-                        "error in fact is no worse than native FP64 GEMM's on this data, certified "
+    m.add_argument("--slices", type=_ozaki_option("slices"),
+                   help=f"scheme ozaki1: int8 slices per operand, or '{default('slices')}' (default): certified "
+                        "(--guarantee), widened where the data needs it")
+    m.add_argument("--groups", type=_ozaki_option("groups"),
+                   help=f"scheme ozaki1: keep slice pairs with p+q < GROUPS: '{default('groups')}' = slices (default), "
+                        "'all', or fewer for a faster, less accurate product")
+    m.add_argument("--bits", type=_ozaki_option("bits"),
+                   help=f"scheme ozaki2: integer bits per operand entry (8..100), or '{default('bits')}' (default): "
+                        "bits whose error in fact is no worse than native FP64 GEMM's on this data, certified "
                         "(--guarantee); about 4 bits more cost one more modulus (int8 GEMM)")
-    m.add_argument("--guarantee", choices=GUARANTEES, default="dgemm", help=GUARANTEE_HELP)
-    m.add_argument("--accuracy", choices=ACCURACY, default="warn", help=ACCURACY_HELP)
+    m.add_argument("--guarantee", choices=GUARANTEES, help=GUARANTEE_HELP)
+    m.add_argument("--accuracy", choices=ACCURACY, help=ACCURACY_HELP)
     add_run_options(m)
 
 
 def add_run_options(m: argparse.ArgumentParser) -> None:
     """How and where ``gemm`` runs: engine, layout, transport, output and report."""
-    m.add_argument("--engine", choices=ENGINE_NAMES, default="auto",
-                   help="numpy (CPU) or cutile (NVIDIA GPU); auto picks cutile when it can run")
+    m.add_argument("--engine", choices=ENGINE_NAMES,
+                   help=f"numpy (CPU) or cutile (NVIDIA GPU); auto picks cutile when it can run (default "
+                        f"{default('engine')})")
     m.add_argument("--grid", type=_option(parse_pair, "--grid", MAX_RANKS), metavar="PxQ",
                    help="process grid under MPI (default: near-square from the rank count)")
-    m.add_argument("--block", type=_option(parse_pair, "--block"), default=(256, 256), metavar="NB|MBxNB",
-                   help="block-cyclic block size (default 256)")
-    m.add_argument("--transport", choices=TRANSPORT_NAMES, default="auto",
+    m.add_argument("--block", type=_option(parse_pair, "--block"), metavar="NB|MBxNB",
+                   help=f"block-cyclic block size (default {'x'.join(map(str, dict.fromkeys(default('block'))))})")
+    m.add_argument("--transport", choices=TRANSPORT_NAMES,
                    help="how SUMMA moves slice panels: nccl (GPU), cuda-mpi (CUDA-aware MPI), mpi-host "
-                        "(host-staged); auto picks nccl > cuda-mpi > mpi-host for the GPU engine (default)")
-    m.add_argument("--wire", choices=WIRE_NAMES, default="auto",
+                        f"(host-staged); {default('transport')} picks nccl > cuda-mpi > mpi-host for the GPU "
+                        "engine (default)")
+    m.add_argument("--wire", choices=WIRE_NAMES,
                    help="SUMMA panels as fp64 (split by the receiving rank: no whole-operand planes) or int8 "
-                        "planes; auto compares bytes moved with the split's cost (default); never changes the result")
-    m.add_argument("--panel", type=_option(parse_panel, None), default=None, metavar="KB",
+                        f"planes; {default('wire')} compares bytes moved with the split's cost (default); never "
+                        "changes the result")
+    m.add_argument("--panel", type=_option(parse_panel, None), metavar="KB",
                    help="SUMMA k-panel width (default: min(1024 with numpy, 4096 with cutile; k/max(P,Q)), "
                         "whatever the block size); never changes the result")
     m.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
@@ -242,8 +259,8 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
                         "would not fit)")
     m.add_argument("--force", action="store_true",
                    help="replace an existing output dataset and report (never a group, a read-only file or an input)")
-    m.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
-                   help="progress on rank 0: bar on a terminal, log lines otherwise (default auto)")
+    m.add_argument("--progress", choices=PROGRESS_MODES,
+                   help=f"progress on rank 0: bar on a terminal, log lines otherwise (default {default('progress')})")
 
 
 def add_run_command(sub) -> None:
@@ -351,12 +368,17 @@ def _unrecognized(parser: argparse.ArgumentParser, command: argparse.ArgumentPar
 
 
 def config_from_args(args) -> RunConfig:
-    return RunConfig(a=args.a, b=args.b, out=args.output, c=args.c, report=args.report,
-                     transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
-                     grid=args.grid, block=args.block, scheme=args.scheme, slices=args.slices,
-                     groups=args.groups, bits=args.bits, accuracy=args.accuracy, guarantee=args.guarantee,
-                     engine=args.engine, transport=args.transport, wire=args.wire,
-                     kb=args.panel, force=args.force, progress=args.progress, dry_run=args.dry_run)
+    """The run's configuration; options left out are None (RunConfig's defaults), and its option
+    errors are spelled as flags here."""
+    try:
+        return RunConfig(a=args.a, b=args.b, out=args.output, c=args.c, report=args.report,
+                         transa=args.transa, transb=args.transb, alpha=args.alpha, beta=args.beta,
+                         grid=args.grid, block=args.block, scheme=args.scheme, slices=args.slices,
+                         groups=args.groups, bits=args.bits, accuracy=args.accuracy, guarantee=args.guarantee,
+                         engine=args.engine, transport=args.transport, wire=args.wire,
+                         panel=args.panel, force=args.force, progress=args.progress, dry_run=args.dry_run)
+    except OptionError as exc:
+        raise exc.spelled(cli_spelling) from None
 
 
 def cmd_gen(args, comm) -> int:
@@ -484,7 +506,7 @@ def main(argv=None, comm=None) -> int:
             return COMMANDS[args.command](args, comm)
     except InputError as exc:
         if launcher_rank() == 0:
-            print(f"ozhpc {args.command}: error: {exc}", file=sys.stderr)
+            print(f"ozhpc {args.command}: error: {_spelled(exc, args)}", file=sys.stderr)
         return EXIT_USAGE
     except MemoryError as exc:  # a limit the memory check could not see: one line, not a traceback
         return _out_of_memory(args.command, comm, exc)
@@ -517,6 +539,19 @@ def _one_line_warnings(show_default, command):
             print(f"ozhpc {command}: warning: {message}", file=sys.stderr)
         return None
     return show
+
+
+def _spelled(exc: InputError, args) -> InputError:
+    """An option's error in this command's words: its flags, and for ``ozhpc run`` the job file's
+    keys where ``run`` has no such flag (the library words it without either)."""
+    if not isinstance(exc, OptionError):
+        return exc
+    if args.command != "run":
+        return exc.spelled(cli_spelling)
+    from .run.jobfile import job_spelling
+
+    flags = {name for name in vars(args) if name not in ("command", "job", "verbose")}
+    return exc.spelled(lambda name, value=None: (cli_spelling if name in flags else job_spelling)(name, value))
 
 
 def _strict_spelling(args) -> str:

@@ -71,17 +71,26 @@ def shown(value) -> str:
     return str(value)
 
 
-_PLACEHOLDER = re.compile(r"\{([a-z_]*)(=[^{}]*)?\}")
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_]*)(=[^{}]*)?\}")
 
 
 def _render(template: str, spell) -> str:
     """``{name}`` -> the option, ``{name=value}`` -> an option with its value, ``{=value}`` ->
-    a value alone, each as ``spell(name, value)`` writes it."""
+    a value alone, each as ``spell(name, value)`` writes it; ``{{`` and ``}}`` are braces
+    (:func:`literal`)."""
     def one(m):
+        if m.group(0) in ("{{", "}}"):
+            return m.group(0)[0]
         if not (m.group(1) or m.group(2)):
             return m.group(0)  # "{}": a user's value quoted in the message, not a placeholder
         return spell(m.group(1), m.group(2)[1:] if m.group(2) else None)
     return _PLACEHOLDER.sub(one, template)
+
+
+def literal(text) -> str:
+    """A user's text (a file name, a dataset path) inside an :class:`OptionError` template, its
+    braces kept as braces rather than read as placeholders."""
+    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 def api_spelling(name: str, value: str | None = None) -> str:
@@ -90,12 +99,19 @@ def api_spelling(name: str, value: str | None = None) -> str:
 
 
 def cli_spelling(name: str, value: str | None = None) -> str:
-    """Options as the command line writes them: ``--slices``, ``--slices 8``."""
-    return value if not name else f"--{name}" if value is None else f"--{name} {value}"
+    """Options as the command line writes them: ``--slices``, ``--slices 8``; a switch set,
+    ``{force=True}``, is the flag alone, ``--force``."""
+    if not name:
+        return value
+    flag = f"--{name.replace('_', '-')}"
+    return flag if value in (None, "True") else f"{flag} {value}"
 
 
 class OptionError(InputError):
     """A bad value of named options, worded once and spelled as the user wrote them.
+
+    Every error below the command line that names an option is one of these, so that no message
+    of the library speaks of command-line flags: the front end that reports it spells it.
 
     ``template`` names options as ``{slices}``, settings as ``{slices=8}`` and values as
     ``{=ozaki1}``; the command line spells them ``--slices 8``, a job file ``ozaki.slices = 8``,

@@ -115,6 +115,17 @@ def test_no_import_cycle():
             visit(name, [])
 
 
+MAX_MODULE_LINES = 500
+
+
+def test_a_module_over_500_lines_says_why_at_its_top():
+    """One concept per module, read in one sitting: a longer module states why in its docstring."""
+    reason = f"Longer than {MAX_MODULE_LINES} lines because"
+    long = sorted(name for name, path in MODULES.items() if len(path.read_text().splitlines()) > MAX_MODULE_LINES
+                  and reason not in (ast.get_docstring(ast.parse(path.read_text())) or ""))
+    assert long == []
+
+
 def test_no_function_body_over_60_lines():
     long = []
     for name, path in MODULES.items():

@@ -1,4 +1,4 @@
-"""The kernel cache is a trust boundary (issue 23): created 0700 with 0600 files (0755 / 0644 in
+"""The kernel cache is a trust boundary: created 0700 with 0600 files (0755 / 0644 in
 an administrator's shared cache), and nothing is loaded from a directory or file another user
 could write, unless OZHPC_TRUST_CACHE=1; one line says why a cache was not used. CPU only: the
 store's compile step is a counting fake (as in tests/test_kernel_store.py)."""

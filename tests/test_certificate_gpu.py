@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import ozhpc
+from ozhpc.engines import statistics
 from ozhpc.engines.digits import magnitude_digits, support_digits
+from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import ModularPlan, SlicePlan
 from ozhpc.ozaki.scales import exponents, row_abs_max
@@ -49,22 +51,54 @@ def test_digit_planes(gpu, upper):
     same_bits(cp.asnumpy(engine.magnitudes(cp.asarray(x.T.copy()).T, cp.asarray(e), upper=upper))[0], want)
 
 
+NUMPY = NumpyEngine()
+
+
 def test_inner_and_row_statistics(gpu):
-    _, cp = gpu
+    engine, cp = gpu
     x = awkward(np.random.default_rng(2), 64, 96, phi=2.0)
     e = exponents(np, row_abs_max(np, x))
-    same_bits(cp.asnumpy(cf.inner_stats(cp, cp.asarray(x))), cf.inner_stats(np, x))
-    for got, want in zip(cf.magnitude_stats(cp, cp.asarray(x), cp.asarray(e)), cf.magnitude_stats(np, x, e)):
-        same_bits(cp.asnumpy(got), want)
+    same_bits(cp.asnumpy(engine.inner_stats(cp.asarray(x))), statistics.inner_stats(np, x))
+    same_bits(cp.asnumpy(engine.magnitude_stats(cp.asarray(x), cp.asarray(e))), statistics.magnitude_stats(np, x, e))
     for plan in (ModularPlan.for_k(57, 96), ModularPlan.for_k(90, 96), SlicePlan(5, 5), SlicePlan(9, 9)):
-        got = cf.operand_stats(cp, cp.asarray(x), cp.asarray(e), plan)
-        same_bits(cp.asnumpy(got.delta), cf.operand_stats(np, x, e, plan).delta)
+        got = cf.operand_stats(engine, cp.asarray(x), cp.asarray(e), plan)
+        same_bits(cp.asnumpy(got.delta), cf.operand_stats(NUMPY, x, e, plan).delta)
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_row_summaries_match_numpy(gpu, layout):
+    """The one-pass kernel (exponents, inf/NaN counts, norms, counts, squares, gaps) against the
+    reference, for rows of every kind: zeros, subnormals, entries 1000+ bits below the row's
+    largest, near DBL_MAX, inf/NaN; 37 rows (not a multiple of the tile), both operands in one
+    copy."""
+    engine, cp = gpu
+    rng = np.random.default_rng(7)
+    x = awkward(rng, 37, 301, phi=2.0)
+    x[11] = rng.standard_normal(301) * 2.0**-1040                 # a subnormal row
+    x[12, :4] = (1.0, 2.0**-1060, 5e-324, 2.0**-600)               # squares and norms that underflow
+    x[13] = (127.5 / 128) * 2.0 ** rng.integers(-30, 30)            # the first digit rounds to 128
+    x[14] = 1.7e308 * rng.random(301)
+    x[15, 3], x[16, 4] = np.inf, np.nan
+    y = phi_matrix(rng, 20, 301, 0.5)
+    want_host, _, want_exps = NUMPY.row_summaries((x, y))
+
+    def on_gpu(data):
+        d = cp.asarray(data)
+        if layout == "F":
+            return cp.asfortranarray(d)
+        return cp.asarray(np.repeat(data, 2, axis=1))[:, ::2] if layout == "strided" else d
+
+    host, dev, exps = engine.row_summaries((on_gpu(x), on_gpu(y)))
+    for got, got_dev, got_e, want, want_e in zip(host, dev, exps, want_host, want_exps):
+        same_bits(got, want)
+        same_bits(cp.asnumpy(got_dev), want)
+        same_bits(cp.asnumpy(got_e), want_e)
 
 
 @pytest.mark.parametrize("support", [False, True])
 def test_entry_verdicts(gpu, support):
     """The fused per-entry kernel against the NumPy operations: same count, same worst ratio."""
-    _, cp = gpu
+    engine, cp = gpu
     rng = np.random.default_rng(3)
     a, b = awkward(rng, 40, 64), awkward(rng, 64, 48).T.copy()
     e, f = exponents(np, row_abs_max(np, a)), exponents(np, row_abs_max(np, b))
@@ -74,12 +108,55 @@ def test_entry_verdicts(gpu, support):
     upper = np.where(rng.random(c.shape) < 0.3, 0.0, lower + 5) if support else None
     for bits in (53, 58, 70):
         plan = ModularPlan.for_k(bits, 64)
-        stats = [cf.operand_stats(np, x, ex, plan) for x, ex in ((a, e), (b, f))]
+        stats = [cf.operand_stats(NUMPY, x, ex, plan) for x, ex in ((a, e), (b, f))]
         dev = [cf.OperandStats(*(cp.asarray(v) for v in (s.delta, s.norm, s.nnz))) for s in stats]
         for factor in (1, 64):   # "tight", "dgemm" with k = 64
-            want = cf.certify_entries(np, c, lower, stats, e, f, plan, None, upper, factor=factor)
-            got = cf.certify_entries(cp, cp.asarray(c), cp.asarray(lower), dev, cp.asarray(e), cp.asarray(f), plan,
-                                     None, None if upper is None else cp.asarray(upper), factor=factor)
+            want = cf.certify_entries(NUMPY, c, lower, stats, e, f, plan, None, upper, factor=factor)
+            got = cf.certify_entries(engine, cp.asarray(c), cp.asarray(lower), dev, cp.asarray(e), cp.asarray(f),
+                                     plan, None, None if upper is None else cp.asarray(upper), factor=factor)
+            assert (got.uncertified, got.worst) == (want.uncertified, want.worst), (bits, factor)
+
+
+@pytest.mark.parametrize("lower_dtype", [None, "int32", "float64"])
+def test_crt_kernel_answers_the_verdicts(gpu, lower_dtype):
+    """The CRT kernel's verdicts of the C it writes (one pass, atomics over its blocks) against
+    the certificate's array code on the NumPy engine's C: the same count and worst ratio, for
+    scales that make C normal, subnormal, zero and inf, "tight" and "dgemm", with and without
+    magnitude sums; C keeps its bits."""
+    from dataclasses import replace
+
+    from ozhpc.engines import crt
+    from ozhpc.engines.base import Verdicts
+    from ozhpc.engines.cutile_engine import CutileEngine
+
+    engine, cp = gpu
+    engine = CutileEngine(config=replace(engine.config, crt_verdicts=True))   # off by default: slower
+    rng = np.random.default_rng(8)
+    m, n, k = 45, 70, 64
+    a, b = awkward(rng, m, k), awkward(rng, k, n).T.copy()
+    for bits, count in ((53, 15), (58, 16), (90, 25)):
+        tables = crt.crt_tables(bits, count)
+        plan = ModularPlan.for_k(bits, k)
+        primes = np.array(tables.primes).reshape(-1, 1, 1)
+        acc = (rng.integers(-2**40, 2**40, size=(count, m, n)) % primes)
+        acc = np.where(acc > primes - 1 - primes // 2, acc - primes, acc).astype(np.int8)   # balanced
+        acc[:, 3, :] = 0
+        e = exponents(np, row_abs_max(np, a)).astype(np.int32)
+        f = exponents(np, row_abs_max(np, b)).astype(np.int32)
+        e[:3] = (-1000, 600, 470)         # with f: zero, subnormal and overflowing entries
+        f[:2] = (-600, 470)
+        lower = None if lower_dtype is None else rng.integers(0, 2**20, size=(m, n)).astype(lower_dtype)
+        stats = [cf.operand_stats(NUMPY, x, ex, plan) for x, ex in ((a, e), (b, f))]
+        want_c = NUMPY.combine_moduli(acc, e, f, tables)
+        for factor in (1, k):
+            want = cf.certify_entries(NUMPY, want_c, lower, stats, e, f, plan, factor=factor)
+            request = cf.verdicts_request([cf.OperandStats(*(cp.asarray(v) for v in (s.delta, s.norm, s.nnz)))
+                                           for s in stats], plan, None if lower is None else cp.asarray(lower),
+                                          factor)
+            got_c = engine.combine_moduli(cp.asarray(acc), cp.asarray(e), cp.asarray(f), tables, request)
+            same_bits(cp.asnumpy(got_c), want_c)
+            got = cf.answered(engine, request)
+            assert isinstance(request, Verdicts) and got is not None
             assert (got.uncertified, got.worst) == (want.uncertified, want.worst), (bits, factor)
 
 

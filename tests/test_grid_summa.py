@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 import ozhpc
 from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.errors import InputError
+from ozhpc.errors import InputError, cli_spelling
 from ozhpc.io import distio
 from ozhpc.io.h5io import DatasetRef
 from ozhpc.parallel import DistMatrix, ProcessGrid, Summa, dist_gemm, near_square
@@ -52,8 +52,10 @@ def test_grid_basics_and_close():
 
 
 def test_grid_rank_mismatch_is_a_clear_input_error():
-    with pytest.raises(InputError, match=r"--grid 2x2 needs 4 MPI ranks, but the job has 1"):
+    with pytest.raises(InputError, match=r"^grid=2x2 needs 4 MPI ranks, but the job has 1 \(run with mpiexec "
+                                         r"-n 4, or leave grid out for a near-square grid\)$") as err:
         ProcessGrid(COMM, (2, 2))
+    assert str(err.value.spelled(cli_spelling)).startswith("--grid 2x2 needs 4 MPI ranks")  # the CLI's words
 
 
 def operands(transa, transb, nonfinite=False):
@@ -171,7 +173,7 @@ def test_distio_read_write_roundtrip(grid, tmp_path):
         assert np.array_equal(f["Y"][...], x) and f["Y"].attrs["ozhpc_sha256"] == digest
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.h5", "y.h5"]
     # the output is checked again at write time: no silent replacement without force
-    with pytest.raises(InputError, match="exists; pass --force"):
+    with pytest.raises(InputError, match="exists; pass force=True to replace it"):
         distio.write_distributed(out, DistMatrix(grid, lay, np.zeros((29, 41))))
     with h5py.File(out.file, "r") as f:
         assert np.array_equal(f["Y"][...], x)

@@ -184,7 +184,7 @@ transport = "mpi-host"
                             report=f"{d}/run.json", force=True, transa=False, transb=False,
                             alpha=2.0, beta=-1.5, grid=(1, 3), block=(8, 4), scheme="ozaki1", slices=9,
                             groups="all", bits="auto", accuracy="strict",
-                            engine="numpy", progress="off", transport="mpi-host", kb=3)
+                            engine="numpy", progress="off", transport="mpi-host", panel=3)
     assert isinstance(cfg.alpha, float)
 
 

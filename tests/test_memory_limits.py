@@ -1,4 +1,4 @@
-"""Every memory limit that applies is checked before the compute (issue 23): MemAvailable,
+"""Every memory limit that applies is checked before the compute: MemAvailable,
 ``ulimit -v`` / ``-d``, the cgroup (v2 ``memory.max``, v1 ``memory.limit_in_bytes``, ancestors
 too), Slurm's ``--mem`` / ``--mem-per-cpu``; the tightest one, per rank and per node, is named
 in the one-line error. A MemoryError the check could not foresee is one line and exit 2 too."""

@@ -133,7 +133,7 @@ FAILURES = {
     "groups above 2s-1": (dict(), ["--slices", "4", "--groups", "9"], "--groups 9 is more than the 7 groups"),
     "slices with scheme ozaki2": (dict(), ["--scheme", "ozaki2", "--slices", "6"],
                                   "--slices 6 is an option of --scheme ozaki1; with --scheme ozaki2 leave it out"),
-    "GPU transport, CPU engine": (dict(), ["--transport", "nccl"], "transport 'nccl' moves GPU panels"),
+    "GPU transport, CPU engine": (dict(), ["--transport", "nccl"], "--transport nccl moves GPU panels"),
 }
 
 

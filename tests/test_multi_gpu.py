@@ -1,4 +1,4 @@
-"""Multi-GPU SUMMA (issue 6): 2 ranks on 2 GPUs, every usable transport, bits equal to 1 GPU and CPU.
+"""Multi-GPU SUMMA: 2 ranks on 2 GPUs, every usable transport, bits equal to 1 GPU and CPU.
 
 Marked ``gpu``; skips cleanly without CuPy, cuda.tile, mpiexec or two GPUs.
 """

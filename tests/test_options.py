@@ -1,5 +1,5 @@
 """Every numeric option of every command is range-checked before any work, and a bad option value
-or dataset spec is one line ``ozhpc <cmd>: error: ...`` with exit status 2 (issue 23); the usage
+or dataset spec is one line ``ozhpc <cmd>: error: ...`` with exit status 2; the usage
 is printed only for ``--help`` and a missing command."""
 from __future__ import annotations
 
@@ -212,3 +212,51 @@ def test_job_file_values_out_of_range(d, extra, message):
     r = run_cli(["run", path], cwd=d)
     assert r.returncode == 2 and r.stderr.splitlines() == [f"ozhpc run: error: {path}: {message}"]
     assert sorted(os.listdir(d)) == ["in.h5", "job.toml"]
+
+
+def _raised_texts(path):
+    """The string pieces of every ``raise`` in a module (docstrings and comments are not raised)."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            for piece in ast.walk(node.exc):
+                if isinstance(piece, ast.Constant) and isinstance(piece.value, str):
+                    yield node.lineno, piece.value
+
+
+def test_library_errors_name_no_command_line_flag():
+    """Below the command line (``cli.py``, ``commands/``) an error names options as placeholders
+    (:class:`ozhpc.errors.OptionError`), never as ``--flags``: a job-file or Python user is not
+    told about ``--grid`` or ``--force``. (Slurm's own ``--mem`` names the site's limit, not ours.)"""
+    import pathlib
+    import re
+
+    package = pathlib.Path(cli.__file__).parent
+    face = {package / "cli.py", *(package / "commands").glob("*.py")}
+    flagged = [f"{path.relative_to(package)}:{line}: {text!r}" for path in sorted(package.rglob("*.py"))
+               if path not in face for line, text in _raised_texts(path)
+               if re.search(r"(^|[\s(])--[a-z]", text) and "Slurm" not in text]
+    assert flagged == []
+
+
+def test_one_option_error_in_each_front_ends_words(d):
+    """An option's error is worded once, below the command line; the API, ``ozhpc gemm`` and
+    ``ozhpc run`` each read it in their own spelling (``run`` has ``--force`` itself)."""
+    from mpi4py import MPI
+
+    from ozhpc.parallel.grid import ProcessGrid
+
+    with pytest.raises(InputError) as err:
+        ProcessGrid(MPI.COMM_SELF, (2, 2))
+    assert str(err.value) == ("grid=2x2 needs 4 MPI ranks, but the job has 1 (run with mpiexec -n 4, or leave "
+                              "grid out for a near-square grid)")
+    r = run_cli(GEMM + ["--grid", "2x2"], cwd=d)
+    assert (r.returncode, r.stderr.splitlines()) == (2, [
+        "ozhpc gemm: error: --grid 2x2 needs 4 MPI ranks, but the job has 1 (run with mpiexec -n 4, or leave "
+        "--grid out for a near-square grid)"])
+    with h5py.File(d / "out.h5", "w") as f:
+        f["C"] = [[0.0]]
+    (d / "job.toml").write_text('[inputs]\na = "in.h5:/A"\nb = "in.h5:/B"\n[output]\nc = "out.h5:/C"\n')
+    r = run_cli(["run", "job.toml"], cwd=d)
+    assert r.returncode == 2 and r.stderr.endswith(f"output {d}/out.h5:/C exists; pass --force to replace it\n"), r.stderr

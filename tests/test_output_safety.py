@@ -1,4 +1,4 @@
-"""Nothing a user has is lost (issue 17): outputs, reports, locks, pre-compute checks, under mpiexec.
+"""Nothing a user has is lost: outputs, reports, locks, pre-compute checks, under mpiexec.
 
 Every failure case asserts: exit status 2, exactly one error line naming the culprit, no
 traceback, a fast failure, inputs byte-identical, and no temporaries left beside the files.

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from ozhpc.engines import get_engine
+from ozhpc.engines.numpy_engine import NumpyEngine
+from ozhpc.engines.statistics import NORM
 from ozhpc.ozaki import certificate, operands as operands_module
 from ozhpc.ozaki.product import Product
 from ozhpc.ozaki.scales import join_words, range_bumps, word_sums
@@ -15,7 +17,7 @@ UNIT = 2**32
 
 
 def uniform_stats(rows: int, k: int, outlier: int | None = None):
-    """``(norm, nnz, sq, gaps)`` per row as :func:`certificate.magnitude_stats` gives them for a
+    """``(norm, nnz, sq, gaps)`` per row as :func:`ozhpc.engines.statistics.magnitude_stats` gives them for a
     uniform(0, 1) operand with row scale 1 (E x = 1/2, E x**2 = 1/3, a mean gap of one bit); the
     ``outlier`` row holds entries at their scale (x**2 ~ 1)."""
     nnz = np.full(rows, k, dtype=np.int64)
@@ -52,14 +54,22 @@ def test_range_bumps_read_the_exact_total(monkeypatch, rows, k, outlier, total_s
         a_stats = (a_stats[0], a_stats[1], np.full(rows, k * UNIT - 1, dtype=np.int64), a_stats[3])
     exact = sum(int(v) for v in a_stats[2])
     assert np.sign(int(a_stats[2].sum())) == total_sign and exact > 2**63
-    real = certificate.magnitude_stats
-    monkeypatch.setattr(certificate, "magnitude_stats",
-                        lambda xp, x, exps, *r: a_stats if x.shape[0] == rows else real(xp, x, exps, *r))
+
+    class Injected(NumpyEngine):
+        """The reference engine, whose op(A) row sizes are ``a_stats``."""
+
+        def row_summaries(self, operands):
+            host, dev, exps = super().row_summaries(operands)
+            host[0] = host[0].copy()
+            host[0][NORM:] = np.stack(a_stats)
+            dev[0] = host[0]
+            return host, dev, exps
+
     seen = []
     monkeypatch.setattr(operands_module, "range_bumps",
                         lambda sq, nnz, total, *rest: seen.append(total) or range_bumps(sq, nnz, total, *rest))
     a_rows, b_rows = np.full((rows, 1), 0.5), np.full((1, 1), 0.5)
-    prod = Product(OzakiSettings("ozaki2"), get_engine("numpy"), a_rows, b_rows)
+    prod = Product(OzakiSettings("ozaki2"), Injected(), a_rows, b_rows)
     assert seen[0] == exact
     bumped = np.flatnonzero(prod.ops.row_exps != 0)
     assert bumped.tolist() == ([] if outlier is None else [outlier])

@@ -1,4 +1,4 @@
-"""Ranks sharing one GPU (issue 25): 2 and 4 ranks of the cuTile engine on a single device, both
+"""Ranks sharing one GPU: 2 and 4 ranks of the cuTile engine on a single device, both
 schemes, both wire formats, certified "auto" with its extra passes: C bit for bit equal to one
 process's (tests/helpers/mpi_worker.py "wire cutile"), with "auto" transport avoiding NCCL and saying why.
 

@@ -1,5 +1,5 @@
 """A signal at any moment of a run ends it with exit status 128 + signal, one line, and nothing
-left behind: no temporaries, no lock, no MPI segment in /dev/shm (issue 23).
+left behind: no temporaries, no lock, no MPI segment in /dev/shm.
 
 Timing is taken from what the job shows, not from sleeps: the ranks' handlers are installed
 (/proc/PID/status), the write of C has begun (its temporary appears), the summary is printed.

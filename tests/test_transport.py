@@ -16,7 +16,7 @@ import pytest
 from mpi4py import MPI
 
 from ozhpc.engines.numpy_engine import NumpyEngine
-from ozhpc.errors import InputError
+from ozhpc.errors import InputError, OptionError, cli_spelling
 from ozhpc.parallel import ProcessGrid
 from ozhpc.parallel import transport_choice as tr
 from ozhpc.parallel.gpu_transport import NVLS_ENV, ensure_nvls_off
@@ -110,15 +110,16 @@ def test_config_transport_and_panel(tmp_path):
     from ozhpc.io.h5io import DatasetRef
 
     ref = DatasetRef.parse(f"{tmp_path}/x.h5:/A")
-    cfg = RunConfig(a=ref, b=ref, out=ref, transport="nccl", kb=4096)
+    cfg = RunConfig(a=ref, b=ref, out=ref, transport="nccl", panel=4096)
     assert cfg.describe()["transport"] == "nccl" and cfg.describe()["kb"] == 4096
     with pytest.raises(InputError, match="transport"):
         RunConfig(a=ref, b=ref, out=ref, transport="tcp")
     assert parse_panel("auto") is None and parse_panel("128") == 128
-    with pytest.raises(InputError, match="--panel must be 'auto' or an integer between 1 and 2147483647, got 'wide'"):
+    with pytest.raises(OptionError, match="^panel must be 'auto' or an integer between 1 and 2147483647, got 'wide'"):
         parse_panel("wide")
-    with pytest.raises(InputError, match="--panel must be 'auto' or an integer between 1 and 2147483647, got 0"):
-        RunConfig(a=ref, b=ref, out=ref, kb=parse_panel("0"))
+    with pytest.raises(OptionError, match="^panel must be 'auto' or an integer between 1 and 2147483647, got 0") as err:
+        RunConfig(a=ref, b=ref, out=ref, panel=parse_panel("0"))
+    assert str(err.value.spelled(cli_spelling)).startswith("--panel must be 'auto'")  # the command line's words
 
 
 def test_summa_kb_any_width_same_bits():
@@ -169,9 +170,10 @@ def test_explicit_nccl_on_a_shared_gpu_names_ranks_and_device(monkeypatch):
     monkeypatch.setattr(tr, "nccl_available", lambda: None)
     with pytest.raises(tr.TransportUnavailable) as err:
         tr.choose_transport("nccl", TWO, GPU_ENGINE, _gpus("0000:00:00.1", "0000:00:00.1"))
-    assert str(err.value) == ("transport 'nccl' needs one GPU per rank, but ranks 0, 1 share GPU 1 "
+    assert str(err.value) == ("transport=nccl needs one GPU per rank, but ranks 0, 1 share GPU 1 "
                               "(PCI 0000:00:00.1) on node7; launch at most one rank per GPU, or use "
-                              "--transport mpi-host or auto")
+                              "transport=mpi-host or auto")
+    assert str(err.value.spelled(cli_spelling)).endswith("or use --transport mpi-host or auto")
     assert tr.choose_transport("mpi-host", TWO, GPU_ENGINE, SHARED) == ("mpi-host", "requested")
 
 
@@ -206,7 +208,7 @@ def test_ranks_sharing_a_gpu_under_mpiexec(tmp_path, ranks, grid):
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert proc.returncode == 2 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
     share = ", ".join(map(str, range(ranks)))
-    assert errors[0].endswith(f"transport 'nccl' needs one GPU per rank, but ranks {share} share GPU 0 "
+    assert errors[0].endswith(f"--transport nccl needs one GPU per rank, but ranks {share} share GPU 0 "
                               f"(PCI 0000:19:00.0) on {socket.gethostname()}; launch at most one "
                               "rank per GPU, or use --transport mpi-host or auto"), errors[0]
     assert {p.name for p in tmp_path.iterdir()} - {"cache"} == {"in.h5"}   # no output, no temporary

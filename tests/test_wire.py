@@ -13,7 +13,7 @@ from mpi4py import MPI
 import ozhpc
 from ozhpc.parallel import ProcessGrid, dist_gemm
 from ozhpc.parallel.wire import Wire, choose_wire, wire_cost
-from test_certified import structured_cases
+from test_certificate_pipeline import structured_cases
 
 
 def same_bits(x, y) -> bool:
@@ -101,7 +101,7 @@ def test_wire_option_in_job_files_cli_and_config(tmp_path):
         parse_job(JOB_FILES + '[summa]\nwire = "int4"\n', "job.toml")
     ref = DatasetRef.parse(f"{tmp_path}/x.h5:/A")
     assert RunConfig(a=ref, b=ref, out=ref, wire="planes").describe()["wire"] == "planes"
-    with pytest.raises(InputError, match="--wire must be one of auto, fp64, planes, got 'int4'"):
+    with pytest.raises(InputError, match="^wire must be one of auto, fp64, planes, got 'int4'"):
         RunConfig(a=ref, b=ref, out=ref, wire="int4")
     r = run_cli(["gemm", "x.h5:/A", "x.h5:/B", "-o", "y.h5:/C", "--wire", "int4"], cwd=tmp_path)
     assert r.returncode == 2 and "argument --wire: invalid choice: 'int4'" in r.stderr

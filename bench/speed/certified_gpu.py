@@ -105,17 +105,16 @@ def profile(n: int, phi: float, reps: int, seed: int = 0) -> dict:
     f = exponents(cp, eng.row_stats(bt)[0])
     plan = ModularPlan.for_k(54, n)
     c = a @ b
-    stats = [cf.operand_stats(cp, x, ex, plan) for x, ex in ((a, e), (bt, f))]
+    stats = [cf.operand_stats(eng, x, ex, plan) for x, ex in ((a, e), (bt, f))]
     lower = cp.ones((n, n), dtype=cp.int32)
     cols = cp.arange(0, n, 64)
     steps = {
-        "magnitude_stats: norms, counts, squares (both)": lambda: (cf.magnitude_stats(cp, a, e),
-                                                                   cf.magnitude_stats(cp, bt, f)),
-        "operand_stats delta (both)": lambda: [cf.operand_stats(cp, x, ex, plan, mags=(0, 0))
+        "row summaries: scales, norms, counts, squares (both, one copy)": lambda: eng.row_summaries((a, bt)),
+        "operand_stats delta (both)": lambda: [cf.operand_stats(eng, x, ex, plan, mags=(0, 0))
                                                for x, ex in ((a, e), (bt, f))],
         "sampled magnitude digits (both)": lambda: (eng.magnitudes(cp.take(a, cols, axis=1), e),
                                                     eng.magnitudes(cp.take(bt, cols, axis=1), f)),
-        "certify_entries (dgemm)": lambda: cf.certify_entries(cp, c, lower, stats, e, f, plan, factor=n),
+        "certify_entries (dgemm)": lambda: cf.certify_entries(eng, c, lower, stats, e, f, plan, factor=n),
         "sampled magnitude GEMM": lambda: eng.accumulate_groups(
             eng.zeros_groups(1, n, n, slices=1, k=n), eng.magnitudes(cp.take(a, cols, axis=1), e),
             eng.magnitudes(cp.take(bt, cols, axis=1), f)),

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
-from . import superacc
+from . import statistics, superacc
 from .digits import MAX_GAP, NO_GAP, count_gaps_le, row_abs_max
 from .digits import (  # noqa: F401  (re-exported: ozaki/ imports the scheme's numbers from here)
     BITS, DBL_MAX, DIGIT_MAX, GAP_HISTOGRAM_ENTRIES, LATER_DIGIT_MAX, digit_bound, final_scale,
@@ -46,6 +47,29 @@ class HostTimer:
 
     def seconds(self) -> float:
         return self.total
+
+
+@dataclass
+class Verdicts:
+    """What the certificate asks of a scheme II combine: the per-entry verdicts of the C it makes
+    (:func:`ozhpc.ozaki.certificate.certify_entries`, its combine rounding ``a + b |C|``), computed
+    as C is written. ``row`` / ``col``: ``(delta, norm, nnz)`` per row of op(A) / column of op(B)
+    (device arrays: float64, int64, int64), ``lower``: the magnitude digits' sums (m x n, or None),
+    ``constants``: the formula's numbers by name (:data:`VERDICT_CONSTANTS`). An engine that
+    computes them adds this block's ``[worst ratio's bits, failing count]`` into ``found`` (int64
+    (2,) on the device: the ratios are >= 0, so their bits order like them); one that does not
+    leaves ``found`` None, and the certificate computes them from C afterwards."""
+
+    row: tuple
+    col: tuple
+    lower: object
+    constants: dict
+    found: object = None
+
+
+VERDICT_CONSTANTS = ("DOWN", "UP", "TINYSUB", "COMB0", "COMB1", "PW", "P2W", "FLOOR", "SUW", "TAU", "RHOU",
+                     "FOURU", "MAGUNIT", "FACTOR", "FAIL_MIN")
+"""The numbers of the per-entry verdict (:class:`Verdicts`), in the order an engine's table holds them."""
 
 
 class Engine(ABC):
@@ -96,9 +120,10 @@ class Engine(ABC):
         first), so an engine may keep reduced residues (the cuTile engine: int8)."""
 
     @abstractmethod
-    def combine_moduli(self, acc, row_exps, col_exps, tables):
+    def combine_moduli(self, acc, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
         """Scheme II: the CRT reconstruction of :mod:`ozhpc.engines.crt`, scaled by
-        ``2**(e_i + f_j + tables.shift)``."""
+        ``2**(e_i + f_j + tables.shift)``; ``verdicts``: the certificate's request, which an engine
+        may answer as it writes C (:class:`Verdicts`)."""
 
     def multiply_combine_groups(self, da, eb, ngroups: int, row_exps, col_exps):
         """Scheme I pair products over the whole k, then :meth:`combine_groups` (one panel).
@@ -111,12 +136,21 @@ class Engine(ABC):
             self.accumulate_groups(acc, da, eb)
         return self.combine_groups(acc, row_exps, col_exps)
 
-    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables):
+    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
         """Scheme II products over the whole k, then :meth:`combine_moduli` (one panel)."""
         acc = self.zeros_moduli(tables, da.shape[1], eb.shape[1])
         if da.shape[2]:
             self.accumulate_moduli(acc, da, eb, tables)
-        return self.combine_moduli(acc, row_exps, col_exps, tables)
+        return self.combine_moduli(acc, row_exps, col_exps, tables, verdicts)
+
+    def group_sums(self, da, eb, ngroups: int = 1):
+        """Fresh scheme I group sums of one whole k (:meth:`zeros_groups`, then
+        :meth:`accumulate_groups`): the certificate's digit products. An engine may write them
+        without the zeros (the cuTile engine: int32 straight from the pair kernel)."""
+        acc = self.zeros_groups(ngroups, da.shape[1], eb.shape[1], slices=da.shape[0], k=da.shape[2])
+        if da.shape[2]:
+            self.accumulate_groups(acc, da, eb)
+        return acc
 
     def zeros_groups(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
                      k: int | None = None):
@@ -154,6 +188,41 @@ class Engine(ABC):
         (``bool()`` reads it), so a caller can ask for several before it waits for any."""
         xp = self.xp
         return row_abs_max(xp, x), bool(x.size) and not bool(xp.isfinite(x).all())
+
+    def row_summaries(self, operands):
+        """:func:`ozhpc.engines.statistics.row_summary` of each operand (rows of 2-D FP64 arrays),
+        one pass over each, and one copy to the host for all of them: the scales (row exponents of
+        this piece's rows), the inf/NaN counts and the row sizes before the plan, at the cost of one
+        wait for the device. Returns ``(host, device, exps)``: int64 ``(len(FIELDS), rows)`` per
+        operand on the host and on the device, and the exponents as int32 on the device."""
+        xp = self.xp
+        dev = [statistics.row_summary(xp, x) for x in operands]
+        both = self.to_host(xp.concatenate(dev, axis=1)) if dev else None
+        cuts = [0]
+        for d in dev:
+            cuts.append(cuts[-1] + d.shape[1])
+        host = [both[:, lo:hi] for lo, hi in zip(cuts, cuts[1:])]
+        return host, dev, [d[statistics.EXP].astype(xp.int32) for d in dev]
+
+    def magnitude_stats(self, x, exps):
+        """:func:`ozhpc.engines.statistics.magnitude_stats` of the finite part ``x`` for the
+        given (global) row exponents: int64 ``(4, rows)`` on the device."""
+        return statistics.magnitude_stats(self.xp, x, exps)
+
+    def representation_errors(self, x, exps, steps):
+        """Row maxima of :func:`ozhpc.engines.statistics.representation_error` (float64)."""
+        return statistics.representation_errors(self.xp, x, exps, steps)
+
+    def inner_stats(self, rows):
+        """:func:`ozhpc.engines.statistics.inner_stats` (int32 (2, k))."""
+        return statistics.inner_stats(self.xp, rows)
+
+    def entry_verdicts(self, c, row_exps, col_exps, row, col, lower, support, constants):
+        """``(failing count, worst ratio)`` of the certificate's per-entry verdicts over ``c`` in one
+        pass (:class:`Verdicts` for the arguments; ``support``: the support digits' sums or None),
+        or None: the engine has no such kernel, and the certificate's array code (the reference)
+        runs instead."""
+        return None
 
     def entry_gaps(self, x, exps):
         """int8 gap ``e_i - exponent(|a_ij|)`` per entry, clipped to [0, MAX_GAP]; NO_GAP for 0,

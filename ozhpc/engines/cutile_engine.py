@@ -36,11 +36,13 @@ except Exception as exc:  # CUDARuntimeError when there is no driver
 if _NDEV < 1:
     raise RuntimeError("no CUDA device")
 
+from . import certificate_kernels as cert_kernels
 from . import cutile as ck
 from . import host_copy
-from .base import Engine
+from .base import VERDICT_CONSTANTS, Engine, Verdicts
 from .crt import balanced_range
 from .digits import NO_GAP
+from .statistics import FIELDS, GAP_MAX, NORM_BITS, NONE_EXP, TINY
 
 _DIGIT_KERNELS: dict = {}
 """CuPy kernels of the certificate's digit planes, made on first use."""
@@ -168,9 +170,15 @@ class CutileEngine(Engine):
         self.launcher = ck.Launcher(self.device.id, self.capability, self.num_sms, self.config,
                                     occupancy=occupancy, num_ctas=num_ctas, pair_index=pair_index)
         self._padded: dict[int, tuple] = {}
+        self._padded_exps_of: dict[int, tuple] = {}
         self._crt_tables: dict[tuple[int, int, int], tuple] = {}
+        self._verdict_tables: dict[tuple, object] = {}
         with self.device:
             self._no_mods = cp.zeros((1, ck.MOD_COLS), dtype=cp.int32)   # scheme I's unused MODS
+            f64, i64 = cp.zeros(1, dtype=cp.float64), cp.zeros(1, dtype=cp.int64)
+            self._no_verdict = (f64, i64, i64, f64, i64, i64, cp.zeros((1, 1), dtype=cp.int32),
+                                cp.zeros((1, ck.VERDICT_COLS), dtype=cp.float64), cp.zeros(2, dtype=cp.int64),
+                                False, False)   # the CRT kernel's verdict arguments when none is asked
         self.workspace_bytes = 0
         self.last_path = None
         self.last_blocks = (1, 1)
@@ -204,11 +212,22 @@ class CutileEngine(Engine):
         free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
         return int(free * self.memory_fraction)
 
-    @staticmethod
-    def _padded_exps(e, rows_pad: int):
+    def _padded_exps(self, e, rows_pad: int):
+        """int32 exponents ``e`` zero padded to ``rows_pad``: the buffer behind them when they are a
+        prefix of one (:meth:`row_summaries` writes them so), else a padded copy, made once per
+        array (the split and the combine of a product read the same exponents)."""
+        entry = self._padded_exps_of.get(id(e))
+        if entry is not None and entry[0]() is e and entry[1].shape[0] >= rows_pad:
+            return entry[1][:rows_pad]
         out = cp.zeros(rows_pad, dtype=cp.int32)
         out[:e.shape[0]] = cp.asarray(e).astype(cp.int32, copy=False).ravel()
+        if isinstance(e, cp.ndarray):
+            self._remember_exps(e, out)
         return out
+
+    def _remember_exps(self, e, padded) -> None:
+        key = id(e)
+        self._padded_exps_of[key] = (weakref.ref(e, lambda _r, k=key: self._padded_exps_of.pop(k, None)), padded)
 
     # ---------------------------------------------------------------- Engine
     def _slices_of(self, x, exps, depth: int, launch):
@@ -265,6 +284,55 @@ class CutileEngine(Engine):
         bad = cp.empty((parts, rows), dtype=cp.int32)
         ck.row_stats.launch(self._stream(), src, trans, amax, bad)
         return amax.max(axis=0), bad.any()   # 0-d on the device: the caller reads it when it must
+
+    def row_summaries(self, operands):
+        """Each operand's rows by :mod:`ozhpc.engines.cutile.row_summary` (one launch each) into one
+        int64 buffer, copied to the host once; the exponents are written zero padded, so the split
+        and the combine take them without a copy (:meth:`_padded_exps`)."""
+        xs = [cp.asarray(x, dtype=cp.float64) for x in operands]
+        pads = [_roundup(x.shape[0], max(PAD, ck.SUMMARY_TILE[0])) for x in xs]
+        packed = cp.empty((len(FIELDS), sum(pads)), dtype=cp.int64)
+        dev, exps, cuts, off = [], [], [], 0
+        for x, rows_pad in zip(xs, pads):
+            rows, cols = x.shape
+            out, e = packed[:, off:off + rows_pad], cp.empty(rows_pad, dtype=cp.int32)
+            if rows and cols:
+                src, trans = _row_major(x)
+                ck.row_summary.launch(self._stream(), src, trans, out, e)
+            else:   # no entries: exponent 0 and empty sums
+                out.fill(0)
+                e.fill(0)
+            view = e[:rows]
+            self._remember_exps(view, e)
+            dev.append(out[:, :rows])
+            exps.append(view)
+            cuts.append((off, off + rows))
+            off += rows_pad
+        host = self.to_host(packed) if xs else None
+        return [host[:, lo:hi] for lo, hi in cuts], dev, exps
+
+    def magnitude_stats(self, x, exps):
+        x = cp.asarray(x, dtype=cp.float64)
+        if x.shape[0] == 0 or x.shape[1] == 0:
+            return super().magnitude_stats(x, exps)
+        return cert_kernels.magnitude_sums(cp, x, exps, NORM_BITS, GAP_MAX)
+
+    def representation_errors(self, x, exps, steps):
+        if x.shape[0] == 0 or x.shape[1] == 0:
+            return super().representation_errors(x, exps, steps)
+        return cert_kernels.representation_error_max(cp, x, exps, *steps, TINY)
+
+    def inner_stats(self, rows):
+        if rows.shape[0] == 0 or rows.shape[1] == 0:
+            return super().inner_stats(rows)
+        return cert_kernels.inner_stats(cp, rows, NONE_EXP)
+
+    def entry_verdicts(self, c, row_exps, col_exps, row, col, lower, support, constants):
+        """The certificate's verdicts in one CuPy pass (:func:`.certificate_kernels.entry_verdicts`)."""
+        vecs = [(delta, norm.astype(cp.float64) * 2.0**-NORM_BITS, nnz.astype(cp.float64))
+                for delta, norm, nnz in (row, col)]
+        return cert_kernels.entry_verdicts(cp, c, row_exps, col_exps, vecs[0], vecs[1], lower, support, constants,
+                                           self.to_host)
 
     def entry_gaps(self, x, exps):
         """Gap codes by :mod:`ozhpc.engines.cutile.gaps`, columns padded with NO_GAP to a
@@ -408,10 +476,11 @@ class CutileEngine(Engine):
     def combine_groups(self, acc, row_exps, col_exps):
         return self._combine(acc, row_exps, col_exps)
 
-    def combine_moduli(self, acc, row_exps, col_exps, tables):
-        return self._combine(acc, row_exps, col_exps, tables)
+    def combine_moduli(self, acc, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
+        """``verdicts`` answered only with ``config.crt_verdicts`` (off: the certificate's own pass)."""
+        return self._combine(acc, row_exps, col_exps, tables, verdicts if self.config.crt_verdicts else None)
 
-    def _combine(self, acc, row_exps, col_exps, crt=None):
+    def _combine(self, acc, row_exps, col_exps, crt=None, verdicts=None):
         d, m, n = acc.shape
         out = cp.empty((m, n), dtype=cp.float64)
         if m == 0 or n == 0:
@@ -424,18 +493,47 @@ class CutileEngine(Engine):
         ce = cp.ascontiguousarray(cp.asarray(col_exps).astype(cp.int32, copy=False).ravel())
         if crt is not None:
             self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt).crt_args, out, crt.shift,
-                                      crt.pieces)
+                                     crt.pieces, self._verdict_args(verdicts))
         else:
             ck.combine.launch(self._stream(), self.config, acc, re, ce, out)
         return out
 
+    def _verdict_args(self, v: Verdicts | None) -> tuple:
+        """The CRT kernel's verdict arguments (:func:`ozhpc.engines.cutile.crt.launch`): placeholders
+        when none is asked; else ``v``'s vectors, its constants' table (made once per set) and its
+        ``found``, which the kernel adds this block's worst ratio and count into."""
+        if v is None:
+            return self._no_verdict
+        if v.found is None:
+            v.found = cp.zeros(2, dtype=cp.int64)
+        key = tuple(float(v.constants[name]) for name in VERDICT_CONSTANTS)
+        if key not in self._verdict_tables:
+            table = np.zeros((1, ck.VERDICT_COLS), dtype=np.float64)
+            table[0, :len(key)] = key
+            with self.device:
+                self._verdict_tables[key] = cp.asarray(table)
+        vectors = [cp.ascontiguousarray(a) for a in (*v.row, *v.col)]
+        lower = self._no_verdict[6] if v.lower is None else v.lower
+        return (*vectors, lower, self._verdict_tables[key], v.found, True, v.lower is not None)
+
+    @staticmethod
+    def _verdict_block(v: Verdicts | None, i0: int, i1: int, j0: int, j1: int) -> Verdicts | None:
+        """``v`` for the block ``[i0:i1, j0:j1]`` of C (its ``found`` shared: the blocks add up)."""
+        if v is None:
+            return None
+        if v.found is None:
+            v.found = cp.zeros(2, dtype=cp.int64)
+        return Verdicts(tuple(a[i0:i1] for a in v.row), tuple(a[j0:j1] for a in v.col),
+                        None if v.lower is None else v.lower[i0:i1, j0:j1], v.constants, v.found)
+
     def multiply_combine_groups(self, da, eb, ngroups: int, row_exps, col_exps):
         return self._multiply_combine(da, eb, ngroups, row_exps, col_exps)
 
-    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables):
-        return self._multiply_combine(da, eb, tables.count, row_exps, col_exps, tables)
+    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
+        return self._multiply_combine(da, eb, tables.count, row_exps, col_exps, tables,
+                                      verdicts if self.config.crt_verdicts else None)
 
-    def _multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, crt=None):
+    def _multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, crt=None, verdicts=None):
         """Pair GEMMs over the whole k, then the combine; the same bits as the three steps.
 
         Scheme I: when k fits one int32 chunk (``fused``), the pair kernel's int32 group sums
@@ -485,7 +583,7 @@ class CutileEngine(Engine):
         self.workspace_bytes = pa.nbytes + pb.nbytes + per_elem * bm * bn
         block = dict(chunks=chunks, single=single, ngroups=ngroups, crt=crt)
         if (bm, bn) == (mp, np_) and (mp, np_) == (m, n):
-            return self._block(pa, pb, re, ce, **block)
+            return self._block(pa, pb, re, ce, verdicts=verdicts, **block)
         out = cp.empty((m, n), dtype=cp.float64)
         for i0 in range(0, m, bm):
             i1 = min(m, i0 + bm)
@@ -494,19 +592,21 @@ class CutileEngine(Engine):
             for j0 in range(0, n, bn):
                 j1 = min(n, j0 + bn)
                 jb = _roundup(j1 - j0)
-                c = self._block(a_blk, pb[:, j0:j0 + jb], re[i0:i0 + ib], ce[j0:j0 + jb], **block)
+                c = self._block(a_blk, pb[:, j0:j0 + jb], re[i0:i0 + ib], ce[j0:j0 + jb],
+                                verdicts=self._verdict_block(verdicts, i0, i1, j0, j1), **block)
                 out[i0:i1, j0:j1] = c[:i1 - i0, :j1 - j0]
                 del c
         return out
 
-    def _block(self, pa, pb, re, ce, *, chunks, single: bool, ngroups: int, crt=None):
-        """C of one padded M/N block (shape (pa rows, pb rows))."""
+    def _block(self, pa, pb, re, ce, *, chunks, single: bool, ngroups: int, crt=None, verdicts=None):
+        """C of one padded M/N block (shape (pa rows, pb rows)); ``verdicts`` (scheme II) of its
+        entries that belong to C."""
         if crt is not None:
             residues = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int8)
             mods = self._device_tables(crt).mods
             for i, (k0, k1) in enumerate(chunks):
                 self._pair_sums(pa, pb, k0, k1, residues, mods, accumulate=i > 0)
-            return self._combine(residues, re, ce, crt)
+            return self._combine(residues, re, ce, crt, verdicts)
         sums = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
         if single:
             self._pair_sums(pa, pb, *chunks[0], sums)
@@ -531,11 +631,27 @@ class CutileEngine(Engine):
         if key not in _DIGIT_KERNELS:
             expr = ("fmax(ceil(ldexp(fabs(x), (int)(6 - e))), x != 0.0 ? 1.0 : 0.0)" if upper
                     else "rint(__dsub_rn(ldexp(fabs(x), (int)(7 - e)), 0.5))")
-            _DIGIT_KERNELS[key] = cp.ElementwiseKernel("float64 x, int64 e", "int8 d", f"d = (signed char){expr}",
+            _DIGIT_KERNELS[key] = cp.ElementwiseKernel("float64 x, E e", "int8 d", f"d = (signed char){expr}",
                                                        f"ozhpc_{key}_digits")
         x = cp.asarray(x, dtype=cp.float64)
-        e = cp.asarray(exps).astype(cp.int64).reshape(-1, 1)
-        return _DIGIT_KERNELS[key](x, e)[None]
+        rows, cols = x.shape
+        buf = cp.zeros((1, _roundup(rows), _roundup(cols)), dtype=cp.int8)   # the pair kernel's layout
+        out = buf[:, :rows, :cols]
+        if rows and cols:
+            _DIGIT_KERNELS[key](x, cp.asarray(exps).reshape(-1, 1), out[0])
+        self._remember(out, buf)
+        return out
+
+    def group_sums(self, da, eb, ngroups: int = 1):
+        """int32 sums straight from the pair kernel (no zeros to add into) when k fits one chunk."""
+        s, m, k = da.shape
+        n = eb.shape[1]
+        if not (m and n and k) or len(self._k_chunks(k, s, ngroups)) != 1:
+            return super().group_sums(da, eb, ngroups)
+        pa, pb = self._as_padded(da), self._as_padded(eb)
+        sums = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
+        self._pair_sums(pa, pb, 0, k, sums)
+        return sums[:, :m, :n]
 
     def zeros_groups(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
                      k: int | None = None):

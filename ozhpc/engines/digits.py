@@ -68,6 +68,20 @@ def row_abs_max(xp, x):
     return xp.where(xp.isfinite(mag), mag, 0.0).max(axis=1)
 
 
+def exponents(xp, rowmax):
+    """Row exponents ``e_i`` from the (global) row maxima of ``|x|`` (finite, >= 0).
+
+    ``e_i`` is the smallest integer with ``rowmax_i < 2**e_i`` (0 for a zero row), plus one when
+    the first digit of the row maximum would round to 128: then every first digit fits int8 and
+    later digits stay within 64. Monotone in ``rowmax_i``, so the exponents of pieces of a row
+    MAX-reduce to the whole row's.
+    """
+    _, e = xp.frexp(rowmax)
+    e = e.astype(xp.int32, copy=False)   # int32 throughout: no conversion kernels on a GPU
+    first = xp.rint(xp.ldexp(rowmax, BITS - e))
+    return e + (first > DIGIT_MAX)
+
+
 def digit_bound(p: int) -> int:
     return DIGIT_MAX if p == 0 else LATER_DIGIT_MAX
 

@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 from h5py import h5z
 
-from ..errors import InputError
+from ..errors import InputError, OptionError, literal
 from ..ozaki.gemm import inexact_integer
 from . import filelock
 
@@ -119,8 +119,8 @@ def special_file(path: str) -> str | None:
 
 
 def not_regular(what: str, name: str, kind: str) -> InputError:
-    return InputError(f"{what} {name!r} is {kind}, not a regular file; ozhpc reads and writes only regular files "
-                      "and never replaces anything else, even with --force")
+    return OptionError(f"{what} {literal(repr(name))} is {kind}, not a regular file; ozhpc reads and writes only "
+                       "regular files and never replaces anything else, even with {force=True}")
 
 
 @contextmanager
@@ -358,8 +358,9 @@ def check_output_file(name: str, target: str, what: str) -> None:
     if kind:
         raise not_regular(what if what == "report" else f"{what} file", name, kind)
     if os.path.exists(target) and not writable(target):
-        raise InputError(f"{what} file {name!r} is read-only (no write permission); ozhpc never changes "
-                         "a file's permissions, even with --force: make it writable or choose another file")
+        raise OptionError(f"{what} file {literal(repr(name))} is read-only (no write permission); ozhpc never "
+                          "changes a file's permissions, even with {force=True}: make it writable or choose "
+                          "another file")
 
 
 def writable(path: str) -> bool:
@@ -400,10 +401,10 @@ def target_exists(f: h5py.File, ref: DatasetRef, force: bool) -> bool:
         if i < len(parts) - 1:
             raise InputError(f"output {ref}: {prefix} is a dataset and cannot hold {ref.path}; choose another path")
         if not force:
-            raise InputError(f"output {ref} exists; pass --force to replace it")
+            raise OptionError(f"output {literal(ref)} exists; pass {{force=True}} to replace it")
         return True
-    raise InputError(f"output {ref} is a group; ozhpc never replaces a group, even with --force: "
-                     "name a dataset path")
+    raise OptionError(f"output {literal(ref)} is a group; ozhpc never replaces a group, even with "
+                      "{force=True}: name a dataset path")
 
 
 MAX_SOFT_LINKS = 16

@@ -6,7 +6,7 @@ runs these steps with "auto" accuracy: it sums the magnitude digits' products
 (``engines.base.magnitude_digits``: the lower bound, :data:`MAGNITUDE_UNIT`) with the first pass
 and, once, the support digits' (``engines.base.support_digits``, :func:`support_bound`) for
 entries with no lower bound, and runs :func:`certify_entries` after each pass; the policy
-(:mod:`ozhpc.ozaki.policy`) equilibrates the operands (:func:`inner_stats`,
+(:mod:`ozhpc.ozaki.policy`) equilibrates the operands (the engine's ``inner_stats``,
 :func:`equilibration_shifts`, :func:`ldexp_columns`) or widens the plan until every entry passes
 or the widest plan is reached. What differs between the schemes is read off the plan
 (:mod:`ozhpc.ozaki.plan`: its grid bits, split steps, dropped pairs, combine roundings and final
@@ -18,8 +18,10 @@ Guarantee (docs/numerics.md, "The guarantee"): where :func:`certify` passes an e
 
 ``u = 2**-53``, ``rho`` = the plan's ``final_rounding_ulps`` (the last rounding(s) of the combine).
 
-Everything here takes the array module ``xp`` (numpy or cupy) and works on the operands as
-rows along k (``a_rows`` = op(A), m x k; ``b_rows`` = op(B)^T, n x k), as the pipeline holds
+The bounds take the array module ``xp`` (numpy or cupy); what reads the operands or runs as one
+pass over C takes the engine, whose statistics methods (:mod:`ozhpc.engines.statistics`, the
+reference) and verdict kernels give the same bits (:func:`verdicts_request`: scheme II's verdicts
+made by the combine kernel as it writes C). All work on the operands as rows along k (``a_rows`` = op(A), m x k; ``b_rows`` = op(B)^T, n x k), as the pipeline holds
 them. Global reductions are callables (identity on one process): ``reduce_max`` (MAX) and
 ``reduce_sum`` (SUM of int64, exact). Every quantity a decision reads is computed exactly or
 by a fixed sequence of element-wise roundings from exact inputs (MAX of exact values, SUMs of
@@ -31,16 +33,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engines.base import BITS, final_scale, ldexp_by
+from ..engines import statistics
+from ..engines.base import BITS, VERDICT_CONSTANTS, Verdicts, final_scale, ldexp_by
+from ..engines.statistics import GAP_MAX, NONE_EXP, NORM_BITS, TINY  # noqa: F401  (re-exported)
 from ..errors import InputError
 
 U = 2.0**-53
 UP, DOWN = 1.0 + 2.0**-40, 1.0 - 2.0**-40
 """Safety factors for a few FP64 operations on bounds (each relative error <= 2**-53)."""
-NONE_EXP = -4096
-"""Exponent code of a column / row with no nonzero finite entry."""
-NORM_BITS = 32
-"""Fixed point of the row 1-norms: sums of ``ceil(|x| 2**(32 - e))`` are exact int64 for k < 2**30."""
 MAX_CERTIFIED_K = 2**30 - 1
 """The longest k the certificate's exact int64 sums hold (:data:`NORM_BITS`): past it a sum could
 wrap and a bound be read too small, so a longer "auto" product is refused, not certified."""
@@ -55,31 +55,6 @@ def check_k(k: int) -> None:
 
 def _ident(x):
     return x
-
-
-def _fused(xp, x=None) -> bool:
-    """Whether a step runs as one of the fused CuPy kernels (:mod:`ozhpc.ozaki.certificate_kernels`):
-    arrays on a GPU (and ``x``, when given, not empty); else the array-at-a-time code here."""
-    return xp.__name__ == "cupy" and (x is None or bool(x.shape[0] and x.shape[1]))
-
-
-# -- (a) equilibration over k --------------------------------------------------------------------
-
-def inner_stats(xp, rows):
-    """int32 (2, k): per column t of ``rows`` (op(A) or op(B)^T), the largest frexp exponent of a
-    nonzero finite entry, and minus the lowest bit any of them can hold (``max(ex - 53, -1074)``).
-    Both are MAX-reduced (exact) over the ranks that share the k indices."""
-    if _fused(xp, rows):
-        from .certificate_kernels import inner_stats as fused
-        return fused(xp, rows, NONE_EXP)
-    mag = xp.abs(rows)
-    keep = xp.isfinite(mag) & (mag > 0)
-    _, ex = xp.frexp(xp.where(keep, mag, 1.0))
-    ex = ex.astype(xp.int32)
-    both = xp.stack([xp.where(keep, ex, NONE_EXP), xp.where(keep, -xp.maximum(ex - 53, -1074), NONE_EXP)])
-    if rows.shape[0] == 0:
-        return xp.full((2, rows.shape[1]), NONE_EXP, dtype=xp.int32)
-    return both.max(axis=1).astype(xp.int32)
 
 
 def equilibration_shifts(xp, stats_a, stats_b):
@@ -109,34 +84,15 @@ def ldexp_columns(xp, rows, shifts):
 
 # -- (b) the per-entry error bound ----------------------------------------------------------------
 
-TINY = 2.0**-800
-"""Added to every nonzero representation error: covers the rounding of an ``ldexp`` that
-underflows (at most 2**-1075, times at most 2**168 for 24 slices), and keeps the bounds built
-from it (times ``2**-32`` units and ``2**-w``) normal numbers."""
 FLOOR = 2.0**-1000
 """Absolute slack added to a bound wherever some representation error is nonzero: covers the
 rounding of its products should they reach the subnormal range."""
 
 
 def representation_error(xp, x, exps, plan):
-    """``|x - repr(x)| 2**(w - e_i)`` per entry (in [0, 1/2], ``w`` = ``plan.bits``, the grid's
-    bits below the row scale): what the split of ``plan`` leaves out, recomputed with the engine's
-    exact steps, ``plan.split_steps`` = (shift, digits): ``y = x 2**(shift - e)``, then ``digits``
-    7-bit digits taken off (the remainder; scheme I), or none (``|y - rint(y)|``; scheme II). 0
-    only for entries on the grid (zeros among them); every other entry gets at least :data:`TINY`."""
-    e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
-    shift, digits = plan.split_steps
-    y = scaled = ldexp_by(xp, x, shift - e)
-    if digits:
-        for _ in range(digits):
-            y = y * float(2**BITS)
-            y = y - xp.rint(y)
-        err = xp.abs(y)
-    else:
-        err = xp.abs(y - xp.rint(y))
-    # A nonzero entry whose scaling underflows to 0 is not on the grid: its error is all of it
-    # (below 2**-1074 of the scale), which TINY covers; read as 0 it would certify a false C.
-    return xp.where((x != 0) & ((err > 0) | (scaled == 0)), err + TINY, err)
+    """``|x - repr(x)| 2**(w - e_i)`` per entry for ``plan``'s split (``w`` = ``plan.bits``):
+    :func:`ozhpc.engines.statistics.representation_error` with ``plan.split_steps``."""
+    return statistics.representation_error(xp, x, exps, plan.split_steps)
 
 
 @dataclass
@@ -150,18 +106,15 @@ class OperandStats:
     nnz: object
 
 
-def operand_stats(xp, x, exps, plan, reduce_max=_ident, reduce_sum=_ident, mags=None) -> OperandStats:
+def operand_stats(engine, x, exps, plan, reduce_max=_ident, reduce_sum=_ident, mags=None) -> OperandStats:
     """The O(rows x k) statistics of one operand the bound needs (``x``: its finite part;
-    ``mags``: its :func:`magnitude_stats` when the caller has them)."""
-    rows = x.shape[0]
-    if _fused(xp, x):
-        from .certificate_kernels import representation_error_max
-        delta = representation_error_max(xp, x, exps, *plan.split_steps, TINY)
-    else:
-        err = representation_error(xp, x, exps, plan)
-        delta = err.max(axis=1) if x.shape[1] else xp.zeros(rows, dtype=xp.float64)
-    norm, nnz = (mags or magnitude_stats(xp, x, exps, reduce_sum))[:2]
-    return OperandStats(reduce_max(delta), norm, nnz)
+    ``mags``: its ``(norm, nnz, ...)`` row sizes when the caller has them; else the engine's
+    :meth:`~ozhpc.engines.base.Engine.magnitude_stats`, SUM-reduced)."""
+    delta = engine.representation_errors(x, exps, plan.split_steps)
+    if mags is None:
+        sizes = engine.magnitude_stats(x, exps)
+        mags = (reduce_sum(sizes[0]), reduce_sum(sizes[1]))
+    return OperandStats(reduce_max(delta), mags[0], mags[1])
 
 
 def error_bound(xp, sa: OperandStats, sb: OperandStats, plan):
@@ -357,7 +310,7 @@ def support_bound(xp, sa: OperandStats, sb: OperandStats, plan, support_sums):
     return xp.where(u > 0, per * u * UP + FLOOR, 0.0)
 
 
-def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_sums=None, *, lifted=None,
+def certify_entries(engine, c, magnitude_sums, stats, e, f, plan, acc=None, support_sums=None, *, lifted=None,
                     reduce_sum=_ident, reduce_max=_ident, factor: int = 1, fused: bool = True) -> Certificate:
     """The certificate of the product pipeline: every finite entry of ``c`` (this rank's block of
     op(A) op(B), special values applied; inf/NaN entries pass) against the bound
@@ -371,13 +324,21 @@ def certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc=None, support_
     overflowed from finite inputs: ``c = final_scale(low, d_r_i + d_c_j)`` with ``low`` finite there
     (:func:`ozhpc.ozaki.scales.headroom`); such an entry passes only by :func:`overflow_verdicts`
     (without ``lifted`` no entry can overflow: every non-finite entry is a special value).
-    ``fused=False``: the array-at-a-time path on a GPU too (the same verdicts), for the per-entry
-    mask and the passed entries' worst ratio, which the fused kernel does not return."""
+    Scheme II's form (combine rounding ``a + b |C|``) runs as the engine's one-pass kernel where it
+    has one (:meth:`~ozhpc.engines.base.Engine.entry_verdicts`: no per-entry mask, ``passed`` None);
+    the array code here is the reference. ``fused=False``: the array code on a GPU too (the same
+    verdicts), for the per-entry mask and the passed entries' worst ratio, which the kernel does
+    not return."""
     import numpy as np
 
+    if fused and acc is None and lifted is None and plan.combine_rounding_terms is not None:
+        found = engine.entry_verdicts(c, e, f, *((s.delta, s.norm, s.nnz) for s in stats), magnitude_sums,
+                                      support_sums, verdict_constants(plan, factor))
+        if found is not None:
+            return _reduced(None, *found, reduce_sum, reduce_max)
     with np.errstate(invalid="ignore", over="ignore"):   # inf/NaN entries of C pass (excluded)
-        return _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, lifted, reduce_sum,
-                                reduce_max, factor, fused)
+        return _certify_entries(engine.xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, lifted,
+                                reduce_sum, reduce_max, factor)
 
 
 CERTIFY_CHUNK = 1 << 20
@@ -386,10 +347,7 @@ chunks' size instead of a dozen copies of C (the memory model counts them)."""
 
 
 def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, lifted, reduce_sum, reduce_max,
-                     factor, fused=True):
-    if fused and acc is None and lifted is None and plan.combine_rounding_terms is not None and _fused(xp):
-        return _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max,
-                              factor)
+                     factor):
     m, n = c.shape
     step = max(1, CERTIFY_CHUNK // max(1, n))
     passed = xp.ones(c.shape, dtype=bool)
@@ -403,8 +361,16 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
         passed[rows] = part.passed
         count, worst = count + part.uncertified, max(worst, part.worst)
         passed_worst = max(passed_worst, part.passed_worst)
-    worst, passed_worst = (float(v) for v in reduce_max(xp.asarray([worst, passed_worst])))
-    count = int(reduce_sum(xp.asarray([count], dtype=xp.int64))[0])
+    return _reduced(passed, count, worst, reduce_sum, reduce_max, passed_worst)
+
+
+def _reduced(passed, count: int, worst: float, reduce_sum, reduce_max, passed_worst: float = 0.0) -> Certificate:
+    """The certificate of this rank's ``count``, ``worst`` and ``passed_worst`` (host numbers), each
+    reduced over every rank (one process: no trip to the device)."""
+    import numpy as np
+
+    worst, passed_worst = (float(v) for v in reduce_max(np.asarray([float(worst), float(passed_worst)])))
+    count = int(reduce_sum(np.asarray([int(count)], dtype=np.int64))[0])
     return Certificate(passed, count, worst, passed_worst)
 
 
@@ -444,49 +410,38 @@ def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, f
     return _tally(xp, passed, ratio)
 
 
-def _certify_fused(xp, c, magnitude_sums, stats, e, f, plan, support_sums, reduce_sum, reduce_max, factor):
-    """:func:`_certify_entries` as one CuPy kernel with the same roundings, for a plan whose combine
-    rounding is ``a + b |C|`` (``plan.combine_rounding_terms``: scheme II)
-    (:mod:`ozhpc.ozaki.certificate_kernels`); no per-entry mask (the pipeline needs none)."""
-    from .certificate_kernels import entry_verdicts
-
+def verdict_constants(plan, factor: int) -> dict:
+    """The numbers of scheme II's per-entry verdict (:data:`ozhpc.engines.base.VERDICT_CONSTANTS`)
+    for ``plan`` (its combine rounding ``a + b |C|``, ``plan.combine_rounding_terms``) and ``factor``."""
     w = plan.bits
     comb0, comb1 = plan.combine_rounding_terms
-    vecs = [(s.delta, s.norm.astype(xp.float64) * 2.0**-NORM_BITS, s.nnz.astype(xp.float64)) for s in stats]
     constants = dict(DOWN=DOWN, UP=UP, TINYSUB=2.0**-1074, COMB0=comb0, COMB1=comb1,
                      PW=2.0**-w, P2W=2.0 ** (-2 * w), FLOOR=FLOOR, SUW=SUPPORT_UNIT * 2.0**-w,
                      TAU=plan.dropped_pairs_bound, RHOU=(plan.final_rounding_ulps + 1) * U, FOURU=4 * U,
                      MAGUNIT=MAGNITUDE_UNIT, FACTOR=float(factor), FAIL_MIN=FAIL_MIN)
-    count, worst = entry_verdicts(xp, c, e, f, vecs[0], vecs[1], magnitude_sums, support_sums, constants)
-    worst = float(reduce_max(xp.asarray([worst]))[0])
-    count = int(reduce_sum(xp.asarray([count], dtype=xp.int64))[0])
-    return Certificate(None, count, worst)
+    assert tuple(constants) == VERDICT_CONSTANTS
+    return constants
 
 
-# -- (e) the operands' row sums -------------------------------------------------------------------
-
-def magnitude_stats(xp, x, exps, reduce_sum=_ident):
-    """``(norm, nnz, sq, gaps)`` per row, exact int64 (SUM-reduced over the pieces of a row):
-    ``norm`` of :class:`OperandStats`, the count of nonzeros, ``sq = sum_t ceil((x_t 2**-e)**2
-    2**32) + nnz`` >= ``||x 2**-e||_2**2 2**32`` (the square rounds to nearest; the ``+ 1`` per
-    entry covers it), and ``gaps = sum_t min(e - frexp_exponent(x_t), 63)`` over the nonzeros (bits
-    between the row scale and each entry; their mean is "auto"'s statistic). None depends on the
-    plan: scheme II's moduli (:func:`ozhpc.engines.crt.data_product_bound`) and "auto"'s first plan
-    read them before the split."""
-    if _fused(xp, x):
-        from .certificate_kernels import magnitude_sums
-        return tuple(reduce_sum(v) for v in magnitude_sums(xp, x, exps, NORM_BITS, GAP_MAX))
-    e = xp.asarray(exps).astype(xp.int64).reshape(-1, 1)
-    scaled = xp.ceil(ldexp_by(xp, xp.abs(x), NORM_BITS - e))
-    y = ldexp_by(xp, xp.abs(x), -e)
-    squares = xp.ceil(xp.ldexp(y * y, NORM_BITS))
-    nonzero = x != 0
-    nnz = nonzero.sum(axis=1).astype(xp.int64)
-    _, ex = xp.frexp(xp.where(nonzero, x, 1.0))
-    gaps = xp.where(nonzero, xp.clip(e - ex.astype(xp.int64), 0, GAP_MAX), 0)
-    return (reduce_sum(scaled.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(nnz),
-            reduce_sum(squares.astype(xp.int64).sum(axis=1) + nnz), reduce_sum(gaps.sum(axis=1).astype(xp.int64)))
+def verdicts_request(stats, plan, magnitude_sums, factor: int) -> Verdicts | None:
+    """What to ask of the combine that writes C (:class:`~ozhpc.engines.base.Verdicts`): this
+    rank's verdicts of every entry as :func:`certify_entries` gives them without support sums,
+    overflowed entries or special values (the caller asks only then); None for a plan whose
+    combine rounding reads more than ``|C|`` (scheme I)."""
+    if plan.combine_rounding_terms is None:
+        return None
+    sa, sb = stats
+    return Verdicts((sa.delta, sa.norm, sa.nnz), (sb.delta, sb.norm, sb.nnz), magnitude_sums,
+                    verdict_constants(plan, factor))
 
 
-GAP_MAX = 63
-"""Gaps are clipped here (an entry 63 bits below its scale already asks for the most bits)."""
+def answered(engine, request: Verdicts | None, reduce_sum=_ident, reduce_max=_ident) -> Certificate | None:
+    """The certificate from a combine's answer to :func:`verdicts_request` (one copy of two numbers
+    to the host, reduced over every rank); None where the engine did not answer."""
+    if request is None or request.found is None:
+        return None
+    import numpy as np
+
+    worst_bits, count = (int(v) for v in engine.to_host(request.found))
+    worst = float(np.array([worst_bits], dtype=np.int64).view(np.float64)[0])
+    return _reduced(None, count, worst, reduce_sum, reduce_max)

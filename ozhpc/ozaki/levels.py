@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engines import superacc
+from ..engines import statistics, superacc
 from ..engines.base import DBL_MAX, ldexp_by
 from . import certificate
 from .plan import exact_plan
@@ -112,7 +112,8 @@ class OperandLevels:
     def _push(self, xp, exps) -> None:
         x = self.rest
         rest = remainder(xp, x, exps, self.bits)
-        norm, nnz = certificate.magnitude_stats(xp, x, exps, self.reduce_sum)[:2]
+        sizes = statistics.magnitude_stats(xp, x, exps)
+        norm, nnz = self.reduce_sum(sizes[0]), self.reduce_sum(sizes[1])
         self.exps.append(exps)
         self.grids.append(x - rest)
         self.norms.append(_tracked(xp, norm.astype(xp.float64) * UP, xp.asarray(exps).astype(xp.int64)

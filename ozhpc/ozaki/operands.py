@@ -14,10 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engines.base import final_scale
+from ..engines.statistics import EXP, NORM
 from . import certificate, special
 from .plan import DataSizes, plan_type, resolve_plan
-from .reductions import Reductions, is_local, on_host
-from .scales import exponents, headroom, join_words, range_bumps, spread_bits, word_sums
+from .reductions import Reductions, is_local
+from .scales import headroom, join_words, range_bumps, row_statistics, spread_bits, word_sums
 
 
 @dataclass
@@ -82,16 +83,19 @@ def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduc
     (collective when ``reduce`` is). ``settings``: those the first plan resolves from (what it
     reads: sizes, spread); ``certifying``: "auto" (the certificate reads the sizes too)."""
     xp = engine.xp
-    (amax, bad_a), (bmax, bad_b) = engine.row_stats(a_rows), engine.row_stats(b_rows)
-    bad_a, bad_b = (bool(v) for v in engine.to_host(xp.stack([xp.asarray(bad_a), xp.asarray(bad_b)])))
-    exps = [exponents(xp, on_host(engine, reduce.a_max)(amax)), exponents(xp, on_host(engine, reduce.b_max)(bmax))]
-    fin = (special.finite_part(xp, a_rows, bad_a), special.finite_part(xp, b_rows, bad_b))
     kind = plan_type(settings)
+    want_sizes = kind.reads_sizes or certifying
+    # one pass per operand and one copy to the host (one process: the one wait before the plan)
+    (exp_a, summary_a, pieces_a, bad_a), (exp_b, summary_b, pieces_b, bad_b) = \
+        row_statistics(engine, (a_rows, b_rows), (reduce.a_max, reduce.b_max), want_sizes)
+    exps, host_exps = [exp_a, exp_b], [summary_a[EXP], summary_b[EXP]]
+    fin = (special.finite_part(xp, a_rows, bad_a), special.finite_part(xp, b_rows, bad_b))
     mags, gaps, host = None, np.zeros(8, dtype=np.int64), ()
-    if kind.reads_sizes or certifying:
-        mags, gaps, host = _row_sizes(engine, fin, exps, reduce)
+    if want_sizes:
+        mags, gaps, host = _row_sizes(engine, (tuple(pieces_a), tuple(pieces_b)),
+                                      (summary_a[NORM:], summary_b[NORM:]), reduce)
         if kind.reads_sizes and certifying:   # the sizes set the plan's range
-            mags, host = _relieve_rows(engine, mags, exps, gaps, host, k)
+            mags, host = _relieve_rows(engine, mags, exps, host_exps, gaps, host, k)
     local = np.zeros(8, dtype=np.int64)
     if certifying and kind.reads_spread:   # scheme I's "auto" statistic
         local[0] = max(_spread(engine, a_rows, exps[0], reduce.a_sum), _spread(engine, b_rows, exps[1], reduce.b_sum))
@@ -105,22 +109,17 @@ def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduc
                       k=k, norm_bits=certificate.NORM_BITS,
                       mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[0:2], gaps[2:4])))
             if mags is not None else None)
-    lift = (headroom(xp, exps[0]), headroom(xp, exps[1]))
-    return Operands(a_rows, b_rows, *fin, *exps, mags, spread, bool(nonfinite), data,
-                    lift if any(bool(v.any()) for v in lift) else None, k, k_index)
+    lift = tuple(headroom(np, e) for e in host_exps)   # on the host: no wait for the device
+    lift = tuple(engine.asarray(v) for v in lift) if any(v.any() for v in lift) else None
+    return Operands(a_rows, b_rows, *fin, *exps, mags, spread, bool(nonfinite), data, lift, k, k_index)
 
 
-def _row_sizes(engine, fin, exps, reduce: Reductions):
-    """``(mags, totals, host)``: each operand's ``(norm, nnz, sq, gaps)`` per row, reduced over
-    the pieces of a row, on the device (``mags``) and on the host (``host``: the plan reads them
-    there), and ``totals``, their sums over every rank (gap and nonzero counts, squares in words
-    past 2**63)."""
-    xp = engine.xp
-    pieces = tuple(certificate.magnitude_stats(xp, x, e) for x, e in zip(fin, exps))
-    # (norm, nnz, sq, gaps) of both operands in one copy to the host
-    both = engine.to_host(xp.concatenate([xp.stack(piece) for piece in pieces], axis=1))
-    rows = pieces[0][0].shape[0]
-    host = [tuple(both[:, :rows]), tuple(both[:, rows:])]
+def _row_sizes(engine, pieces, host, reduce: Reductions):
+    """``(mags, totals, host)``: each operand's ``(norm, nnz, sq, gaps)`` per row (this piece's:
+    ``pieces`` on the device, ``host`` the same on the host), reduced over the pieces of a row, on
+    the device (``mags``) and on the host (``host``: the plan reads them there), and ``totals``,
+    their sums over every rank (gap and nonzero counts, squares in words past 2**63)."""
+    host = [tuple(h) for h in host]
     totals = np.zeros(8, dtype=np.int64)
     for side, (_, nnz, sq, gap) in enumerate(host):   # every entry lives on one rank: SUM over all
         totals[2 * side:2 * side + 2] = [int(gap.sum()), int(nnz.sum())]
@@ -133,13 +132,13 @@ def _row_sizes(engine, fin, exps, reduce: Reductions):
     return mags, totals, host
 
 
-def _relieve_rows(engine, mags, exps: list, totals, host, k: int):
+def _relieve_rows(engine, mags, exps: list, host_exps: list, totals, host, k: int):
     """Rows (of op(A), columns of op(B)) whose entries sit unusually close to their scale would
     set scheme II's CRT range for everyone (a row of 16384 phi = 0.5 entries whose largest is
     below 2 instead of about 3.5 needs one more modulus for all): "auto" scales them by
     ``2**-b`` (:func:`ozhpc.ozaki.scales.range_bumps`, exact and global), and their statistics
-    by the same power of two, rounded up. ``exps`` is updated in place; returns ``(mags, host)``
-    as moved."""
+    by the same power of two, rounded up. ``exps`` (on the device) and ``host_exps`` (the same on
+    the host) are updated in place; returns ``(mags, host)`` as moved."""
     mags, host = list(mags), list(host)
     for side in (0, 1):
         norm, nnz, sq, gaps = host[side]
@@ -151,7 +150,8 @@ def _relieve_rows(engine, mags, exps: list, totals, host, k: int):
         sq = np.where(moved, (sq - nnz) // (step * step) + 1 + 2 * nnz, sq)
         host[side] = (norm, nnz, sq, gaps)
         mags[side] = tuple(engine.asarray(v) for v in host[side])
-        exps[side] = exps[side] + engine.asarray(bump.astype(np.int32))
+        host_exps[side] = host_exps[side] + bump
+        exps[side] = engine.asarray(host_exps[side].astype(np.int32))
     return tuple(mags), host
 
 

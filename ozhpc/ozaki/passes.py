@@ -254,14 +254,18 @@ class Sums:
             elif extra.target == "support":
                 self.digits["support"] = self._zeros()
 
-    def add(self, target: str, plane_a, plane_b) -> None:
+    def add(self, target: str, plane_a, plane_b, whole: bool = False) -> None:
         """One extra plane's products (3-D, one plane each): magnitude or support digits into the
-        certificate's sums, class codes into the special-value counts."""
+        certificate's sums, class codes into the special-value counts. ``whole``: the planes hold
+        all of k, so sums not yet started are written fresh (no zeros to add into)."""
         xp = self.engine.xp
         if target == "codes":
             if self.counts is None:
                 self.counts = special.zeros_counts(xp, *self.shape)
             special.accumulate_counts(xp, self.counts, plane_a[0], plane_b[0])
+            return
+        if self.digits.get(target) is None and whole:
+            self.digits[target] = self.engine.group_sums(plane_a, plane_b)
             return
         if self.digits.get(target) is None:
             self.digits[target] = self._zeros()

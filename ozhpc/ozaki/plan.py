@@ -11,6 +11,10 @@ which checks their options; ``tests/test_plan_interface.py`` holds the rest to i
   first ``groups`` anti-diagonals (``slices*(slices+1)/2`` int8 GEMMs for the triangle);
 * :class:`ModularPlan`, Ozaki scheme II: entries as ``bits``-bit integers, one int8 GEMM
   per modulus (:mod:`ozhpc.engines.crt`), linear in the accuracy.
+
+Longer than 500 lines because both plans must stay side by side: each method of one has its twin
+in the other (the exact plan of the refinement and each plan's exact parts included), and the
+interface test reads them here.
 """
 from __future__ import annotations
 
@@ -158,10 +162,12 @@ class SlicePlan(_Widens):
     def accumulate(self, eng, acc, da, eb) -> None:
         eng.accumulate_groups(acc, da, eb)
 
-    def combine(self, eng, acc, row_exps, col_exps):
+    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
+        """``verdicts``: scheme II's request to the combine (:class:`ozhpc.engines.base.Verdicts`),
+        never made of this plan (its certificate reads the group sums)."""
         return eng.combine_groups(acc, row_exps, col_exps)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
         return eng.multiply_combine_groups(da, eb, self.groups, row_exps, col_exps)
 
     def exact_parts(self, xp, acc):
@@ -170,7 +176,7 @@ class SlicePlan(_Widens):
         pairs kept, ``groups = 2 slices - 1``: the exact product of the digit grids)."""
         return acc.astype(xp.float64), [-BITS * (g + 2) for g in range(acc.shape[0])]
 
-    def certified_combine(self, eng, acc, row_exps, col_exps):
+    def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         """The combine of a certified product: compensated, its bound read from ``acc``."""
         return _cert.compensated_combine(eng.xp, acc, row_exps, col_exps)
 
@@ -348,11 +354,12 @@ class ModularPlan(_Widens):
     def accumulate(self, eng, acc, da, eb) -> None:
         eng.accumulate_moduli(acc, da, eb, self.tables)
 
-    def combine(self, eng, acc, row_exps, col_exps):
-        return eng.combine_moduli(acc, row_exps, col_exps, self.tables)
+    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
+        """``verdicts``: the certificate's request, which the engine may answer as it writes C."""
+        return eng.combine_moduli(acc, row_exps, col_exps, self.tables, verdicts)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
-        return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables)
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
+        return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables, verdicts)
 
     def exact_parts(self, xp, acc):
         """``(values, shifts)``: the CRT's exact pieces of ``C'`` (:func:`ozhpc.engines.crt.exact_pieces`)
@@ -362,9 +369,9 @@ class ModularPlan(_Widens):
         count = pieces.shape[0]
         return pieces, [_crt.PIECE_BITS * (count - 1 - t) - 2 * self.bits for t in range(count)]
 
-    def certified_combine(self, eng, acc, row_exps, col_exps):
+    def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         """The combine of a certified product: the plain one (its bound needs no accumulators)."""
-        return self.combine(eng, acc, row_exps, col_exps)
+        return self.combine(eng, acc, row_exps, col_exps, verdicts)
 
     @property
     def combine_rounding_terms(self) -> tuple[float, float]:
@@ -389,7 +396,7 @@ class ModularPlan(_Widens):
 @dataclass(frozen=True)
 class DataSizes:
     """The operands' row sizes that scheme II's plans read, global and exact (MAX over every row of
-    the SUM-reduced integers of :func:`ozhpc.ozaki.certificate.magnitude_stats`), per operand
+    the SUM-reduced integers of :func:`ozhpc.engines.statistics.magnitude_stats`), per operand
     (op(A), op(B)^T): the largest ``||x_i 2**-e_i||_2**2`` and the smallest nonzero
     ``||x_i 2**-e_i||_1`` (units ``2**-norm_bits``, rounded up), the largest row count; and the
     larger of the two operands' mean gaps (bits from a row's scale to its entries, averaged over

@@ -185,8 +185,8 @@ def equilibrated_operands(engine, reduce, given, k: int, k_index, finite: bool =
     a_rows, b_rows = given
     ia, ib = k_index if k_index is not None else (np.arange(k), np.arange(k))
     stats = np.full((4, k), certificate.NONE_EXP, dtype=np.int32)
-    stats[:2, ia] = engine.to_host(certificate.inner_stats(xp, a_rows))
-    stats[2:, ib] = engine.to_host(certificate.inner_stats(xp, b_rows))
+    stats[:2, ia] = engine.to_host(engine.inner_stats(a_rows))
+    stats[2:, ib] = engine.to_host(engine.inner_stats(b_rows))
     stats = reduce.everywhere_max(stats)
     shifts = certificate.equilibration_shifts(np, stats[:2], stats[2:])
     shifts[np.abs(shifts) < EQUILIBRATE_MIN_SHIFT] = 0   # balanced enough: no pass over the operands

@@ -119,6 +119,7 @@ class Product:
         self.sums = Sums(self.engine, self.shape, self.k)
         self.sums.start(self.pass_)
         self._ab = self._low = self._group_sums = None
+        self._request = self._stats = None   # this pass's verdicts asked of the combine; operand stats
 
     @property
     def widths(self) -> list:
@@ -169,6 +170,9 @@ class Product:
         """All of k at once on this rank's own operands (one process: fused kernels, unless the
         certified combine reads the accumulators: ``plan.needs_group_sums``)."""
         plan, eng = self.plan, self.engine
+        for extra in self.pass_.extras if self.k else ():   # first: the combine may read the certificate's sums
+            if extra.a.shape[2]:
+                self.sums.add(extra.target, extra.a, extra.b, whole=True)
         if self.pass_.products:   # a bounds pass only sums the certificate's digits (the extras)
             planes_a, planes_b = self.pass_.operand_planes
             if self.certifying and plan.needs_group_sums:
@@ -176,10 +180,9 @@ class Product:
                 if self.k:
                     plan.accumulate(eng, self.sums.acc, planes_a, planes_b)
             else:
-                self._ab = plan.multiply_combine(eng, planes_a, planes_b, *self.ops.combine_exps())
-        for extra in self.pass_.extras if self.k else ():
-            if extra.a.shape[2]:
-                self.sums.add(extra.target, extra.a, extra.b)
+                self._request = self._verdicts_request()
+                self._ab = plan.multiply_combine(eng, planes_a, planes_b, *self.ops.combine_exps(),
+                                                 verdicts=self._request)
         self.release_operands()
         self.clock.lap("multiply")
 
@@ -231,6 +234,7 @@ class Product:
         if step is not None and step.restore:   # the equilibrated problem failed: the given one, wider
             self._begin(*self._given, self.ops.k_index)
             return True
+        self._request = None
         if step is None:
             return self._done(cert)
         if step.refine:
@@ -261,6 +265,7 @@ class Product:
         """The last pass settled: keep C and the verdict, drop the operands and the sums."""
         self.cert, self.pass_, self.sums, self._group_sums, self._given = cert, None, None, None, None
         self._kept = None
+        self._stats = None
         self.ops.a = self.ops.b = self.ops.fin_a = self.ops.fin_b = None
         return False
 
@@ -271,7 +276,8 @@ class Product:
         if ab is None:
             acc = sums.acc if sums.acc is not None else plan.zeros(self.engine, *self.shape, self.k)
             combine = plan.certified_combine if self.certifying else plan.combine
-            ab = combine(self.engine, acc, *self.ops.combine_exps())
+            self._request = self._verdicts_request()
+            ab = combine(self.engine, acc, *self.ops.combine_exps(), verdicts=self._request)
             sums.acc = acc
         self._group_sums = sums.acc if self.certifying and plan.needs_group_sums else None
         if self.ops.nonfinite:
@@ -283,18 +289,42 @@ class Product:
     def _certify(self, fused: bool = True):
         """Every entry of this rank's block against the guarantee; the count and the worst ratio
         are global (SUM and MAX over every rank), so every rank takes the same decision (the group
-        sums, where the plan keeps them, bound the certified combine's roundings)."""
-        xp, r, ops, eng = self.xp, self.reduce, self.ops, self.engine
-        stats = tuple(certificate.operand_stats(xp, fin, exps, self.plan, on_host(eng, reduce_max), mags=mags[:2])
-                      for fin, exps, reduce_max, mags in ((ops.fin_a, ops.row_exps, r.a_max, ops.mags[0]),
-                                                          (ops.fin_b, ops.col_exps, r.b_max, ops.mags[1])))
+        sums, where the plan keeps them, bound the certified combine's roundings). Where the combine
+        answered the verdicts as it wrote C (:meth:`_verdicts_request`), only their tally is left.
+        ``fused=False``: the per-entry verdicts from C (the refinement needs the mask)."""
+        r, ops, eng = self.reduce, self.ops, self.engine
+        reduce_sum, reduce_max = on_host(eng, r.everywhere_sum), on_host(eng, r.everywhere_max)
+        cert = certificate.answered(eng, self._request, reduce_sum, reduce_max) if fused else None
+        if cert is not None:
+            return cert
         sums = {key: None if value is None else value[0] for key, value in self.sums.digits.items()}
-        return certificate.certify_entries(xp, self._ab, sums.get("lower"), stats, ops.row_exps, ops.col_exps,
-                                           self.plan, self._group_sums, sums.get("support"),
+        return certificate.certify_entries(eng, self._ab, sums.get("lower"), self._operand_stats(), ops.row_exps,
+                                           ops.col_exps, self.plan, self._group_sums, sums.get("support"),
                                            lifted=None if self._low is None else (self._low, *ops.lift),
-                                           reduce_sum=on_host(eng, r.everywhere_sum),
-                                           reduce_max=on_host(eng, r.everywhere_max), factor=self.factor,
+                                           reduce_sum=reduce_sum, reduce_max=reduce_max, factor=self.factor,
                                            fused=fused)
+
+    def _operand_stats(self):
+        """Both operands' :class:`~ozhpc.ozaki.certificate.OperandStats` for this plan's split
+        (made once per plan: the combine's request and the certificate read the same)."""
+        steps = self.plan.split_steps
+        if self._stats is None or self._stats[0] != steps:
+            r, ops, eng = self.reduce, self.ops, self.engine
+            self._stats = (steps, tuple(
+                certificate.operand_stats(eng, fin, exps, self.plan, on_host(eng, reduce_max), mags=mags[:2])
+                for fin, exps, reduce_max, mags in ((ops.fin_a, ops.row_exps, r.a_max, ops.mags[0]),
+                                                    (ops.fin_b, ops.col_exps, r.b_max, ops.mags[1]))))
+        return self._stats[1]
+
+    def _verdicts_request(self):
+        """What the certificate asks of this pass's combine (:func:`~ozhpc.ozaki.certificate.verdicts_request`):
+        certifying, finite inputs, no entry that can overflow, no support sums (those passes certify
+        from C afterwards); None otherwise."""
+        if not self.certifying or self.ops.nonfinite or self.ops.lift is not None or "support" in self.sums.digits:
+            return None
+        lower = self.sums.digits.get("lower")
+        return certificate.verdicts_request(self._operand_stats(), self.plan, None if lower is None else lower[0],
+                                            self.factor)
 
     def info(self, seconds: dict | None = None) -> GemmInfo:
         """What this product did (the global shape; ``seconds``: the phases' times, when the caller

@@ -1,25 +1,13 @@
-"""Per-row scales and the exponent-spread statistic, written against ``xp``.
+"""Per-row scales, the operands' row statistics and the exponent-spread statistic.
 
-Both are computed from quantities that reduce exactly and order-free across
+All are computed from quantities that reduce exactly and order-free across
 ranks (a MAX of row maxima, SUMs of integer counts), so every rank of a
 distributed run derives the same exponents and picks the same slice count.
 """
 from __future__ import annotations
 
 from ..engines.base import BITS, DIGIT_MAX, MAX_GAP, NO_GAP, count_gaps_le, row_abs_max  # noqa: F401  (re-exported)
-
-def exponents(xp, rowmax):
-    """Row exponents ``e_i`` from the (global) row maxima.
-
-    ``e_i`` is the smallest integer with ``rowmax_i < 2**e_i`` (0 for a zero
-    row), plus one when the first digit of the row maximum would round to 128:
-    then every first digit fits int8 and later digits stay within 64.
-    """
-    _, e = xp.frexp(rowmax)
-    e = e.astype(xp.int32, copy=False)   # int32 throughout: no conversion kernels on a GPU
-    first = xp.rint(xp.ldexp(rowmax, BITS - e))
-    return e + (first > DIGIT_MAX)
-
+from ..engines.digits import exponents  # noqa: F401  (re-exported)
 
 COUNT_WIDTH = 8
 """Limits per counting pass: the MAX_GAP + 1 = 64 gap values take two passes (8 x 8)."""
@@ -116,3 +104,34 @@ def headroom(xp, exps):
     result still holds the total of an entry that overflows: the certificate's proof that its exact
     value rounds to inf, and ``alpha * AB`` for ``|alpha| < 1``."""
     return xp.maximum(xp.asarray(exps).astype(xp.int64) - HEADROOM_EXP, 0)
+
+
+def row_statistics(engine, operands, reduce_max, sizes: bool = True) -> list:
+    """Per operand (rows along k): ``(exps, host, device, nonfinite)``: the global row exponents
+    (int32 on the device), :func:`ozhpc.engines.statistics.row_summary`'s fields on the host (the
+    exponents global), the row sizes ``(norm, nnz, sq, gaps)`` on the device, and whether this
+    piece holds inf/NaN. One pass over each operand and one copy to the host
+    (:meth:`~ozhpc.engines.base.Engine.row_summaries`); where ``reduce_max`` (MAX over the pieces of
+    each row) raises a row's exponent, the exponents are uploaded and, with ``sizes``, the sizes
+    made again for them. Zero pieces do not take part in the MAX (their exponent 0 is no bound)."""
+    import numpy as np
+
+    from ..engines.statistics import EXP, NNZ, NONE_EXP, NONFINITE, NORM
+    from . import special
+
+    host, dev, exps = engine.row_summaries(operands)
+    out = []
+    for x, h, d, e, reduce in zip(operands, host, dev, exps, reduce_max):
+        bad, d = bool(h[NONFINITE].any()), d[NORM:]
+        local = np.where(h[NNZ] > 0, h[EXP], NONE_EXP)
+        glob = np.asarray(reduce(local))
+        glob = np.where(glob == NONE_EXP, 0, glob)
+        if (glob != h[EXP]).any():   # a piece of a longer row: the whole row's exponent
+            h = h.copy()
+            h[EXP] = glob
+            e = engine.asarray(glob.astype(np.int32))
+            if sizes:
+                d = engine.magnitude_stats(special.finite_part(engine.xp, x, bad), e)
+                h[NORM:] = engine.to_host(d)
+        out.append((e, h, d, bad))
+    return out

@@ -5,13 +5,14 @@ missing on one node) runs inside ``with collective_errors(comm):``. At the end o
 every rank learns, in one allgather, whether any rank failed; if one did, every rank raises:
 the lowest failing rank's :class:`~ozhpc.errors.InputError` as an InputError with the same
 message (so the CLI prints one line and exits 2 everywhere), anything else as a RuntimeError
-naming that rank. The failing rank re-raises its own exception object.
+naming that rank (an :class:`~ozhpc.errors.OptionError` as one, for the front end to spell).
+The failing rank re-raises its own exception object.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ..errors import InputError
+from ..errors import InputError, OptionError
 
 
 def agree(comm, error: BaseException | None) -> None:
@@ -23,13 +24,15 @@ def agree(comm, error: BaseException | None) -> None:
         if error is not None:
             raise error
         return
-    mine = None if error is None else (isinstance(error, InputError), str(error))
+    mine = None if error is None else (isinstance(error, InputError), str(error), getattr(error, "template", None))
     found = [(rank, e) for rank, e in enumerate(comm.allgather(mine)) if e is not None]
     if not found:
         return
-    rank, (is_input, message) = found[0]
+    rank, (is_input, message, template) = found[0]
     if error is not None and rank == comm.Get_rank():
         raise error
+    if template is not None:  # an option's error: the front end still spells it
+        raise OptionError(template)
     if is_input:
         raise InputError(message)
     raise RuntimeError(f"rank {rank} failed: {message}")

@@ -12,7 +12,7 @@ import math
 
 from .mpi import MPI
 
-from ..errors import InputError
+from ..errors import OptionError
 
 
 def near_square(size: int) -> tuple[int, int]:
@@ -38,7 +38,7 @@ class ProcessGrid:
 
     Raises
     ------
-    InputError
+    OptionError
         ``P * Q`` differs from the number of ranks (raised on every rank alike, before
         any communication).
     """
@@ -50,10 +50,10 @@ class ProcessGrid:
             dims = near_square(size)
         p, q = (int(d) for d in dims)
         if p < 1 or q < 1:
-            raise InputError(f"--grid {p}x{q}: both dimensions must be positive")
+            raise OptionError(f"{{grid={p}x{q}}}: both dimensions must be positive")
         if p * q != size:
-            raise InputError(f"--grid {p}x{q} needs {p * q} MPI ranks, but the job has {size} "
-                             f"(run with mpiexec -n {p * q}, or leave --grid out for a near-square grid)")
+            raise OptionError(f"{{grid={p}x{q}}} needs {p * q} MPI ranks, but the job has {size} "
+                              f"(run with mpiexec -n {p * q}, or leave {{grid}} out for a near-square grid)")
         self.dims = (p, q)
         self.comm = comm.Create_cart([p, q], periods=[False, False], reorder=False)
         self.rank = self.comm.Get_rank()

@@ -40,7 +40,7 @@ import numpy as np
 from .mpi import MPI
 
 from ..engines import get_engine
-from ..errors import InputError, real_scalars, require_c
+from ..errors import InputError, OptionError, literal, real_scalars, require_c
 from ..ozaki.info import GemmInfo, enforce_accuracy
 from ..ozaki.passes import assumed_depth
 from ..ozaki.product import Product, op_rows
@@ -321,14 +321,15 @@ def agree_on_setup(grid: ProcessGrid, engine, transport) -> tuple[list, tuple[st
             chosen = ((transport.name, getattr(transport, "reason", "")) if isinstance(transport, Transport)
                       else choose_transport(transport, grid, engine, devices))
         except (TransportUnavailable, ValueError) as exc:
-            raise InputError(f"rank {grid.rank}: {exc}") from None
+            words = exc.template if isinstance(exc, OptionError) else literal(exc)
+            raise OptionError(f"rank {grid.rank}: {words}") from None
     everyone = grid.comm.allgather((engine.name, chosen[0]))
     odd = next((r for r, pick in enumerate(everyone) if pick != everyone[0]), None)
     if odd is not None:
-        raise InputError(f"ranks picked different engines or transports: rank 0 uses engine {everyone[0][0]} "
-                         f"and transport {everyone[0][1]}, rank {odd} engine {everyone[odd][0]} and transport "
-                         f"{everyone[odd][1]}; give --engine and --transport explicitly, or fix the nodes "
-                         f"where the GPU engine or NCCL is unavailable (ozhpc info under mpiexec shows them)")
+        raise OptionError(f"ranks picked different engines or transports: rank 0 uses engine {everyone[0][0]} "
+                          f"and transport {everyone[0][1]}, rank {odd} engine {everyone[odd][0]} and transport "
+                          f"{everyone[odd][1]}; give {{engine}} and {{transport}} explicitly, or fix the nodes "
+                          f"where the GPU engine or NCCL is unavailable (ozhpc info under mpiexec shows them)")
     return devices, chosen
 
 

@@ -12,6 +12,7 @@ error that names the ranks and the device.
 """
 from __future__ import annotations
 
+from ..errors import OptionError, literal
 from .mpi import MPI
 
 from .gpu_transport import CudaMPITransport, NcclTransport
@@ -23,8 +24,9 @@ from .transport_names import TRANSPORT_NAMES
 TRANSPORTS = {"mpi-host": HostMPITransport, "cuda-mpi": CudaMPITransport, "nccl": NcclTransport}
 
 
-class TransportUnavailable(RuntimeError):
-    """A requested transport cannot run here (no CuPy/NCCL, MPI without CUDA support, CPU engine)."""
+class TransportUnavailable(OptionError):
+    """A requested transport cannot run here (no CuPy/NCCL, MPI without CUDA support, CPU engine);
+    worded with placeholders for the options, as a front end spells them."""
 
 
 def nccl_available() -> str | None:
@@ -78,20 +80,22 @@ def choose_transport(name, grid, engine=None, devices=None) -> tuple[str, str]:
     if name == "mpi-host":
         return name, "requested"
     if name in ("nccl", "cuda-mpi") and not gpu:
-        raise TransportUnavailable(f"transport {name!r} moves GPU panels: it needs the cutile engine "
-                                   f"(got {getattr(engine, 'name', engine)!r}); use --transport mpi-host or auto")
+        raise TransportUnavailable(f"{{transport={name}}} moves GPU panels: it needs the cutile engine "
+                                   f"(got {literal(repr(getattr(engine, 'name', engine)))}); use "
+                                   "{transport=mpi-host} or auto")
     shared = shared_devices(devices or [])
     if name == "nccl":
         why = nccl_available()
         if why:
-            raise TransportUnavailable(f"transport 'nccl' is not available: {why}")
+            raise TransportUnavailable(f"{{transport=nccl}} is not available: {literal(why)}")
         if shared:
-            raise TransportUnavailable(f"transport 'nccl' needs one GPU per rank, but {describe_sharing(shared)}; "
-                                       "launch at most one rank per GPU, or use --transport mpi-host or auto")
+            raise TransportUnavailable(f"{{transport=nccl}} needs one GPU per rank, but "
+                                       f"{literal(describe_sharing(shared))}; launch at most one rank per GPU, "
+                                       "or use {transport=mpi-host} or auto")
         return name, "requested"
     if name == "cuda-mpi":
         if not mpi_cuda_support():
-            raise TransportUnavailable("transport 'cuda-mpi' is not available: the MPI library does not report "
+            raise TransportUnavailable("{transport=cuda-mpi} is not available: the MPI library does not report "
                                        "CUDA support (MPI.Query_cuda_support()); use nccl or mpi-host")
         return name, "requested"
     # auto

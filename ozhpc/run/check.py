@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, OptionError
 from ..io import h5io
 from .reference import exact_dot, sample_indices
 
@@ -63,7 +63,7 @@ def check_shapes(args) -> tuple[int, int, int]:
         raise InputError(f"result C {args.result} has shape {shape}, but op(A) is {m}x{k} and op(B) is {kb}x{n}")
     if args.beta != 0.0:
         if args.c is None:
-            raise InputError("--beta is not 0: pass the input C the product was made with (--c FILE.h5:/C0)")
+            raise OptionError("{beta} is not 0: pass the input C the product was made with ({c=FILE.h5:/C0})")
         c0_shape, _ = h5io.dataset_info(args.c, "input C")
         if c0_shape != shape:
             raise InputError(f"input C {args.c} has shape {c0_shape}, expected {shape}")

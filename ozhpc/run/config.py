@@ -1,18 +1,22 @@
-"""One frozen description of a run, built from CLI flags or a job file; defaults live here only."""
+"""One frozen description of a run, built from CLI flags or a job file; defaults live here only.
+
+A front end passes ``None`` for an option the user left out and :class:`RunConfig` fills in its
+default; ``ozhpc gemm --help`` states the defaults it reads here (:meth:`RunConfig.default`)."""
 from __future__ import annotations
 
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 
-# The choices and parsers of the options (DatasetRef, ENGINE_NAMES, SCHEMES, GUARANTEES, ACCURACY,
+# The choices and parsers of the options (DatasetRef, ENGINE_NAMES, SCHEMES, DEFAULT_SCHEME, GUARANTEES, ACCURACY,
 # option_value, TRANSPORT_NAMES, WIRE_NAMES, PROGRESS_MODES) are also what cli.py builds its parser
 # from: it takes them here, never from the layers below.
 from ..engines import ENGINE_NAMES
-from ..errors import InputError, OptionError, cli_spelling, digit_count, shown
+from ..errors import InputError, OptionError, digit_count, shown
 from ..io.h5io import DatasetRef
-from ..ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
+from ..ozaki.settings import (ACCURACY, DEFAULT_GUARANTEE, DEFAULT_SCHEME, GUARANTEES, SCHEMES, OzakiSettings,
+                               option_value)
 from ..parallel.transport_names import TRANSPORT_NAMES
 from ..parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
@@ -61,7 +65,7 @@ def parse_float(text, option: str, lo: float = -math.inf, hi: float = math.inf) 
 
 
 def parse_panel(text) -> int | None:
-    """``--panel``: 'auto' (None) or an integer (RunConfig checks its range)."""
+    """The panel option's text: 'auto' (None) or an integer (RunConfig checks its range)."""
     if text in (None, "auto"):
         return None
     try:
@@ -69,7 +73,7 @@ def parse_panel(text) -> int | None:
             raise ValueError(text)
         return int(text)
     except (TypeError, ValueError):
-        raise InputError(f"--panel must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {shown(text)}") from None
+        raise OptionError(f"{{panel}} must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {shown(text)}") from None
 
 
 def parse_pair(text, option: str, hi: int = MAX_EXTENT) -> tuple[int, int]:
@@ -111,22 +115,28 @@ class RunConfig:
     slices: int | str = "auto"  # scheme ozaki1 only
     groups: int | str = "auto"  # scheme ozaki1 only
     bits: int | str = "auto"    # scheme ozaki2 only
-    accuracy: str = "warn"     # a failed certificate of "auto": "warn" (write C, say so) or "strict" (exit 3)
-    guarantee: str = "dgemm"   # what "auto" certifies: "dgemm" (k u |A||B|) or "tight" (u |A||B|)
+    accuracy: str = ACCURACY[0]  # a failed certificate of "auto": "warn" (write C, say so) or "strict" (exit 3)
+    guarantee: str = DEFAULT_GUARANTEE  # what "auto" certifies: "dgemm" (k u |A||B|) or "tight" (u |A||B|)
     engine: str = "auto"
     transport: str = "auto"  # "auto", "nccl", "cuda-mpi", "mpi-host" (ozhpc.parallel.transport)
     wire: str = "auto"       # SUMMA panels as "fp64" (split on arrival) or int8 "planes" (ozhpc.parallel.wire)
-    kb: int | None = None    # SUMMA k-panel width; None: min(1024 on CPUs / 4096 on GPUs, k / max(P, Q))
+    panel: int | None = None  # SUMMA k-panel width (Summa's kb); None: min(1024 on CPUs / 4096 on GPUs, k / max(P, Q))
     force: bool = False
     dry_run: bool = False    # check everything and state the memory estimate; read and write nothing
     progress: str = "auto"  # "auto" (bar on a terminal, log lines otherwise), "bar", "log", "off"
 
     def __post_init__(self):
-        """Every option checked once, here (job files re-spell the messages with their keys)."""
-        try:
-            self._check()
-        except OptionError as exc:
-            raise exc.spelled(cli_spelling) from None
+        """Options left out (None) take their defaults; then every option is checked once, here
+        (job files re-spell the messages with their keys)."""
+        for field in fields(self):
+            if getattr(self, field.name) is None and field.default not in (None, MISSING):
+                object.__setattr__(self, field.name, field.default)
+        self._check()  # an OptionError in the API's words; the CLI and job files re-spell it
+
+    @classmethod
+    def default(cls, name: str):
+        """The value an option left out takes (what ``--help`` states)."""
+        return next(field.default for field in fields(cls) if field.name == name)
 
     @property
     def ozaki(self) -> OzakiSettings:
@@ -145,9 +155,9 @@ class RunConfig:
                                      ("progress", self.progress, PROGRESS_MODES)):
             if value not in choices:
                 raise OptionError(f"{{{name}}} must be one of {', '.join(choices)}, got {value!r}")
-        if self.kb is not None and (isinstance(self.kb, bool) or not isinstance(self.kb, int)
-                                    or not 1 <= self.kb <= MAX_BLOCK):
-            raise OptionError(f"{{panel}} must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {shown(self.kb)}")
+        if self.panel is not None and (isinstance(self.panel, bool) or not isinstance(self.panel, int)
+                                       or not 1 <= self.panel <= MAX_BLOCK):
+            raise OptionError(f"{{panel}} must be 'auto' or an integer between 1 and {MAX_BLOCK}, got {shown(self.panel)}")
         if max(self.block) > MAX_BLOCK:
             raise OptionError(f"{{block}} must be at most {MAX_BLOCK}, got {'x'.join(map(shown, self.block))}")
 
@@ -160,5 +170,6 @@ class RunConfig:
             "grid": list(self.grid) if self.grid else "auto", "block": list(self.block),
             "scheme": self.ozaki.scheme, "slices": self.slices, "groups": self.groups, "bits": self.bits,
             "accuracy": self.accuracy, "guarantee": self.guarantee, "engine": self.engine,
-            "transport": self.transport, "wire": self.wire, "kb": self.kb if self.kb is not None else "auto",
+            "transport": self.transport, "wire": self.wire,
+            "kb": self.panel if self.panel is not None else "auto",  # the report's name: the layout's kb
         }

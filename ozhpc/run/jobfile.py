@@ -215,7 +215,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "layout": {
         "grid": Key("grid", _grid, doc="process grid \"PxQ\" or \"auto\""),
         "block": Key("block", _block, doc="block-cyclic block NB or \"MBxNB\""),
-        "panel": Key("kb", _panel, doc="SUMMA k-panel width, or \"auto\"; never changes C"),
+        "panel": Key("panel", _panel, doc="SUMMA k-panel width, or \"auto\"; never changes C"),
     },
     "ozaki": {
         "scheme": Key("scheme", _choice(*SCHEMES), doc="Ozaki scheme: \"ozaki2\" (CRT; the default) or \"ozaki1\" "
@@ -248,6 +248,8 @@ JOB_KEYS = {key: f"{table}.{key}" for table in reversed(SCHEMA) for key in SCHEM
 def job_spelling(name: str, value: str | None = None) -> str:
     """Options as a job file writes them: ``ozaki.slices``, ``ozaki.slices = 8``, ``"ozaki1"``."""
     def toml(text):
+        if text in ("True", "False"):  # a switch: ``output.force = true``
+            return text.lower()
         try:
             float(text)
             return text

@@ -63,7 +63,7 @@ def check_report(path: str, force: bool, files=()) -> None:
 
     ``files``: the run's input and output files; a report never replaces one of them.
     """
-    from ..errors import InputError
+    from ..errors import InputError, OptionError, literal
     from ..io.h5io import check_output_file, same_file
 
     target = os.path.realpath(path)
@@ -72,7 +72,7 @@ def check_report(path: str, force: bool, files=()) -> None:
         if same_file(path, other):
             raise InputError(f"report {path!r} is the run's HDF5 file {other!r}; choose another report path")
     if os.path.exists(target) and not force:
-        raise InputError(f"report {path!r} exists; pass --force to replace it")
+        raise OptionError(f"report {literal(repr(path))} exists; pass {{force=True}} to replace it")
 
 
 def json_safe(value):

@@ -172,7 +172,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
         m, n, k, engine = _setup(cfg, grid)
         if on_panel is None:  # cfg.progress on rank 0; None (no hook at all) on the others
             on_panel = make_progress(cfg.progress, grid.rank)
-        with Summa(grid, m, n, k, block=cfg.block, kb=cfg.kb, engine=engine, transport=cfg.transport,
+        with Summa(grid, m, n, k, block=cfg.block, kb=cfg.panel, engine=engine, transport=cfg.transport,
                    settings=cfg.ozaki, on_panel=on_panel, wire=cfg.wire) as summa:
             with collective_errors(grid.comm, catch=InputError):
                 estimate = check_resources(cfg, summa, ranks_here)

@@ -118,14 +118,14 @@ def repro(comm) -> dict:
 
 def wire(comm, engine="numpy") -> dict:
     """Both wire formats, both schemes, on every grid of this rank count: C bit for bit equal to
-    ozhpc.gemm, through certified "auto"'s extra passes (tests/test_certified.py's structured cases:
+    ozhpc.gemm, through certified "auto"'s extra passes (tests/test_certificate_pipeline.py's structured cases:
     equilibrated operands, support digits, wider plans), and bytes sent = the model's, exactly.
     ``engine`` "cutile": the GPU engine, transport "auto" (tests/test_shared_gpu.py: ranks sharing
     one GPU), against the NumPy engine's one-process bits."""
     import warnings
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # tests/
-    from test_certified import structured_cases
+    from test_certificate_pipeline import structured_cases
 
     rank = comm.Get_rank()
     named = structured_cases()
@@ -185,7 +185,7 @@ def io(comm, directory) -> dict:
         cfg = RunConfig(a=DatasetRef(src, "/AT" if ta else "/A"), b=DatasetRef(src, "/BT" if tb else "/B"),
                         out=out, c=DatasetRef(src, "/C0") if beta else None, transa=ta, transb=tb,
                         alpha=alpha, beta=beta, grid=run["grid"], block=run["block"], engine="numpy",
-                        scheme=scheme, kb=run.get("kb"), force=True, progress="off",
+                        scheme=scheme, panel=run.get("kb"), force=True, progress="off",
                         report=os.path.join(directory, f"run{size}_{i}.json"))
         report = execute(cfg, comm=comm)
         if rank == 0:

@@ -1,4 +1,4 @@
-"""Another user of the node or of a shared directory (issue 29, "Data and trust"): lock files,
+"""Another user of the node or of a shared directory: lock files,
 reports on special files, HDF5 external links and virtual datasets that lead back into an input
 or the output, and a dead temporary after a full disk.
 

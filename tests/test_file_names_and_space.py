@@ -1,6 +1,6 @@
-"""Issue 23, "Data lost": other names of an input, a trailing '/', a full disk while C is written,
-the job file as the report, virtual datasets with missing sources; and the file-opening failures
-of check / fingerprint. Every refusal: exit status 2, one error line naming the culprit, no
+"""Nothing lost whatever a file is called and however full its disk: other names of an input, a
+trailing '/', a full disk while C is written, the job file as the report, virtual datasets with
+missing sources; and the file-opening failures of check / fingerprint. Every refusal: exit status 2, one error line naming the culprit, no
 traceback, inputs byte-identical, no leftovers; and the next run on the same file works.
 
 Most cases run one process; a few run under mpiexec (2-3 ranks).

@@ -1,8 +1,11 @@
-"""The certificate's element-wise steps as CuPy kernels, bitwise equal to the NumPy reference.
+"""The certificate's element-wise steps as CuPy kernels, bitwise equal to the NumPy reference
+(:mod:`ozhpc.engines.statistics`, and the array code of :mod:`ozhpc.ozaki.certificate`); the cuTile
+engine runs them behind :class:`ozhpc.engines.base.Engine`'s statistics methods.
 
 :func:`ozhpc.ozaki.certificate.certify_entries` on CuPy arrays would run some forty element-wise
 kernels over m x n (0.13 s at n = 16384 on an H200, more than the product's certificate budget).
-This kernel does the same operations in the same order in one pass. Every operation is written
+:func:`entry_verdicts` does the same operations in the same order in one pass (where the CRT kernel
+does not already answer them as it writes C: a pass without products, the support digits). Every operation is written
 with an explicitly rounded intrinsic (``__dmul_rn``, ``__dadd_rn``, ...), which the compiler
 never contracts into an FMA, so each rounds exactly like NumPy's separate operations and the
 verdicts -- hence the plan "auto" ends at, hence C -- are the same on every engine.
@@ -70,12 +73,13 @@ def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict)
     return _KERNELS[key]
 
 
-def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict):
+def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict, to_host=None):
     """``(failed, worst)`` over this block of C: how many entries have a ratio ``E / (c u L)``
     (:func:`ozhpc.ozaki.certificate.entry_ratio`) above 1 (they fail), and the largest ratio (0 for
     inf/NaN entries). One element-wise pass and a max; the count only when some entry fails
     (``row`` / ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B) as
-    float64 vectors)."""
+    float64 vectors; ``to_host``: the engine's copy, one per number read)."""
+    get = to_host or (lambda x: x.get())
     if c.size == 0:
         return 0, 0.0
     zero = cp.zeros((), dtype=cp.float64)
@@ -84,8 +88,8 @@ def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: d
     kern = _kernel(lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants)
     ratio = kern(c, cp.asarray(e).astype(cp.int64).reshape(-1, 1), cp.asarray(f).astype(cp.int64).reshape(1, -1),
                  *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
-    worst = float(ratio.max())
-    return (int(cp.count_nonzero(ratio > 1.0)) if worst > 1.0 else 0), worst
+    worst = float(get(ratio.max()))
+    return (int(get(cp.count_nonzero(ratio > 1.0))) if worst > 1.0 else 0), worst
 
 
 def _ctype(x) -> str:
@@ -100,7 +104,7 @@ _INNER_MAP = r"""
 
 
 def inner_stats(cp, rows, none_exp: int):
-    """:func:`ozhpc.ozaki.certificate.inner_stats` (int32 (2, k)): per column the largest frexp
+    """:func:`ozhpc.engines.statistics.inner_stats` (int32 (2, k)): per column the largest frexp
     exponent of a nonzero finite entry, and minus the lowest bit any can hold."""
     out = []
     for high in (1, 0):
@@ -130,14 +134,14 @@ __device__ double ozhpc_delta(double x, long long e) {
 
 
 def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
-    """Row maxima of :func:`ozhpc.ozaki.certificate.representation_error` (scheme II: ``slices``
+    """Row maxima of :func:`ozhpc.engines.statistics.representation_error` (scheme II: ``slices``
     0 and ``shift`` = bits; scheme I: the slices and ``shift`` 0)."""
     key = ("delta", shift, slices, tiny)
     if key not in _KERNELS:
         _KERNELS[key] = cp.ReductionKernel(
-            "float64 qv, int64 qe", "float64 y", "ozhpc_delta(qv, qe)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
+            "float64 qv, E qe", "float64 y", "ozhpc_delta(qv, qe)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
             preamble=f"#define SHIFT {shift}\n#define SLICES {slices}\n#define TINY {tiny!r}\n" + _DELTA)
-    return _KERNELS[key](x, cp.asarray(exps).astype(cp.int64).reshape(-1, 1), axis=1)
+    return _KERNELS[key](x, cp.asarray(exps).reshape(-1, 1), axis=1)   # int32 or int64 exponents
 
 
 _ROW_SUMS = r"""
@@ -193,8 +197,8 @@ ROW_SUMS_THREADS = 256
 
 
 def magnitude_sums(cp, x, exps, norm_bits: int, gap_max: int):
-    """``(norm, nnz, sq, gaps)`` per row (int64, exact): :func:`ozhpc.ozaki.certificate.magnitude_stats`
-    before its reduction over ranks, in one pass over ``x`` (``y = |x| 2**-e`` exact, its square
+    """int64 ``(4, rows)``: ``norm``, ``nnz``, ``sq``, ``gaps`` per row, exact
+    (:func:`ozhpc.engines.statistics.magnitude_stats`), in one pass over ``x`` (``y = |x| 2**-e`` exact, its square
     rounded to nearest; a gap is ``e - (ilogb(x) + 1)``, frexp's exponent, clipped to [0, gap_max]).
     Integer sums, so the order of the atomics does not matter."""
     key = ("row_sums", norm_bits, gap_max)
@@ -214,4 +218,4 @@ def magnitude_sums(cp, x, exps, norm_bits: int, gap_max: int):
         chunk = 256
         by_row((-(-rows // ROW_SUMS_THREADS), -(-cols // chunk)), (ROW_SUMS_THREADS,),
                (x, e, rows, cols, rs, cs, chunk, out))
-    return out[0], out[1], out[2], out[3]
+    return out

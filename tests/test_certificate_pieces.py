@@ -1,8 +1,8 @@
-"""The pieces of the accuracy certificate (issue 15) that the product pipeline uses, one at a time:
+"""The pieces of the accuracy certificate that the product pipeline uses, one at a time:
 equilibration, the magnitude / support digits, the operand statistics, the error bounds, the
 compensated combine, the per-entry decision and the widening step, against exact rational
 references (ozhpc.run.reference). The guarantee of the whole pipeline (``ozhpc.gemm`` and SUMMA with
-"auto") is tested in tests/test_certified.py."""
+"auto") is tested in tests/test_certificate_pipeline.py."""
 from fractions import Fraction
 
 import numpy as np
@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ozhpc.engines.digits import BITS, magnitude_digits, support_digits
+from ozhpc.engines import statistics
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.ozaki import certificate as cf
 from ozhpc.ozaki.plan import PLANS, ModularPlan, SlicePlan
@@ -51,7 +52,7 @@ def digit_sums(a_rows, b_rows, e, f, digits):
 def equilibrate_global(xp, a_rows, b_rows):
     """The pipeline's equilibration on one process (``policy.equilibrated_operands`` without
     the reductions over ranks): per-k statistics, shifts, exact column scalings."""
-    shifts = cf.equilibration_shifts(xp, cf.inner_stats(xp, a_rows), cf.inner_stats(xp, b_rows))
+    shifts = cf.equilibration_shifts(xp, statistics.inner_stats(xp, a_rows), statistics.inner_stats(xp, b_rows))
     return cf.ldexp_columns(xp, a_rows, shifts), cf.ldexp_columns(xp, b_rows, -shifts), shifts
 
 
@@ -99,10 +100,10 @@ def test_inner_stats_reduce_exactly_over_row_pieces():
     a = badly_scaled(rng, 9, 50, 40)
     a[:, 7] = 0.0
     a[3, 11] = 5e-324
-    whole = cf.inner_stats(np, a)
-    assert np.array_equal(whole, np.maximum(cf.inner_stats(np, a[:5]), cf.inner_stats(np, a[5:])))
+    whole = statistics.inner_stats(np, a)
+    assert np.array_equal(whole, np.maximum(statistics.inner_stats(np, a[:5]), statistics.inner_stats(np, a[5:])))
     assert whole[0, 7] == cf.NONE_EXP and whole[1, 7] == cf.NONE_EXP
-    assert np.array_equal(cf.inner_stats(np, a[:0]), np.full((2, 50), cf.NONE_EXP))
+    assert np.array_equal(statistics.inner_stats(np, a[:0]), np.full((2, 50), cf.NONE_EXP))
 
 
 # -- magnitude and support digits (engines/digits.py) ------------------------------------------------
@@ -158,8 +159,8 @@ def test_operand_statistics_reduce_exactly_over_k_pieces():
     e, f = scales_of(a, b)
     pieces = (slice(0, 23), slice(23, 50))
     for plan in (ModularPlan.for_k(60, 50), SlicePlan(9, 9)):
-        whole = cf.operand_stats(np, a, e, plan)
-        parts = [cf.operand_stats(np, a[:, s], e, plan) for s in pieces]
+        whole = cf.operand_stats(ENGINE, a, e, plan)
+        parts = [cf.operand_stats(ENGINE, a[:, s], e, plan) for s in pieces]
         assert np.array_equal(whole.delta, np.maximum(parts[0].delta, parts[1].delta))
         assert np.array_equal(whole.norm, parts[0].norm + parts[1].norm)
         assert np.array_equal(whole.nnz, parts[0].nnz + parts[1].nnz)
@@ -174,7 +175,7 @@ def test_operand_statistics_are_exact():
     a = np.array([[1.0, -0.5, 0.0, 2.0**-70], [3.0, 0.0, 0.0, 0.0]])
     e = exponents(np, row_abs_max(np, a))
     plan = ModularPlan.for_k(60, 4)
-    st_ = cf.operand_stats(np, a, e, plan)
+    st_ = cf.operand_stats(ENGINE, a, e, plan)
     assert st_.delta[1] == 0.0 and 0 < st_.delta[0] <= 0.5 + 2.0**-700
     assert list(st_.nnz) == [3, 1]
     for r in range(2):
@@ -204,7 +205,7 @@ def test_error_bound_covers_the_representation_error(scheme):
     a, b = badly_scaled(rng, 6, 30, 20), badly_scaled(rng, 5, 30, 20)
     e, f = scales_of(a, b)
     plan = ModularPlan.for_k(24, 30) if scheme == "ozaki2" else SlicePlan(3, 3)
-    bound = cf.error_bound(np, cf.operand_stats(np, a, e, plan), cf.operand_stats(np, b, f, plan), plan)
+    bound = cf.error_bound(np, cf.operand_stats(ENGINE, a, e, plan), cf.operand_stats(ENGINE, b, f, plan), plan)
     for i in range(6):
         for j in range(5):
             err = represented_error(a, b, e, f, plan, i, j)
@@ -217,7 +218,7 @@ def test_support_bound_is_zero_without_overlap_and_an_upper_bound_otherwise(sche
     b = np.array([[0.0, 1.0 / 3, 0.0], [0.0, 0.0, 5.0], [0.1, 0.2, 0.0]])   # op(B)^T rows
     e, f = scales_of(a, b)
     plan = ModularPlan.for_k(30, 3) if scheme == "ozaki2" else SlicePlan(3, 3)
-    stats = cf.operand_stats(np, a, e, plan), cf.operand_stats(np, b, f, plan)
+    stats = cf.operand_stats(ENGINE, a, e, plan), cf.operand_stats(ENGINE, b, f, plan)
     bound = cf.support_bound(np, *stats, plan, digit_sums(a, b, e, f, support_digits))
     assert bound[0, 0] == 0 and bound[0, 1] == 0 and bound[1, 1] == 0   # no k term with two nonzeros
     for i in range(2):
@@ -290,10 +291,10 @@ def certified_pass(a, b, scheme, width, use_acc=True, support=False):
     plan.accumulate(ENGINE, acc, plan.split(ENGINE, a_eq, e), plan.split(ENGINE, b_eq, f))
     compensated = scheme == "ozaki1" and use_acc
     c = cf.compensated_combine(np, acc, e, f) if compensated else plan.combine(ENGINE, acc, e, f)
-    stats = cf.operand_stats(np, a_eq, e, plan), cf.operand_stats(np, b_eq, f, plan)
+    stats = cf.operand_stats(ENGINE, a_eq, e, plan), cf.operand_stats(ENGINE, b_eq, f, plan)
     lower = digit_sums(a_eq, b_eq, e, f, magnitude_digits)
     upper = digit_sums(a_eq, b_eq, e, f, support_digits) if support else None
-    cert = cf.certify_entries(np, c, lower, stats, e, f, plan, acc if compensated else None, upper)
+    cert = cf.certify_entries(ENGINE, c, lower, stats, e, f, plan, acc if compensated else None, upper)
     return c, cert
 
 

@@ -1,4 +1,4 @@
-"""The front end of the accuracy certificate (issue 15): ``--accuracy`` / ``ozaki.accuracy``, what
+"""The front end of the accuracy certificate: ``--accuracy`` / ``ozaki.accuracy``, what
 ``warn`` and ``strict`` do to a run (exit 3, nothing written / one warning line, C written), the
 report's and the attributes' certificate fields, the summary line, and ``dist_gemm(accuracy=)``.
 
@@ -23,7 +23,7 @@ from mpi4py import MPI
 from conftest import REPO, run_cli
 from helpers.inputs import JOB_FILES
 from ozhpc import cli
-from ozhpc.errors import AccuracyError, AccuracyWarning, InputError
+from ozhpc.errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling
 from ozhpc.io.h5io import DatasetRef
 from ozhpc.ozaki.product import Product
 from ozhpc.parallel import ProcessGrid, dist_gemm
@@ -59,11 +59,12 @@ def test_bad_accuracy_option_exits_2_with_one_argparse_line(tmp_path):
         assert not (tmp_path / "o.h5").exists()
 
 
-def test_runconfig_checks_accuracy_with_the_cli_spelling(tmp_path):
+def test_runconfig_checks_accuracy_in_the_api_words_and_the_cli_spells_it(tmp_path):
     ref = DatasetRef(str(tmp_path / "x.h5"), "/X")
-    with pytest.raises(InputError) as info:
+    with pytest.raises(OptionError) as info:
         RunConfig(a=ref, b=ref, out=ref, accuracy="bogus")
-    assert str(info.value) == "--accuracy must be one of warn, strict, got 'bogus'"
+    assert str(info.value) == "accuracy must be one of warn, strict, got 'bogus'"
+    assert str(info.value.spelled(cli_spelling)) == "--accuracy must be one of warn, strict, got 'bogus'"
     cfg = RunConfig(a=ref, b=ref, out=ref, accuracy="strict")
     assert cfg.ozaki.accuracy == "strict" and cfg.describe()["accuracy"] == "strict"
     assert RunConfig(a=ref, b=ref, out=ref).accuracy == "warn"

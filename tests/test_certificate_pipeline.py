@@ -6,7 +6,7 @@ every finite entry satisfies
     |C_ij - (op(A) op(B))_ij| <= c u (|op(A)||op(B)|)_ij + rho u |C_ij| + 2**-1074,
 
 u = 2**-53, c = k ("dgemm", the default) or 1 ("tight"), rho = plan.FINAL_ROUNDING_ULPS[scheme]. The pieces of the certificate are
-tested one at a time in tests/test_certificate.py."""
+tested one at a time in tests/test_certificate_pieces.py."""
 import warnings
 from fractions import Fraction
 
@@ -89,7 +89,7 @@ def test_identity_and_permutations_are_exact(product, scheme):
         assert info.certified is True
         assert same_bits(c, left @ right if want is None else want), (scheme, info.widths)
     # powers of two on the diagonal: every product exact (the rows' spread plus 2 x 20 bits stay
-    # within scheme II's 100 bits; tests/test_certified.py's hard_matrix is what does not)
+    # within scheme II's 100 bits; tests/test_certificate_pipeline.py's hard_matrix is what does not)
     a = standard_matrix(24, 32, 1.0, seed=4)
     pow2 = np.diag(2.0 ** rng.integers(-20, 20, size=32))
     for left, right in ((a, pow2), (pow2[:24, :24], a)):
