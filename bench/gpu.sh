@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-MODES="tests accept pairs timeline certified table gemm transfer overflow e2e startup shared multi weak crt complex"
+MODES="tests accept pairs timeline certified table gemm transfer overflow e2e startup shared multi weak crt complex levels"
 MODE=${MODE:-tests}
 OUT=${OUT:-/tmp/out}
 DRY=${DRY:-0}
@@ -105,6 +105,10 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
         --out "$OUT/gemm" ;;
     transfer)  # host <-> GPU copy paths for a large operand (TRANSFER_GB)
       step "$(left)" python3 bench/speed/transfer_paths.py --gb "${TRANSFER_GB:-2}" ;;
+    levels)    # the cost of levels of scales: 1% of rows needing a second level, against none (LEVELS_SIZES)
+      # shellcheck disable=SC2086
+      step "$(left)" python3 bench/speed/levels_cost.py --n ${LEVELS_SIZES:-4096 16384} --engine cutile --repeat 2 \
+        --out "$OUT/levels" ;;
     overflow)  # the overflow reproducer on both engines, and the default product CPU == GPU
       step "$(left)" python3 bench/accuracy/overflow_check.py ;;
     e2e)       # the ozhpc command end to end, HDF5 in and out, against h5py + cuBLAS
@@ -142,7 +146,7 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
 default_limit() {   # seconds per mode unless <MODE>_S says otherwise
   case $1 in
     tests|accept|gemm|e2e|startup|complex) echo 300 ;; pairs) echo 260 ;; certified|table) echo 240 ;;
-    timeline|crt) echo 150 ;; transfer|overflow) echo 120 ;; shared|multi|weak) echo 420 ;;
+    timeline|crt|levels) echo 150 ;; transfer|overflow) echo 120 ;; shared|multi|weak) echo 420 ;;
   esac
 }
 

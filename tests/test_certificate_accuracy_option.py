@@ -276,6 +276,32 @@ def hard(tmp_path):
     return hard_file(tmp_path, X)
 
 
+NO_LEVELS = ("import sys; from ozhpc.ozaki.policy import Widening; "
+             "Widening.refine_or = lambda self, step, *args: step; "
+             "from ozhpc.cli import entry_point; sys.argv[0] = 'ozhpc'; entry_point()")
+"""``python -m ozhpc`` with the refinement by levels of scales off: every finite input is certified
+with it, so the failure paths of --accuracy are reached on data no plan alone certifies."""
+
+
+def run_without_levels(args, timeout=120):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", NO_LEVELS, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_the_hard_input_is_certified_exactly_by_levels(hard, tmp_path):
+    """The input no plan certifies (the docs' example): with levels of scales, strict succeeds and C
+    is A itself, bit for bit, the refined entries counted in the report."""
+    src, a = hard
+    out, report = tmp_path / "out.h5", tmp_path / "run.json"
+    r = run_cli(hard_args(src, out, "--scheme", "ozaki2", "--accuracy", "strict", "--report", report))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    rep = json.loads(report.read_text())
+    assert rep["certified"] is True and rep["refined_entries"] == N_HARD * (N_HARD - 1) and rep["levels"] >= 2
+    with h5py.File(out, "r") as f:
+        assert f["C"][...].tobytes() == a.tobytes()
+
+
 def hard_args(src, out, *extra):
     return ["gemm", f"{src}:/A", f"{src}:/I", "-o", f"{out}:/C", "--engine", "numpy", "--progress", "off", *extra]
 
@@ -290,7 +316,7 @@ def test_scheme2_cannot_certify_strict_exits_3_and_writes_nothing(hard, tmp_path
     with h5py.File(out, "w") as f:
         f["C"] = np.zeros((N_HARD, N_HARD))
     before, listing = sha256_file(out), sorted(os.listdir(tmp_path))
-    r = run_cli(hard_args(src, out, "--scheme", "ozaki2", "--accuracy", "strict", "--force", "--report", report))
+    r = run_without_levels(hard_args(src, out, "--scheme", "ozaki2", "--accuracy", "strict", "--force", "--report", report))
     assert r.returncode == 3, r.stdout + r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and STRICT_LINE.fullmatch(lines[0]), r.stderr
@@ -301,7 +327,7 @@ def test_scheme2_cannot_certify_strict_exits_3_and_writes_nothing(hard, tmp_path
 def test_scheme2_cannot_certify_warn_writes_c_and_says_so(hard, tmp_path):
     src, a = hard
     out, report = tmp_path / "out.h5", tmp_path / "run.json"
-    r = run_cli(hard_args(src, out, "--scheme", "ozaki2", "--accuracy", "warn", "--report", report))
+    r = run_without_levels(hard_args(src, out, "--scheme", "ozaki2", "--accuracy", "warn", "--report", report))
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("ozhpc gemm: warning: "), r.stderr
@@ -341,11 +367,11 @@ def test_strict_under_mpiexec_every_rank_exits_3(hard, tmp_path):
         f["C"] = np.zeros((N_HARD, N_HARD))
     before = sha256_file(out)
     # Each rank records its own exit status (the launcher reports only one).
-    script = ('"$PYTHON" -m ozhpc "$@"; code=$?; '
+    script = ('"$PYTHON" -c "$NO_LEVELS" "$@"; code=$?; '
               'echo $code > "$STATUS_DIR/rank.${PMI_RANK:-$OMPI_COMM_WORLD_RANK}"; exit $code')
     (tmp_path / "status").mkdir()
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               STATUS_DIR=str(tmp_path / "status"), PYTHON=sys.executable)
+               STATUS_DIR=str(tmp_path / "status"), PYTHON=sys.executable, NO_LEVELS=NO_LEVELS)
     proc = subprocess.run([MPIEXEC, "-n", "2", "sh", "-c", script, "sh",
                            *hard_args(src, out, "--scheme", "ozaki2", "--accuracy", "strict", "--force",
                                       "--grid", "2x1", "--block", "16")],
@@ -395,7 +421,7 @@ def test_guarantee_tight_from_the_command_line_and_the_job_file(hard, jobdir, tm
     in its one line (exit 3 under strict); a certified run records it in the report and the
     attributes; a bad value is one line naming the key."""
     src, _ = hard
-    r = run_cli(hard_args(src, tmp_path / "o.h5", "--guarantee", "tight", "--accuracy", "strict"))
+    r = run_without_levels(hard_args(src, tmp_path / "o.h5", "--guarantee", "tight", "--accuracy", "strict"))
     assert r.returncode == 3 and "guarantee 'tight', u*(|A||B|)_ij" in r.stderr and len(r.stderr.splitlines()) == 1
     path = write_job(jobdir, 'guarantee = "tight"')
     assert load_job(path).guarantee == "tight"

@@ -296,23 +296,22 @@ def hard_matrix(n=72, x=X):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("guarantee", LEVELS)
-def test_uncertifiable_warns_or_raises(scheme, guarantee):
-    """253-bit rows: both schemes widen to their widest plan (scheme II then on with scheme I's
-    digits), then warn, or raise with accuracy="strict"; under either guarantee."""
+def test_253_bit_rows_certify_by_a_second_level(product, scheme, guarantee):
+    """253-bit rows (more than either scheme's widest plan holds): the pass fails on every entry off
+    the diagonal, the second level of scales holds them exactly (their own row scales), and C = A I
+    = A, certified under accuracy="strict" (it used to warn, with 552 entries 100% wrong)."""
     a, eye = hard_matrix(24, X_253), np.eye(24)
-    with pytest.warns(ozhpc.AccuracyWarning, match=f"entries of C are not certified to the guarantee '{guarantee}'"):
-        c, info = gemm(a, eye, scheme=scheme, guarantee=guarantee, accuracy="warn", info=True)
-    assert info.certified is False and info.uncertified > 0 and info.worst_ratio > 1
-    assert info.scheme == "ozaki1" and info.bits == CAP["ozaki1"]
-    assert same_bits(np.diag(c), np.ones(24))
-    with pytest.raises(ozhpc.AccuracyError):
-        gemm(a, eye, scheme=scheme, guarantee=guarantee, accuracy="strict")
+    for left, right in ((a, eye), (eye, a)):
+        c, info = product(left, right, scheme=scheme, guarantee=guarantee, accuracy="strict", info=True)
+        assert info.certified is True and info.uncertified == 0, info.widths
+        assert info.widths[0][1] == 24 * 23 and info.refined_entries == 24 * 23 and info.levels == 2
+        assert info.exact_entries == 0 and same_bits(c, a)
 
 
-def test_scheme2_widens_to_its_cap_then_goes_on_with_scheme1_digits():
-    """Dense rows of size 1 with one entry x (133 bits): "auto" starts low (the spread is small),
-    the certificate widens the plan pass by pass to scheme II's 100 bits, then scheme I's digits
-    certify it."""
+def test_scheme2_widens_to_its_cap_then_refines_the_failing_entries():
+    """Dense rows with one entry x (133 bits each): "auto" starts low (the spread is small), the
+    certificate widens the plan pass by pass to scheme II's 100 bits; past the cap, recomputing
+    the failing entries by levels costs less than scheme I's digits for every entry."""
     rng = np.random.default_rng(31)
     a = rng.uniform(0.5, 1.0, size=(24, 24))
     a[np.arange(24), rng.integers(0, 24, 24)] = X
@@ -320,8 +319,9 @@ def test_scheme2_widens_to_its_cap_then_goes_on_with_scheme1_digits():
         warnings.simplefilter("error", ozhpc.AccuracyWarning)
         c, info = gemm(a, np.eye(24), scheme="ozaki2", guarantee="tight", info=True)
     bits = [w[0] for w in info.widths]
-    assert info.certified is True and info.scheme == "ozaki1" and same_bits(c, a), info.widths
+    assert info.certified is True and info.scheme == "ozaki2" and same_bits(c, a), info.widths
     assert CAP["ozaki2"] in bits and bits[0] < CAP["ozaki2"] and bits == sorted(bits)
+    assert info.refined_entries == 24 and info.widths[-1][1] == 0
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -351,21 +351,16 @@ def badly_scaled_pair(rng, m, n, k, spread, zeros):
 @given(st.integers(0, 2**32 - 1), st.integers(1, 8), st.integers(1, 8), st.integers(1, 12),
        st.integers(0, 80), st.sampled_from([0.0, 0.3, 0.7, 0.9]), st.sampled_from(SCHEMES), st.sampled_from(LEVELS))
 def test_certified_means_the_guarantee_holds_everywhere(seed, m, n, k, spread, zeros, scheme, guarantee):
-    """Whenever "auto" says certified, every entry meets the guarantee (exact check); when it
-    says not, an AccuracyWarning was issued."""
+    """"auto" certifies every finite product, and then every entry meets the guarantee (exact check)."""
     rng = np.random.default_rng(seed)
     a, b = badly_scaled_pair(rng, m, n, k, spread, zeros)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         c, info = gemm(a, b, scheme=scheme, guarantee=guarantee, info=True)
-    warned = any(issubclass(w.category, ozhpc.AccuracyWarning) for w in caught)
-    assert info.certified is (not warned), (info.widths, [str(w.message) for w in caught])
-    if info.certified:
-        for i in range(m):
-            for j in range(n):
-                assert guarantee_holds(c, a, b, scheme, i, j, guarantee), (i, j, info.widths)
-    else:
-        assert info.uncertified > 0 and info.widths[-1][0] == CAP["ozaki1"]   # scheme II goes on with scheme I
+    assert info.certified is True and not any(issubclass(w.category, ozhpc.AccuracyWarning) for w in caught)
+    for i in range(m):
+        for j in range(n):
+            assert guarantee_holds(c, a, b, scheme, i, j, guarantee), (i, j, info.widths)
 
 
 # -- the same bits through gemm and SUMMA ------------------------------------------------------------

@@ -137,7 +137,7 @@ def test_one_reduction_gives_the_balanced_residue_for_every_modulus():
     """Step 1 of the CRT at its limits, for all moduli (the smallest too): |y| up to the
     largest sum that max_exact_k allows, exact ties y = (q + 1/2) p of the even modulus,
     residues next to the range ends."""
-    from ozhpc.engines.numpy_engine import _balanced
+    from ozhpc.engines.crt import balanced as reduce_once
     top = 2**53 - 2**10
     assert ModularPlan.for_k(53, 1).max_exact_k() * crt.RESIDUE_MAX**2 <= top
     assert crt.MIN_MODULUS == min(crt.MODULI) > 4
@@ -149,7 +149,7 @@ def test_one_reduction_gives_the_balanced_residue_for_every_modulus():
         ys += [int(v) for v in rng.integers(-top, top + 1, 200)]
         ys = [y for y in ys if abs(y) <= top]
         ys += [-y for y in ys]
-        got = _balanced(np.array(ys, dtype=np.float64), row)
+        got = reduce_once(np, np.array(ys, dtype=np.float64), row)
         assert got.tolist() == [balanced(y, p) for y in ys], p
 
 

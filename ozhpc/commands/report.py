@@ -191,7 +191,10 @@ def certificate_line(report: Fields) -> str:
         return f"certified: not checked (fixed {'--bits' if report.text('scheme') == 'ozaki2' else '--slices'})"
     level = report.get("guarantee")
     if certified:
-        return f"certified: yes, guarantee {level} (worst bound ratio {report.number('worst_ratio'):.2g})"
+        refined = report.get("refined_entries") or 0
+        levels = (f"; {refined} entries by {report.get('levels')} levels of scales, "
+                  f"{report.get('exact_entries') or 0} of them exact dots" if refined else "")
+        return f"certified: yes, guarantee {level} (worst bound ratio {report.number('worst_ratio'):.2g}{levels})"
     return (f"certified: NO, guarantee {level}: {report.count('uncertified')} entries "
             f"(worst bound ratio {report.number('worst_ratio'):.3g})")
 

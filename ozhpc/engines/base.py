@@ -26,7 +26,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from . import statistics
+from . import statistics, superacc
 from .digits import MAX_GAP, NO_GAP, count_gaps_le, row_abs_max
 from .digits import (  # noqa: F401  (re-exported: ozaki/ imports the scheme's numbers from here)
     BITS, DBL_MAX, DIGIT_MAX, GAP_HISTOGRAM_ENTRIES, LATER_DIGIT_MAX, digit_bound, final_scale,
@@ -192,6 +192,13 @@ class Engine(ABC):
         int8 plane ``(1, rows, cols)``, in the layout :meth:`accumulate_groups` takes (their
         products: the certificate's bounds of ``|A||B|``)."""
         return (support_digits if upper else magnitude_digits)(self.xp, x, exps)[None]
+
+    def exact_dots(self, a_rows, b_rows, rows, cols):
+        """``fl((op(A) op(B))_ij)`` correctly rounded for the entries ``(rows[e], cols[e])``, from
+        this engine's rows of op(A) (m x k) and op(B)^T (n x k), finite: the certified product's
+        exact entries (:func:`ozhpc.engines.superacc.exact_dots`; exact integer steps only, so every
+        engine gives the same bits)."""
+        return superacc.exact_dots(self.xp, a_rows, b_rows, rows, cols)
 
     def timer(self) -> "HostTimer":
         """A timer of device work (:class:`HostTimer` for engines that compute on the host)."""

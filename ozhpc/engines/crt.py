@@ -213,6 +213,44 @@ def crt_tables(bits: int, count: int, pieces: int | None = None) -> CrtTables:
     return CrtTables(bits, count, mod, weights, m_pieces, 1.0 / big_m)
 
 
+def balanced(xp, y, row):
+    """Balanced residue of exact FP64 integers ``|y| <= 2**53 - 2**10`` modulo ``row[0]`` (``row`` =
+    one line of :attr:`CrtTables.moduli`): one reduction and the range fix-ups, step 1 above; the
+    result is unique, so every engine agrees."""
+    p, inv_p, lo, hi = (float(v) for v in row[:4])
+    r = y - xp.rint(y * inv_p) * p
+    r = xp.where(r > hi, r - p, r)
+    return xp.where(r < lo, r + p, r)
+
+
+def exact_pieces(xp, acc, tables: "CrtTables", reduce: bool = True):
+    """Steps 1-4 on the residue sums ``acc`` (one per modulus, any exact integer type: FP64 sums or
+    an engine's balanced residues): FP64 ``(P, m, n)`` with ``C' = sum_t P_t 2**(PIECE_BITS (P-1-t))``
+    exactly, every piece an integer, pieces 1..P-1 balanced. Exact steps only, so the same on every
+    engine; step 5 (:func:`ozhpc.engines.numpy_engine._crt_combine`) or an exact sum rounds them.
+    Without ``reduce``, ``acc`` holds exact small integers (a complex component's residue
+    combinations) that step 2 sums as they are."""
+    sums = acc.astype(xp.float64)
+    npieces = tables.pieces
+    unit = 2.0**PIECE_BITS
+    pieces = xp.zeros((npieces,) + sums.shape[1:], dtype=xp.float64)
+    for l in range(sums.shape[0]):
+        r = balanced(xp, sums[l], tables.moduli[l]) if reduce else sums[l]
+        for t in range(npieces):
+            pieces[t] += r * float(tables.weights[l, t])
+    x = pieces[0]
+    for t in range(1, npieces):
+        x = x * unit + pieces[t]
+    quotient = xp.rint(x * tables.inv_m)
+    for t in range(npieces):
+        pieces[t] -= quotient * float(tables.m_pieces[t])
+    for t in range(npieces - 1, 0, -1):
+        carry = xp.rint(pieces[t] * (1.0 / unit))
+        pieces[t] -= carry * unit
+        pieces[t - 1] += carry
+    return pieces
+
+
 ROUNDING_ULPS = 3
 """Bound on the reconstruction's rounding, in units of 2**-53 |C|: the piece additions
 (partial sums never exceed |C'| by more than a factor 1 + 2**-35) and the final scaling."""

@@ -152,10 +152,7 @@ def _balanced(y, row):
     """Balanced residue of exact FP64 integers ``|y| <= 2**53 - 2**10`` modulo ``row[0]``
     (``row`` = one line of :attr:`CrtTables.moduli`): one reduction and the range fix-ups,
     step 1 of :mod:`ozhpc.engines.crt`; the result is unique, so every engine agrees."""
-    p, inv_p, lo, hi = row[0], row[1], row[2], row[3]
-    r = y - np.rint(y * inv_p) * p
-    r = np.where(r > hi, r - p, r)
-    return np.where(r < lo, r + p, r)
+    return _crt.balanced(np, y, row)
 
 
 def _halves(big):
@@ -202,26 +199,10 @@ def _crt_combine(acc, row_exps, col_exps, crt, reduce: bool = True):
     scale = (np.asarray(row_exps, dtype=np.int64)[:, None]
              + np.asarray(col_exps, dtype=np.int64)[None, :] + crt.shift)
     out = np.empty((m, n), dtype=np.float64)
-    unit = 2.0 ** _crt.PIECE_BITS
     rows = block_rows(n)
     for i0 in range(0, m, rows):
-        sums = acc[:, i0:i0 + rows].astype(np.float64)
-        npieces = crt.pieces
-        pieces = np.zeros((npieces,) + sums.shape[1:], dtype=np.float64)
-        for l in range(n_mod):
-            r = _balanced(sums[l], crt.moduli[l]) if reduce else sums[l]
-            for t in range(npieces):
-                pieces[t] += r * crt.weights[l, t]
-        x = pieces[0]
-        for t in range(1, npieces):
-            x = x * unit + pieces[t]
-        quotient = np.rint(x * crt.inv_m)
-        for t in range(npieces):
-            pieces[t] -= quotient * crt.m_pieces[t]
-        for t in range(npieces - 1, 0, -1):
-            carry = np.rint(pieces[t] * (1.0 / unit))
-            pieces[t] -= carry * unit
-            pieces[t - 1] += carry
+        pieces = _crt.exact_pieces(np, acc[:, i0:i0 + rows], crt, reduce=reduce)
+        npieces = pieces.shape[0]
         total = pieces[npieces - 1]
         for t in range(npieces - 2, -1, -1):
             total = total + pieces[t] * 2.0 ** (_crt.PIECE_BITS * (npieces - 1 - t))

@@ -222,6 +222,9 @@ class Certificate:
     passed: object
     uncertified: int
     worst: float
+    passed_worst: float = 0.0
+    """The largest ratio among the entries that passed (global; the array path only): the headroom
+    of what stays when the failing entries are recomputed (:mod:`ozhpc.ozaki.refine`)."""
 
 
 def entry_ratio(xp, scaled, lower, passed):
@@ -265,9 +268,10 @@ def certify(xp, bound, lower, exclude=None, reduce_sum=_ident, reduce_max=_ident
 
 
 def _tally(xp, passed, ratio, reduce_sum=_ident, reduce_max=_ident) -> Certificate:
-    worst = float(reduce_max(xp.asarray([ratio.max() if ratio.size else 0.0]))[0])
+    both = xp.asarray([ratio.max() if ratio.size else 0.0, xp.where(passed, ratio, 0.0).max() if ratio.size else 0.0])
+    worst, passed_worst = (float(v) for v in reduce_max(both))
     count = int(reduce_sum(xp.asarray([int((~passed).sum())], dtype=xp.int64))[0])
-    return Certificate(passed, count, worst)
+    return Certificate(passed, count, worst, passed_worst)
 
 
 def overflow_verdicts(xp, free, bound, ratio, e, f):
@@ -307,7 +311,7 @@ def support_bound(xp, sa: OperandStats, sb: OperandStats, plan, support_sums):
 
 
 def certify_entries(engine, c, magnitude_sums, stats, e, f, plan, acc=None, support_sums=None, *, lifted=None,
-                    reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
+                    reduce_sum=_ident, reduce_max=_ident, factor: int = 1, fused: bool = True) -> Certificate:
     """The certificate of the product pipeline: every finite entry of ``c`` (this rank's block of
     op(A) op(B), special values applied; inf/NaN entries pass) against the bound
     ``E_ij <= factor u L_ij`` (``factor``: 1 for the guarantee "tight", k for "dgemm"). ``E``: :func:`error_bound` plus the combine's roundings (scheme I: the
@@ -322,10 +326,12 @@ def certify_entries(engine, c, magnitude_sums, stats, e, f, plan, acc=None, supp
     (without ``lifted`` no entry can overflow: every non-finite entry is a special value).
     Scheme II's form (combine rounding ``a + b |C|``) runs as the engine's one-pass kernel where it
     has one (:meth:`~ozhpc.engines.base.Engine.entry_verdicts`: no per-entry mask, ``passed`` None);
-    the array code here is the reference."""
+    the array code here is the reference. ``fused=False``: the array code on a GPU too (the same
+    verdicts), for the per-entry mask and the passed entries' worst ratio, which the kernel does
+    not return."""
     import numpy as np
 
-    if acc is None and lifted is None and plan.combine_rounding_terms is not None:
+    if fused and acc is None and lifted is None and plan.combine_rounding_terms is not None:
         found = engine.entry_verdicts(c, e, f, *((s.delta, s.norm, s.nnz) for s in stats), magnitude_sums,
                                       support_sums, verdict_constants(plan, factor))
         if found is not None:
@@ -345,7 +351,7 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
     m, n = c.shape
     step = max(1, CERTIFY_CHUNK // max(1, n))
     passed = xp.ones(c.shape, dtype=bool)
-    count, worst = 0, 0.0
+    count, worst, passed_worst = 0, 0.0, 0.0
     for r0 in range(0, m, step):
         rows = slice(r0, r0 + step)
         part = _certify_rows(xp, c[rows], _rows_of(magnitude_sums, rows), [_stats_rows(stats[0], rows), stats[1]],
@@ -354,17 +360,18 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
                              None if lifted is None else (lifted[0][rows], lifted[1][rows], lifted[2]))
         passed[rows] = part.passed
         count, worst = count + part.uncertified, max(worst, part.worst)
-    return _reduced(passed, count, worst, reduce_sum, reduce_max)
+        passed_worst = max(passed_worst, part.passed_worst)
+    return _reduced(passed, count, worst, reduce_sum, reduce_max, passed_worst)
 
 
-def _reduced(passed, count: int, worst: float, reduce_sum, reduce_max) -> Certificate:
-    """The certificate of this rank's ``count`` and ``worst`` (host numbers), each reduced over
-    every rank (one process: no trip to the device)."""
+def _reduced(passed, count: int, worst: float, reduce_sum, reduce_max, passed_worst: float = 0.0) -> Certificate:
+    """The certificate of this rank's ``count``, ``worst`` and ``passed_worst`` (host numbers), each
+    reduced over every rank (one process: no trip to the device)."""
     import numpy as np
 
-    worst = float(reduce_max(np.asarray([float(worst)]))[0])
+    worst, passed_worst = (float(v) for v in reduce_max(np.asarray([float(worst), float(passed_worst)])))
     count = int(reduce_sum(np.asarray([int(count)], dtype=np.int64))[0])
-    return Certificate(passed, count, worst)
+    return Certificate(passed, count, worst, passed_worst)
 
 
 def _rows_of(x, rows):

@@ -59,7 +59,17 @@ class GemmInfo:
     for "dgemm", 1 for "tight"; L a lower bound of (|A||B|)_ij): <= 1 for every entry when certified,
     so ``1 / worst_ratio`` is the certificate's headroom."""
     widths: list = field(default_factory=list)
-    """Plans "auto" ran, in order: ``[bits, uncertified, worst_ratio]`` each (bits as in ``bits``)."""
+    """Plans "auto" ran, in order: ``[bits, uncertified, worst_ratio]`` each (bits as in ``bits``); a
+    refinement of the failing entries (``refined_entries``) adds the last, with its staircase's bits."""
+    refined_entries: int = 0
+    """Entries (all ranks) that the last pass could not certify, recomputed from the levels of
+    scales of their rows and columns (docs/numerics.md, "Levels of scales"): every other entry keeps
+    the pass's bits."""
+    levels: int = 0
+    """Levels of scales the refinement went down (0: none ran)."""
+    exact_entries: int = 0
+    """Entries (all ranks) given their exact dot product, correctly rounded (what the levels did
+    not certify)."""
     complex: bool = False
     """A complex product (ZGEMM): ``guarantee`` holds per component, with ``k + 1`` for "dgemm" and
     the ``|A||B|`` of the real and imaginary parts (docs/numerics.md, "Complex products")."""
@@ -75,7 +85,8 @@ class GemmInfo:
         if self.complex:
             out["complex"] = True
         if self.certified is not None:
-            out.update(uncertified=self.uncertified, worst_ratio=self.worst_ratio)
+            out.update(uncertified=self.uncertified, worst_ratio=self.worst_ratio, refined_entries=self.refined_entries,
+                       levels=self.levels, exact_entries=self.exact_entries)
         return out
 
     def accuracy_message(self) -> str:

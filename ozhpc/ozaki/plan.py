@@ -11,6 +11,10 @@ which checks their options; ``tests/test_plan_interface.py`` holds the rest to i
   first ``groups`` anti-diagonals (``slices*(slices+1)/2`` int8 GEMMs for the triangle);
 * :class:`ModularPlan`, Ozaki scheme II: entries as ``bits``-bit integers, one int8 GEMM
   per modulus (:mod:`ozhpc.engines.crt`), linear in the accuracy.
+
+Longer than 500 lines because both plans must stay side by side: each method of one has its twin
+in the other (the exact plan of the refinement and each plan's exact parts included), and the
+interface test reads them here.
 """
 from __future__ import annotations
 
@@ -165,6 +169,12 @@ class SlicePlan(_Widens):
 
     def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
         return eng.multiply_combine_groups(da, eb, self.groups, row_exps, col_exps)
+
+    def exact_parts(self, xp, acc):
+        """``(values, shifts)``: the group sums as FP64 integers ``(d, m, n)`` and the power of two each
+        weighs, relative to ``2**(e_i + f_j)``: their exact sum is this product's exact value (all
+        pairs kept, ``groups = 2 slices - 1``: the exact product of the digit grids)."""
+        return acc.astype(xp.float64), [-BITS * (g + 2) for g in range(acc.shape[0])]
 
     def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         """The combine of a certified product: compensated, its bound read from ``acc``."""
@@ -351,6 +361,14 @@ class ModularPlan(_Widens):
     def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
         return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables, verdicts)
 
+    def exact_parts(self, xp, acc):
+        """``(values, shifts)``: the CRT's exact pieces of ``C'`` (:func:`ozhpc.engines.crt.exact_pieces`)
+        and the power of two each weighs relative to ``2**(e_i + f_j)``: their exact sum is the product
+        of the operands' ``bits``-bit grids, exactly."""
+        pieces = _crt.exact_pieces(xp, acc, self.tables)
+        count = pieces.shape[0]
+        return pieces, [_crt.PIECE_BITS * (count - 1 - t) - 2 * self.bits for t in range(count)]
+
     def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         """The combine of a certified product: the plain one (its bound needs no accumulators)."""
         return self.combine(eng, acc, row_exps, col_exps, verdicts)
@@ -378,7 +396,7 @@ class ModularPlan(_Widens):
 @dataclass(frozen=True)
 class DataSizes:
     """The operands' row sizes that scheme II's plans read, global and exact (MAX over every row of
-    the SUM-reduced integers of :func:`ozhpc.ozaki.certificate.magnitude_stats`), per operand
+    the SUM-reduced integers of :func:`ozhpc.engines.statistics.magnitude_stats`), per operand
     (op(A), op(B)^T): the largest ``||x_i 2**-e_i||_2**2`` and the smallest nonzero
     ``||x_i 2**-e_i||_1`` (units ``2**-norm_bits``, rounded up), the largest row count; and the
     larger of the two operands' mean gaps (bits from a row's scale to its entries, averaged over
@@ -484,6 +502,17 @@ def resolve_plan(settings: OzakiSettings, spread: int, k: int, width: int | None
     s = width if width is not None else auto_slices(spread) if settings.slices == "auto" else settings.slices
     d = {"auto": s, "all": 2 * s - 1}.get(settings.groups, settings.groups)
     return forms.get(SlicePlan, SlicePlan)(s, min(d, 2 * s - 1))
+
+
+def exact_plan(bits: int, k: int):
+    """A plan whose product of two operands on ``bits``-bit grids is exact (the level products of
+    :mod:`ozhpc.ozaki.levels`): scheme II's moduli up to its 100 bits (one int8 GEMM per modulus),
+    beyond them scheme I's digits with every pair kept. Any exact plan gives the same exact value,
+    so which one runs never changes a bit of C."""
+    if bits <= _crt.MAX_BITS:
+        return ModularPlan.for_k(max(bits, _crt.MIN_BITS), k)
+    s = -(-bits // BITS)
+    return SlicePlan(s, 2 * s - 1)
 
 
 def assumed_plan(settings: OzakiSettings, k: int, forms: dict | None = None):

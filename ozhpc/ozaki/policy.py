@@ -18,6 +18,13 @@ data. In order, while some entry fails:
    (equilibration can also push an entry below every plan's reach: a row of op(A) that mixes a
    column scaled down with one scaled up), from their first plan, widened without step 2.
 
+Before the support digits of step 1, steps 2-4, and where none is left, :meth:`Widening.refine_or` weighs them against
+recomputing only the failing entries (``NextPass(refine=True)``: levels of scales, then exact dot
+products, :mod:`ozhpc.ozaki.refine`), by predicted int8 work: a few bad rows never widen the plan
+of the whole matrix, and where nothing is left every entry still ends certified. A pass never
+loses what an earlier one certified: the product keeps those entries (equilibration is an
+alternative, not a one-way door).
+
 Every input is global and exact (the certificate's count and worst ratio are reduced over every
 rank), so every rank takes the same decisions and the bits stay grid-independent. Nothing here
 names a scheme: widths, caps and fallbacks are the plan's (:mod:`ozhpc.ozaki.plan`).
@@ -29,7 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engines import crt
 from . import certificate
+from .plan import exact_plan
 
 EQUILIBRATE_MIN_SHIFT = 4
 """Columns of op(A) whose largest exponent is within 8 bits of the matching row of op(B) keep their
@@ -40,6 +49,13 @@ EQUILIBRATE_RATIO = 2.0**16
 """A failed certificate whose worst ratio is below this is widened at once (a few bits close it:
 heavy-tailed data, phi >= 2); above it the operands are equilibrated first (an unbalanced scaling
 over k makes the ratio huge or infinite, and more bits would not help)."""
+
+REFINE_PAIRS = 3
+"""Level pairs a refinement is predicted to take on its failing block: the first level again, exact,
+and the two cross pairs of the second ((1, 1), (1, 2), (2, 1)); most failures need no more."""
+REFINE_MIN_BITS = 53
+"""The staircase's grid: the pass's bits, at least FP64's (so one level holds an ordinary entry whole,
+and its remainder the next), at most scheme II's widest (one int8 GEMM per modulus)."""
 
 BOUNDS = ("lower", "support")
 """The certificate's digit planes a bounds pass may sum: "lower", the magnitudes at every k index;
@@ -59,6 +75,9 @@ class NextPass:
     width: int | None = None
     restore: bool = False
     """The given operands again, their first plan afresh (step 4)."""
+    refine: int = 0
+    """Recompute the failing entries by levels of scales on a grid of this many bits, then exact
+    dot products (:mod:`ozhpc.ozaki.refine`); every other entry keeps its bits (0: no)."""
 
 
 def bits_to_close(worst: float) -> int:
@@ -109,6 +128,42 @@ class Widening:
             return NextPass(restore=True)
         self.settings, width = beyond
         return NextPass(settings=self.settings, width=width)
+
+    @staticmethod
+    def refine_bits(plan) -> int:
+        """The grid of the refinement's staircase after a pass of ``plan``."""
+        return max(REFINE_MIN_BITS, min(plan.bits, crt.MAX_BITS))
+
+    def refine_or(self, step: NextPass | None, plan, worst: float, block: tuple[int, int],
+                  sizes: tuple[int, int, int], step_gemms: int) -> NextPass | None:
+        """``step``, or the failing entries recomputed instead (``NextPass(refine=bits)``): always
+        where no step is left (None); never instead of the full magnitude plane ("lower"), nor of a wider plan after a
+        mild failure (``worst`` at most :data:`EQUILIBRATE_RATIO`: a few more bits close it, and
+        they carry every entry's accuracy in fact, as on heavy-tailed data); else where its
+        predicted int8 work is below the step's: :data:`REFINE_PAIRS` exact level products on the
+        failing ``block`` (rows x columns, global) against ``step_gemms`` int8 GEMMs (the step's
+        plan, resolved by the product; equilibrating: a first pass) of every entry (``sizes`` = m,
+        n, k). Levels cost per scale where equilibration removes every compensated scaling at
+        once: the cost picks it then, as the failing block is the whole matrix. Global, exact
+        inputs: every rank agrees."""
+        bits = self.refine_bits(plan)
+        if step is None:
+            return NextPass(refine=bits)
+        if "lower" in step.bounds or (not step.bounds and not step.equilibrate and worst <= EQUILIBRATE_RATIO):
+            return step
+        m, n, k = sizes
+        ours = REFINE_PAIRS * exact_plan(bits, k).int8_gemms * block[0] * block[1]
+        if step.bounds:   # support digits: one int8 GEMM of every entry, for entries with no lower bound
+            step_gemms = 1
+        if ours >= step_gemms * m * n:
+            return step
+        if step.equilibrate:   # not taken: what step 2 would have done next is still open
+            self.equilibrated, self._given_settings = False, None
+        return NextPass(refine=bits)
+
+    def refined(self, bits: int, worst: float) -> None:
+        """Record the refinement as the last entry of :attr:`widths` (every entry certified)."""
+        self.widths.append([bits, 0, worst])
 
     def nothing_to_equilibrate(self, cert, plan) -> NextPass | None:
         """:meth:`wider` past step 2, when equilibration changes nothing (no column needs it)."""

@@ -17,13 +17,15 @@ A product runs one :class:`~ozhpc.ozaki.passes.Pass` at a time on one set of
 :class:`~ozhpc.ozaki.operands.Operands`; which pass follows a failed certificate is the policy's
 answer (:mod:`ozhpc.ozaki.policy`), a value. Every value that decides a bit of C is reduced
 across ranks with the exact, order-free callables of :class:`~ozhpc.ozaki.reductions.Reductions`,
-so every grid, block size and panel width gives the same bits. What differs between the schemes
+so every grid, block size and panel width gives the same bits. Entries a pass certified are kept
+through later passes (:class:`~ozhpc.ozaki.refine.Kept`); the entries no pass is predicted to
+certify cheaply are recomputed by levels of scales and exact dots (:func:`~ozhpc.ozaki.refine.refine`). What differs between the schemes
 lives in the plan objects of :mod:`ozhpc.ozaki.plan`; what differs between devices in the engines.
 """
 from __future__ import annotations
 
 from ..errors import require_c, trans_mode
-from . import certificate
+from . import certificate, refine
 from .domain import domain_of
 from .info import GemmInfo, Stopwatch, enforce_accuracy  # noqa: F401  (re-exported: summa, runner)
 from .operands import measure
@@ -92,7 +94,7 @@ class Product:
         complex product), 1 for "tight"."""
         self.clock = Stopwatch(engine)
         self.policy = Widening(settings)
-        self.cert = None
+        self.cert, self.refined, self._kept = None, refine.Refined(), None
         self._on_arrival = split_on_arrival
         self._given = (a_rows, b_rows) if self.certifying else None   # to equilibrate, should a pass fail
         self._begin(a_rows, b_rows, k_index)
@@ -189,11 +191,29 @@ class Product:
             self._combine()
             if not self.certifying:
                 return self._done(None)
-        cert = self._certify()
+        cert = self._keep(self._certify(fused=self._kept is None))
         self.clock.lap("certificate")
         step = self.policy.after(cert, self.plan, sampled=self.sums.lower_stride > 1,
                                  support="support" in self.sums.digits)
+        if cert.uncertified and (step is None or "lower" not in step.bounds):
+            block = refine.failing_block(self.engine, self.reduce, ~cert.passed)
+            gemms = self.ops.plan(step.settings, step.width).int8_gemms if step and step.settings else self.plan.int8_gemms
+            step = self.policy.refine_or(step, self.plan, cert.worst, block, (*self.global_shape, self.k), gemms)
         return self._start(step, cert)
+
+    def _keep(self, cert):
+        """``cert`` with the entries an earlier pass certified (and this one did not) taken from that
+        pass (:class:`~ozhpc.ozaki.refine.Kept`): no later pass loses a certified entry."""
+        if not cert.uncertified:
+            self._kept = None
+            return cert
+        if cert.passed is None:   # the fused kernel keeps no per-entry verdicts
+            cert = self._certify(fused=False)
+        r = self.reduce
+        self._kept, cert = refine.Kept.merge(self.xp, self._kept, self._ab, self._low, cert,
+                                             on_host(self.engine, r.everywhere_sum))
+        self._ab, self._low = self._kept.ab, self._kept.low
+        return cert
 
     def _start(self, step, cert) -> bool:
         """Start the pass ``step`` names (:class:`~ozhpc.ozaki.policy.NextPass`; None: done)."""
@@ -210,6 +230,8 @@ class Product:
         self._request = None
         if step is None:
             return self._done(cert)
+        if step.refine:
+            return self._done(self._refine(step.refine, cert))
         if step.bounds:
             self.pass_ = bounds_pass(self.engine, self.ops, self.plan, step.bounds, on_arrival=self._on_arrival)
         else:
@@ -219,9 +241,23 @@ class Product:
         self.sums.start(self.pass_)
         return True
 
+    def _refine(self, bits: int, cert):
+        """The failing entries recomputed (:func:`~ozhpc.ozaki.refine.refine`), the others keep their
+        bits: returns the certificate after it (every entry passes)."""
+        failing = ~cert.passed
+        self.refined = refine.refine(self.engine, self.reduce, (self.ops.fin_a, self.ops.fin_b), self.k,
+                                     self.ops.k_index, bits, self._ab, failing, 1)
+        if self._low is not None:   # a recomputed entry's total is its exact value, rounded: no lift left
+            self._low = self.xp.where(failing, self.xp.nan, self._low)
+        worst = max(cert.passed_worst, self.refined.worst)
+        self.policy.refined(bits, worst)
+        self.clock.lap("refine")
+        return certificate.Certificate(None, 0, worst, worst)
+
     def _done(self, cert) -> bool:
         """The last pass settled: keep C and the verdict, drop the operands and the sums."""
         self.cert, self.pass_, self.sums, self._group_sums, self._given = cert, None, None, None, None
+        self._kept = None
         self._stats = None
         self.ops.a = self.ops.b = self.ops.fin_a = self.ops.fin_b = None
         return False
@@ -243,21 +279,23 @@ class Product:
         (self._ab, self._low), sums.acc = self.ops.raised(self.xp, ab), None
         self.clock.lap("combine")
 
-    def _certify(self):
+    def _certify(self, fused: bool = True):
         """Every entry of this rank's block against the guarantee; the count and the worst ratio
         are global (SUM and MAX over every rank), so every rank takes the same decision (the group
         sums, where the plan keeps them, bound the certified combine's roundings). Where the combine
-        answered the verdicts as it wrote C (:meth:`_verdicts_request`), only their tally is left."""
+        answered the verdicts as it wrote C (:meth:`_verdicts_request`), only their tally is left.
+        ``fused=False``: the per-entry verdicts from C (the refinement needs the mask)."""
         r, ops, eng = self.reduce, self.ops, self.engine
         reduce_sum, reduce_max = on_host(eng, r.everywhere_sum), on_host(eng, r.everywhere_max)
-        cert = certificate.answered(eng, self._request, reduce_sum, reduce_max)
+        cert = certificate.answered(eng, self._request, reduce_sum, reduce_max) if fused else None
         if cert is not None:
             return cert
         digits = self.sums.digits
         return self.domain.certify(eng, self._ab, digits.get("lower"), self._operand_stats(), ops.row_exps,
                                    ops.col_exps, self.plan, self._group_sums, digits.get("support"),
                                    lifted=None if self._low is None else (self._low, *ops.lift),
-                                   reduce_sum=reduce_sum, reduce_max=reduce_max, factor=self.factor)
+                                   reduce_sum=reduce_sum, reduce_max=reduce_max, factor=self.factor,
+                                   **({} if fused else {"fused": False}))
 
     def _operand_stats(self):
         """Both operands' certificate statistics for this plan's split (the domain's
@@ -298,7 +336,9 @@ class Product:
                         certified=None if cert is None else cert.uncertified == 0,
                         uncertified=0 if cert is None else cert.uncertified,
                         worst_ratio=0.0 if cert is None else cert.worst, widths=list(self.widths),
-                        complex=self.domain.complex)
+                        complex=self.domain.complex,
+                        refined_entries=self.refined.refined, levels=self.refined.levels,
+                        exact_entries=self.refined.exact)
 
     # -- finish ----------------------------------------------------------------------------
     def finish(self, alpha: float = 1.0, beta: float = 0.0, c=None):

@@ -314,11 +314,15 @@ def run_report(cfg: RunConfig, info, layout: dict, seconds: dict, moved, kernels
 def certificate_fields(info) -> dict:
     """The certificate of "auto" in the report: ``guarantee`` (the bound certified) and ``certified``
     true / false, or null for fixed slices / bits (not checked; ``uncertified`` and ``worst_ratio``
-    null too); ``widths`` the plans tried."""
+    null too); ``widths`` the plans tried; ``refined_entries``, ``levels``, ``exact_entries``: the
+    entries a pass left that were recomputed by levels of scales, how deep, and how many of them by
+    their exact dot products (null when not checked)."""
     if info.certified is None:
-        return {"guarantee": None, "certified": None, "uncertified": None, "worst_ratio": None, "widths": []}
+        return {"guarantee": None, "certified": None, "uncertified": None, "worst_ratio": None, "widths": [],
+                "refined_entries": None, "levels": None, "exact_entries": None}
     return {"guarantee": info.guarantee, "certified": bool(info.certified), "uncertified": int(info.uncertified),
-            "worst_ratio": float(info.worst_ratio),
+            "worst_ratio": float(info.worst_ratio), "refined_entries": int(info.refined_entries),
+            "levels": int(info.levels), "exact_entries": int(info.exact_entries),
             "widths": [[int(bits), int(count), float(ratio)] for bits, count, ratio in info.widths]}
 
 

@@ -18,8 +18,12 @@ def exact_abs(a_row, b_col) -> Fraction:
 
 def guarantee_holds(c, a_op, b_op, scheme, i, j, guarantee="tight") -> bool:
     """|C_ij - (AB)_ij| <= c u (|A||B|)_ij + rho u |C_ij| + 2**-1074 (the guarantee, exactly), with
-    c = 1 for "tight" and k for "dgemm"."""
+    c = 1 for "tight" and k for "dgemm"; an infinite C_ij only where the exact value rounds to it
+    (finite inputs)."""
     exact = exact_entry(a_op[i], b_op[:, j])
+    if not np.isfinite(c[i, j]):   # an overflow: right only where the exact value rounds to that inf
+        return bool(np.isinf(c[i, j])) and (exact > 0) == (c[i, j] > 0) and \
+            abs(exact) >= Fraction(2) ** 1024 - Fraction(2) ** 970
     factor = max(a_op.shape[1], 1) if guarantee == "dgemm" else 1
     slack = factor * U * exact_abs(a_op[i], b_op[:, j])
     final = FINAL_ROUNDING_ULPS[scheme] * U * abs(Fraction(float(c[i, j]))) + Fraction(1, 2**1074)

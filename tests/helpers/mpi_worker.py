@@ -6,6 +6,7 @@
     mpiexec -n R python tests/helpers/mpi_worker.py pinned PxQ   # SHA-256 of tests/helpers/pinned_cases.py on a PxQ grid
     mpiexec -n R python tests/helpers/mpi_worker.py wire [cutile]  # FP64 and int8-plane panels: the same bits
     mpiexec -n R python tests/helpers/mpi_worker.py complex DIR  # complex SUMMA and HDF5 runs vs ozhpc.gemm
+    mpiexec -n R python tests/helpers/mpi_worker.py anyinput     # levels / exact dots: certified, the same bits
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
@@ -361,6 +362,34 @@ def pinned(comm, grid_text) -> dict:
     return {"cases": done, "failures": [], "digests": digests}
 
 
+ANYINPUT_LAYOUTS = [dict(block=(3, 2), kb=2), dict(block=(5, 7), kb=3, wire="fp64")]
+
+
+def anyinput(comm) -> dict:
+    """tests/helpers/anyinput_cases.py (inputs no single scale per row reaches) on every grid of
+    this rank count, two layouts, both schemes and guarantees: certified, and C bit for bit equal
+    to ozhpc.gemm's (the levels and exact dots of a rank's entries read whole rows, agreed)."""
+    from anyinput_cases import cases as anyinput_cases
+
+    failures, done = [], 0
+    for name, (A, B) in sorted(anyinput_cases().items()):
+        for scheme, guarantee in itertools.product(("ozaki1", "ozaki2"), ("dgemm", "tight")):
+            ref, ref_info = ozhpc.gemm(A, B, engine="numpy", scheme=scheme, guarantee=guarantee, info=True)
+            for dims, layout in itertools.product(GRIDS[comm.Get_size()], ANYINPUT_LAYOUTS):
+                m, k = A.shape
+                with ProcessGrid(comm, dims) as grid:
+                    with Summa(grid, m, B.shape[1], k, engine="numpy", scheme=scheme, guarantee=guarantee,
+                               **layout) as summa:
+                        a, bt, c = summa.distribute(A, B, None)
+                        out = summa(a, bt, c)
+                        whole, info = out.gather(0), summa.info
+                done += 1
+                if comm.Get_rank() == 0 and (not (info.certified and ref_info.certified)
+                                             or sha256_of_matrix(whole) != sha256_of_matrix(ref)):
+                    failures.append(f"{name} {scheme} {guarantee} {dims} {layout}: certified {info.certified}")
+    return {"cases": done, "failures": failures}
+
+
 def main() -> int:
     comm = MPI.COMM_WORLD
     mode = sys.argv[1]
@@ -373,7 +402,7 @@ def main() -> int:
     elif mode == "pinned":
         result = pinned(comm, sys.argv[2])
     else:
-        result = {"repro": repro, "mismatch": mismatch}[mode](comm)
+        result = {"repro": repro, "mismatch": mismatch, "anyinput": anyinput}[mode](comm)
     if comm.Get_rank() == 0:
         print(json.dumps(result))
     ok = comm.bcast(not result["failures"] if comm.Get_rank() == 0 else None, root=0)

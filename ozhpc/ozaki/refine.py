@@ -1,0 +1,163 @@
+"""The entries a pass could not certify, made certified: levels of scales, then exact dot products.
+
+After a pass, every failing entry of C (docs/numerics.md, "Levels of scales") is recomputed from
+the rows of op(A) and op(B)^T that hold one (the failing block), by a
+:class:`~ozhpc.ozaki.levels.Staircase` deepened level by level until every failing entry passes
+its guarantee, and where a few entries still fail, by their exact dot products
+(:func:`ozhpc.engines.superacc.exact_dots`, correctly rounded: within both guarantees by
+construction). Entries that passed keep their bits. So C is certified for every finite input.
+
+Works on a rank's block of C with the product's reductions: the block's rows (columns) are agreed
+over the ranks that share them (MAX of flags) and gathered whole along k (a SUM of their bits, one
+rank holding each column), so every rank refines its own entries from the whole of k, and every
+decision (the depth, where exact lower bounds or exact dots are used) reads global, exact counts:
+the bits are the same on every grid.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import certificate
+from .levels import MAX_LEVELS, Staircase, abs_sums
+from .scales import exponents, row_abs_max
+
+EXACT_LOWER_TERMS = 1 << 22
+"""The exact ``sum_t |a_it||b_tj|`` (a lower bound as good as it gets) is taken for the failing
+entries when there are at most this many ``k`` terms among them, over every rank."""
+
+
+@dataclass
+class Refined:
+    """What :func:`refine` did: ``levels`` (depth of the staircase, 0: none), ``exact`` (entries
+    given their exact dot products, over every rank), ``refined`` (entries recomputed)."""
+
+    levels: int = 0
+    exact: int = 0
+    refined: int = 0
+    worst: float = 0.0
+    """The largest ratio ``E / (c u L)`` of the refined entries (0 for exact ones)."""
+
+
+def _same(x):
+    return x
+
+
+@dataclass
+class Kept:
+    """What the passes so far certified, entry by entry: C (``ab``; ``low``, the entries' totals
+    where C overflowed, else None) and the mask of certified entries (``passed``), so that a later
+    pass (wider, equilibrated, the given operands again) never loses an entry an earlier one
+    certified. ``passed_worst``: the largest ratio among those entries (global)."""
+
+    ab: object
+    low: object
+    passed: object
+    passed_worst: float
+
+    @classmethod
+    def merge(cls, xp, kept: "Kept | None", ab, low, cert, reduce_sum=_same):
+        """``(kept, cert)`` after a pass with C ``ab`` (``low``) and per-entry ``cert``: each entry
+        from this pass where it passed, else from ``kept`` where that passed; the certificate of the
+        result (its count global; its worst ratio this pass's where some entry still fails)."""
+        if kept is None:
+            return cls(ab, low, cert.passed, cert.passed_worst), cert
+        old = kept.passed & ~cert.passed
+        ab = xp.where(old, kept.ab, ab)
+        if low is not None or kept.low is not None:
+            nan = xp.full(ab.shape, xp.nan)
+            low = xp.where(old, nan if kept.low is None else kept.low, nan if low is None else low)
+        passed = cert.passed | kept.passed
+        count = int(reduce_sum(xp.asarray([int(xp.count_nonzero(~passed))], dtype=xp.int64))[0])
+        best = max(cert.passed_worst, kept.passed_worst)
+        out = certificate.Certificate(passed, count, cert.worst if count else best, best)
+        return cls(ab, low, passed, best), out
+
+
+def failing_block(engine, reduce, failing) -> tuple[int, int]:
+    """How many rows of op(A) and columns of op(B) hold a failing entry (global, exact: a row is
+    counted once per rank that shares it, divided by how many do)."""
+    out = []
+    for axis, r_max, r_sum in ((1, reduce.a_max, reduce.a_sum), (0, reduce.b_max, reduce.b_sum)):
+        flag = np.asarray(engine.to_host(failing.any(axis=axis))).astype(np.int64)
+        agreed_rows = int((np.asarray(r_max(flag)) > 0).sum())
+        share = int(np.asarray(r_sum(np.ones(flag.shape, dtype=np.int64))).max(initial=0))
+        total = int(reduce.everywhere_sum(np.array([agreed_rows], dtype=np.int64))[0])
+        ranks = int(reduce.everywhere_max(np.array([share], dtype=np.int64))[0])
+        out.append(total // max(ranks, 1))
+    return tuple(out)
+
+
+def agreed(flags, reduce_max) -> np.ndarray:
+    """Host bool flags per row, OR-ed over the ranks that share each row."""
+    return np.asarray(reduce_max(np.asarray(flags, dtype=np.int64))) > 0
+
+
+def whole_rows(engine, x, k: int, index, reduce_sum):
+    """``x`` (rows of this rank's k columns ``index``) as rows along the whole k, the same on every
+    rank that shares them: each k column is held by one rank, so a SUM of the bits (as int64,
+    zeros elsewhere) is the whole row, exactly (``index`` None: ``x`` is whole already)."""
+    if index is None:
+        return x
+    out = np.zeros((x.shape[0], k), dtype=np.int64)
+    out[:, np.asarray(index)] = np.ascontiguousarray(engine.to_host(x)).view(np.int64)
+    return engine.asarray(np.asarray(reduce_sum(out)).view(np.float64))
+
+
+def refine(engine, reduce, fin, k: int, k_index, bits: int, c, failing, factor: int = 1,
+           max_levels: int = MAX_LEVELS) -> Refined:
+    """Recompute the failing entries of this rank's block ``c`` of op(A) op(B) in place, until each
+    is certified: ``fin`` = (finite rows of op(A), of op(B)^T) as this rank holds them, ``k_index``
+    their global k columns (None: all of k), ``bits`` the staircase's grid (its first level at the
+    whole rows' own scales), ``failing`` the bool mask of entries to recompute (inf/NaN entries of special values never
+    among them), ``factor`` the guarantee's (k for "dgemm", 1 for "tight")."""
+    xp = engine.xp
+    r = reduce
+    host = np.asarray(engine.to_host(failing), dtype=bool)
+    rows = np.flatnonzero(agreed(host.any(axis=1), r.a_max))
+    cols = np.flatnonzero(agreed(host.any(axis=0), r.b_max))
+    done = Refined()
+    if not int(r.everywhere_sum(np.array([int(host.sum())], dtype=np.int64))[0]):
+        return done
+    ia, ib = (None, None) if k_index is None else k_index
+    a = whole_rows(engine, fin[0][engine.asarray(rows)], k, ia, r.a_sum)
+    b = whole_rows(engine, fin[1][engine.asarray(cols)], k, ib, r.b_sum)
+    block = engine.asarray(host[np.ix_(rows, cols)])
+    stair = Staircase(engine, a, b, exponents(xp, row_abs_max(xp, a)), exponents(xp, row_abs_max(xp, b)), bits, k)
+    values, left, sums, worst = xp.zeros(block.shape), block, None, 0.0
+    while True:
+        c_block, passed, ratio = stair.verdicts(factor, sums)
+        now = left & passed
+        values = xp.where(now, c_block, values)
+        worst = max(worst, float(xp.where(now, ratio, 0.0).max()) if now.size else 0.0)
+        left = left & ~passed
+        count = _count(engine, r, left)
+        if count and sums is None and count * k <= EXACT_LOWER_TERMS:
+            sums = _sums_where(engine, a, b, left)    # the best lower bound, once, for the few left
+            continue
+        if not count or stair.depth >= max_levels:
+            break
+        stair.deepen()
+    done.levels, done.refined = stair.depth, _count(engine, r, block)
+    done.worst = float(r.everywhere_max(np.array([worst]))[0])
+    if count:   # still failing at the deepest level: their exact dot products
+        at = xp.nonzero(left)
+        values[at] = engine.exact_dots(a, b, at[0], at[1])
+        done.exact = count
+    view = c[engine.asarray(rows)[:, None], engine.asarray(cols)[None, :]]
+    c[engine.asarray(rows)[:, None], engine.asarray(cols)[None, :]] = xp.where(block, values, view)
+    return done
+
+
+def _count(engine, reduce, mask) -> int:
+    return int(reduce.everywhere_sum(np.array([int(engine.xp.count_nonzero(mask))], dtype=np.int64))[0])
+
+
+def _sums_where(engine, a, b, mask):
+    """:func:`~ozhpc.ozaki.levels.abs_sums` at the entries of ``mask`` (NaN elsewhere)."""
+    xp = engine.xp
+    at = xp.nonzero(mask)
+    out = xp.full(mask.shape, xp.nan)
+    out[at] = abs_sums(xp, a, b, at[0], at[1])
+    return out
