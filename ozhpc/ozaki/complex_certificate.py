@@ -72,13 +72,15 @@ def component_bound(xp, stats_a, stats_b, terms, plan):
 
 
 def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=None, support_groups=None, *,
-                            lifted=None, reduce_sum=_ident, reduce_max=_ident, factor: int = 1) -> Certificate:
+                            lifted=None, reduce_sum=_ident, reduce_max=_ident, factor: int = 1,
+                            fused: bool = True) -> Certificate:
     """Every entry of the complex ``c`` (this rank's block, special values applied) against the
     guarantee, per component (module docstring). ``stats``: ``(part_stats of op(A), part_stats of
     op(B)^T)``; ``magnitude_groups`` / ``support_groups``: the three groups of the parts' magnitude /
     support digit products (or None); ``acc``: the plan's per-component accumulators where its combine
     rounding reads them (scheme I), else None; ``lifted``: ``(low, d_r, d_c)`` as in
-    :func:`ozhpc.ozaki.certificate.certify_entries`, ``low`` complex.
+    :func:`ozhpc.ozaki.certificate.certify_entries`, ``low`` complex; ``fused``: the real certificate's
+    switch, without effect here (a complex product that fails anywhere always gets per-entry verdicts).
 
     First each component by the real certificate with the parts' joint statistics (:func:`joint`:
     the rows as real rows of length 2k, a valid and looser bound of both terms; on a GPU one fused

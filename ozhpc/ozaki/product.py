@@ -195,7 +195,7 @@ class Product:
         self.clock.lap("certificate")
         step = self.policy.after(cert, self.plan, sampled=self.sums.lower_stride > 1,
                                  support="support" in self.sums.digits)
-        if cert.uncertified and (step is None or "lower" not in step.bounds):
+        if cert.uncertified and not self.domain.complex and (step is None or "lower" not in step.bounds):
             block = refine.failing_block(self.engine, self.reduce, ~cert.passed)
             gemms = self.ops.plan(step.settings, step.width).int8_gemms if step and step.settings else self.plan.int8_gemms
             step = self.policy.refine_or(step, self.plan, cert.worst, block, (*self.global_shape, self.k), gemms)
@@ -204,7 +204,7 @@ class Product:
     def _keep(self, cert):
         """``cert`` with the entries an earlier pass certified (and this one did not) taken from that
         pass (:class:`~ozhpc.ozaki.refine.Kept`): no later pass loses a certified entry."""
-        if not cert.uncertified:
+        if not cert.uncertified or self.domain.complex:   # levels and kept entries: real products
             self._kept = None
             return cert
         if cert.passed is None:   # the fused kernel keeps no per-entry verdicts
@@ -294,8 +294,7 @@ class Product:
         return self.domain.certify(eng, self._ab, digits.get("lower"), self._operand_stats(), ops.row_exps,
                                    ops.col_exps, self.plan, self._group_sums, digits.get("support"),
                                    lifted=None if self._low is None else (self._low, *ops.lift),
-                                   reduce_sum=reduce_sum, reduce_max=reduce_max, factor=self.factor,
-                                   **({} if fused else {"fused": False}))
+                                   reduce_sum=reduce_sum, reduce_max=reduce_max, factor=self.factor, fused=fused)
 
     def _operand_stats(self):
         """Both operands' certificate statistics for this plan's split (the domain's
