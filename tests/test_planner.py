@@ -186,7 +186,7 @@ def _run_wire_and_estimate(settings, m, n, k, ranks, grid, kb, per_node):
 
     comm = SimpleNamespace(allgather=lambda _: [f"node{r // per_node}" for r in range(ranks)])
     run = SimpleNamespace(settings=settings, k=k, grid=SimpleNamespace(size=ranks, comm=comm, coords=(0, 0)),
-                          engine=SimpleNamespace(name="cutile", on_device=True), kb=kb,
+                          engine=SimpleNamespace(name="cutile", on_device=True), kb=kb, complex=False,
                           a_layout=BlockCyclic(m, k, 256, kb, *grid), bt_layout=BlockCyclic(n, k, 256, kb, grid[1], grid[0]))
     run.wire = Summa._choose_wire(run, "auto")
     return run.wire.name, rank_estimate(run).device
