@@ -398,16 +398,24 @@ def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, f
     bound = bound + comb
     # a zero row of op(A) or column of op(B): every term is 0, so is C_ij, exactly (no rounding)
     bound = xp.where((sa.norm.reshape(-1, 1) > 0) & (sb.norm.reshape(1, -1) > 0), bound, 0.0)
+    magnitudes = None if magnitude_sums is None else magnitude_sums.astype(xp.float64)
+    return _tally(xp, *bound_verdicts(xp, c, c_lo, c_up, bound, magnitudes, plan, e, f, lifted, factor))
+
+
+def bound_verdicts(xp, c, c_lo, c_up, bound, magnitudes, plan, e, f, lifted, factor):
+    """``(passed, ratio)`` per entry from its error ``bound``: the lower bound of ``|A||B|`` from C
+    (raised by the sampled ``magnitudes`` where given), the verdicts, and those of entries that
+    overflowed only in the lifted sum. Shared by the real and the complex certificate."""
     free = lower = free_lower_bound(xp, c_lo, c_up, bound, plan.final_rounding_ulps, subnormal_unit(xp, e, f))
-    if magnitude_sums is not None:
-        lower = xp.maximum(lower, magnitude_sums.astype(xp.float64) * MAGNITUDE_UNIT)
+    if magnitudes is not None:
+        lower = xp.maximum(lower, magnitudes * MAGNITUDE_UNIT)
     special = ~xp.isfinite(c if lifted is None else lifted[0])
     passed, ratio = verdicts(xp, bound, lower, special, factor=factor)
     if lifted is not None:
         over = ~xp.isfinite(c) & ~special
         proved, over_ratio = overflow_verdicts(xp, free, bound, ratio, e, f)
         passed, ratio = xp.where(over, proved, passed), xp.where(over, over_ratio, ratio)
-    return _tally(xp, passed, ratio)
+    return passed, ratio
 
 
 def verdict_constants(plan, factor: int) -> dict:

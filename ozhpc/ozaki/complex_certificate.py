@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .certificate import (CERTIFY_CHUNK, MAGNITUDE_UNIT, UP, Certificate, OperandStats, certify_entries, error_bound,
-                          free_lower_bound, normalised_c, operand_stats, overflow_verdicts, subnormal_unit, support_bound,
-                          verdicts)
+from .certificate import (CERTIFY_CHUNK, UP, Certificate, OperandStats, bound_verdicts, certify_entries, error_bound,
+                          normalised_c, operand_stats, support_bound)
 
 TERMS = (((0, 0), (1, 1)), ((0, 1), (1, 0)))
 """Per component (Re, Im), its two terms as (part of op(A), part of op(B)^T): 0 real, 1 imaginary."""
@@ -151,13 +150,4 @@ def _component(xp, c, stats, terms, e, f, plan, acc, magnitudes, support, factor
         bound = xp.minimum(bound, support_bound(xp, sa, sb, plan, support))
         comb = xp.where(support > 0, comb, 0.0)
     bound = xp.where(live, bound + comb, 0.0)
-    free = lower = free_lower_bound(xp, c_lo, c_up, bound, plan.final_rounding_ulps, subnormal_unit(xp, e, f))
-    if magnitudes is not None:
-        lower = xp.maximum(lower, magnitudes * MAGNITUDE_UNIT)
-    special = ~xp.isfinite(c if lifted is None else lifted[0])
-    passed, ratio = verdicts(xp, bound, lower, special, factor=factor)
-    if lifted is not None:
-        over = ~xp.isfinite(c) & ~special
-        proved, over_ratio = overflow_verdicts(xp, free, bound, ratio, e, f)
-        passed, ratio = xp.where(over, proved, passed), xp.where(over, over_ratio, ratio)
-    return passed, ratio
+    return bound_verdicts(xp, c, c_lo, c_up, bound, magnitudes, plan, e, f, lifted, factor)
