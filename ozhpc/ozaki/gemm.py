@@ -122,7 +122,6 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     alpha, beta = scalars(alpha, beta)
     transa, transb = trans_mode(transa, "transa"), trans_mode(transb, "transb")
     eng = get_engine(engine)
-    xp = eng.xp
     A, B = as_matrix(A, "A", True), as_matrix(B, "B", True)
     a_rows = op_rows(eng.asarray(A).astype(_kind(A), copy=False), transa, True)
     b_rows = op_rows(eng.asarray(B).astype(_kind(B), copy=False), transb, False)

@@ -211,7 +211,7 @@ class Summa:
         require_c(beta, c)
         if beta != 0.0 and c.layout != self.c_layout:
             raise ValueError("C is not in this Summa's layout (Summa.c_layout)")
-        eng, xp = self.engine, self.engine.xp
+        eng = self.engine
         g = self.grid
         kind = _kind(a.local, bt.local)   # the dtype is the dataset's: the same on every rank
         product = Product(self.settings, eng, eng.asarray(a.local).astype(kind, copy=False),

@@ -17,7 +17,7 @@ from ..engines import ENGINE_NAMES
 from ..errors import InputError, OptionError, digit_count, shown, trans_mode
 from ..io.h5io import DatasetRef
 from ..ozaki.settings import (ACCURACY, DEFAULT_GUARANTEE, DEFAULT_SCHEME, GUARANTEES, SCHEMES, OzakiSettings,
-                               option_value)
+                               option_value)  # noqa: F401  (re-exported: cli)
 from ..parallel.transport_names import TRANSPORT_NAMES
 from ..parallel.wire import WIRE_NAMES
 from .progress import MODES as PROGRESS_MODES
