@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..errors import InputError, digit_count, shown
+from ..ozaki.domain import COMPLEX, REAL
 from ..ozaki.passes import assumed_depth
 from ..ozaki.plan import assumed_plan
 from ..ozaki.settings import TYPICAL_BITS, TYPICAL_SLICES, OzakiSettings
@@ -84,21 +85,24 @@ class Prediction:
 
 def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: OzakiSettings, *, kb: int,
             wire: str = "auto", block=(256, 256), per_node: int | None = None, io_rate: float = IO_RATE,
-            requested: bool = True, per_rank: bool = True) -> Prediction:
+            requested: bool = True, per_rank: bool = True, complex_entries: bool = False) -> Prediction:
     """The model for one layout (see the module docstring). ``wire`` "fp64" / "planes" is
     ``--wire`` given (``requested``), or a wire :func:`best` tries for ``--wire auto``; ``per_rank``:
-    also count every rank's bytes (:func:`traffic`)."""
+    also count every rank's bytes (:func:`traffic`); ``complex_entries``: complex128 A, B and C (16
+    bytes an entry, the complex plan's products and planes, each entry's two parts split)."""
     p, q = grid
     ranks, per_node = p * q, per_node or device.per_node
-    plan, depth = assumed_plan(settings, k), assumed_depth(settings, k)
-    wire, why = _wire(wire, requested, depth, ranks, per_node, device)
-    entry, on_arrival = Wire(wire).bytes_per_entry(depth), Wire(wire).split_on_arrival
+    domain = COMPLEX if complex_entries else REAL
+    item = 16 if complex_entries else 8
+    plan, depth = assumed_plan(settings, k, domain.forms), assumed_depth(settings, k, domain)
+    wire, why = _wire(wire, requested, depth, ranks, per_node, device, complex_entries)
+    entry, on_arrival = Wire(wire).bytes_per_entry(depth, complex_entries), Wire(wire).split_on_arrival
     # the largest rank (rank 0 holds the most rows and k columns): its time and memory
     rows_a, rows_b = numroc(m, block[0], 0, 0, p), numroc(n, block[1], 0, 0, q)
     ka, kbt = numroc(k, kb, 0, 0, q), numroc(k, kb, 0, 0, p)
     share = max(1.0, min(ranks, per_node) / device.cores) if device.cores else 1.0  # CPU ranks beyond its cores
     pair_ops = device.pair_ops / share * kb / (kb + device.k_half)
-    split_rate = device.split_rate / share
+    split_rate = device.split_rate / share / (2 if complex_entries else 1)   # a complex entry: two parts
     products = 2.0 * rows_a * rows_b * k * (plan.int8_gemms + depth - plan.planes) / pair_ops   # + the extra planes'
     split_each = (rows_a + rows_b) * k / split_rate if on_arrival else 0.0
     split_front = 0.0 if on_arrival else (rows_a * ka + rows_b * kbt) / split_rate
@@ -113,14 +117,14 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
         loop = (comm + (panels - 1) * max(compute, comm) + compute) / panels
     else:
         loop = compute + comm
-    scales_combine = (2 * 8 * (rows_a * ka + rows_b * kbt) + (8 + 4 * plan.accumulators) * rows_a * rows_b) / device.hbm
+    scales_combine = (2 * item * (rows_a * ka + rows_b * kbt) + (item + 4 * plan.accumulators) * rows_a * rows_b) / device.hbm
     seconds = split_front + loop + scales_combine / share
     exposed = max(0.0, loop - compute)
     estimate = estimate_memory((rows_a, ka), (rows_b, kbt), kb, k, settings, on_device=device.engine != "numpy",
-                               wire=wire)
+                               wire=wire, complex_entries=complex_entries)
     memory = estimate.device if device.engine != "numpy" else estimate.host
     room = device.memory / (min(ranks, per_node) if device.engine == "numpy" else 1)
-    read_bytes, write_bytes = 8 * (m * k + k * n), 8 * m * n
+    read_bytes, write_bytes = item * (m * k + k * n), item * m * n
     io = (read_bytes + write_bytes) / io_rate
     out = Prediction(grid=(p, q), kb=kb, wire=wire, wire_reason=why, plan=plan.summary(), bytes_per_entry=entry,
                      seconds=seconds, compute_seconds=compute + split_front, comm_seconds=comm,
@@ -133,11 +137,13 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     return traffic(out, m, n, k, block, per_node) if per_rank else out
 
 
-def _wire(wire: str, requested: bool, depth: int, ranks: int, per_node: int, device: Device) -> tuple[str, str]:
+def _wire(wire: str, requested: bool, depth: int, ranks: int, per_node: int, device: Device,
+          complex_entries: bool = False) -> tuple[str, str]:
     """(wire, why): what ``--wire auto`` picks (:func:`choose_wire`, the run's rule), or ``wire``
     as requested, or ``wire`` as tried for ``--wire auto`` and what auto itself would pick."""
     auto = choose_wire("auto", depth, ranks=ranks, engine=device.engine, one_node=ranks <= per_node,
-                       split_rate=device.split_rate, link_rate=device.network if ranks > per_node else device.nvlink)
+                       split_rate=device.split_rate, link_rate=device.network if ranks > per_node else device.nvlink,
+                       complex=complex_entries)
     pick, why = auto.name, auto.reason[len("auto: "):]
     if wire == "auto" or (not requested and wire == pick):
         return pick, f"--wire auto picks it: {why}"
@@ -184,7 +190,8 @@ PANELS = (256, 512, 1024, 2048, 4096, 8192)
 
 
 def best(m: int, n: int, k: int, ranks: int, device: Device, settings: OzakiSettings, *, wire: str = "auto",
-         per_node: int | None = None, block=(256, 256), io_rate: float = IO_RATE) -> tuple[Prediction, list[Prediction]]:
+         per_node: int | None = None, block=(256, 256), io_rate: float = IO_RATE,
+         complex_entries: bool = False) -> tuple[Prediction, list[Prediction]]:
     """The fastest layout that fits (else the one needing the least memory), with its per-rank
     bytes, and every candidate (each grid P x Q = ranks; panel widths of :data:`PANELS` up to
     k / max(P, Q); both wires for "auto"), fastest first."""
@@ -194,7 +201,8 @@ def best(m: int, n: int, k: int, ranks: int, device: Device, settings: OzakiSett
         for kb in sorted({min(w, cap) for w in PANELS}):
             for tried in (("fp64", "planes") if wire == "auto" else (wire,)):
                 out.append(predict(m, n, k, grid, device, settings, kb=kb, wire=tried, per_node=per_node,
-                                   block=block, io_rate=io_rate, requested=wire != "auto", per_rank=False))
+                                   block=block, io_rate=io_rate, requested=wire != "auto", per_rank=False,
+                                   complex_entries=complex_entries))
     out.sort(key=lambda c: (not c.fits, c.seconds if c.fits else c.memory_bytes))
     out[0] = traffic(out[0], m, n, k, block, per_node or device.per_node)
     return out[0], out
@@ -274,6 +282,8 @@ def add_arguments(p) -> None:
                    help="Ozaki scheme (default ozaki2, as ozhpc gemm; ozaki1 when --slices is given)")
     p.add_argument("--slices", default="auto", help=f"scheme ozaki1: slices, or auto ({TYPICAL_SLICES} assumed)")
     p.add_argument("--bits", default="auto", help=f"scheme ozaki2: bits, or auto ({TYPICAL_BITS} assumed)")
+    p.add_argument("--complex", action="store_true",
+                   help="complex128 A and B (ZGEMM): 16 bytes an entry and the complex plan's products")
     p.add_argument("--wire", choices=WIRE_NAMES, default="auto", help="panels as fp64 or planes; auto: "
                                                                       "the faster by the model")
     p.add_argument("--io-rate", type=_rate, default=IO_RATE / 1e9, metavar="GB/s",
@@ -338,10 +348,11 @@ def main(args) -> int:
               file=sys.stderr if args.json else sys.stdout)   # --json: stdout is the JSON alone
     device = device_for(args.gpu, load_calibration(path, _warn), settings.scheme)
     chosen, candidates = best(args.m, args.n, args.k, args.gpus, device, settings, wire=args.wire,
-                              per_node=args.gpus_per_node, io_rate=args.io_rate * 1e9)
+                              per_node=args.gpus_per_node, io_rate=args.io_rate * 1e9,
+                              complex_entries=args.complex)
     if not chosen.fits:
         unit = device.unit
-        raise InputError(f"no layout of C = {args.m}x{args.n} (k = {args.k}) fits {args.gpus} {unit}(s) "
+        raise InputError(f"no layout of {'complex ' if args.complex else ''}C = {args.m}x{args.n} (k = {args.k}) fits {args.gpus} {unit}(s) "
                          f"({device.name}): the smallest needs {_gb(chosen.memory_bytes)} per {unit}, "
                          f"{_gb(chosen.memory_room)} available; " + (
                              "the ranks share one node's RAM: spread them over nodes (--gpus-per-node), or plan "

@@ -170,9 +170,15 @@ class Engine(ABC):
         """complex128 ``(m, n)``: the CRT of each component (stored as one float64 ``(m, n, 2)``)."""
         raise NotImplementedError(f"engine {self.name!r} has no complex products")
 
-    def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables):
-        """The products over the whole k, then :meth:`combine_gaussian` (same bits as the steps)."""
+    def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables, out=None):
+        """The products over the whole k, then :meth:`combine_gaussian` (same bits as the steps);
+        ``out``: a complex128 ``(m, n)`` array (C-ordered) to write C into."""
         raise NotImplementedError(f"engine {self.name!r} has no complex products")
+
+    def plane_budget(self) -> int | None:
+        """Bytes one operand's int8 planes may take at once (None: no limit; a device engine answers
+        from its free memory, and a complex product larger than that makes its planes in blocks)."""
+        return None
 
     def zeros_groups(self, ngroups: int, m: int, n: int, *, slices: int | None = None,
                      k: int | None = None):

@@ -126,12 +126,26 @@ class CutileGaussian:
         gaussian_crt.launch(self._stream(), acc, re, ce, self._gaussian_tables(tables).crt, out, tables.shift,
                             tables.splits, tables.pieces)
 
-    def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables):
+    def plane_budget(self) -> int:
+        """A quarter of the workspace budget (an eighth of free memory): a complex operand whose
+        planes take more makes them a row block at a time, which leaves room for op(B)^T's planes,
+        C and the products' residues (n = 32768 on one H200)."""
+        return self._workspace_budget() // 4
+
+    def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables, out=None):
         """The products over the whole k into int8 residues, then the CRT, blocked over M/N so the
-        residues stay within ``memory_fraction`` of free memory."""
+        residues stay within ``memory_fraction`` of free memory (``out``: C's complex128 rows to
+        write into)."""
         g, m, k = da.shape
         n = eb.shape[1]
-        out = cp.zeros((m, n, 2), dtype=cp.float64)
+        if out is None:
+            out = cp.zeros((m, n, 2), dtype=cp.float64)
+        else:
+            if out.shape != (m, n) or out.dtype != cp.complex128 or not out.flags.c_contiguous:
+                raise ValueError(f"out must be C-ordered complex128 of shape {(m, n)}, got {out.dtype} {out.shape}")
+            out = out.view(cp.float64).reshape(m, n, 2)
+            if not k:
+                out.fill(0)
         self.last_path = "gaussian-int8-residues"
         if m and n and k:
             pa, pb = self._as_padded(da), self._as_padded(eb)

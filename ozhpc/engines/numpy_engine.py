@@ -103,11 +103,15 @@ class NumpyEngine(Engine):
                                                        reduce=False)
         return out.view(np.complex128).reshape(m, n)
 
-    def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables):
+    def multiply_combine_gaussian(self, da, eb, row_exps, col_exps, tables, out=None):
         acc = self.zeros_gaussian(tables, da.shape[1], eb.shape[1])
         if da.shape[2]:
             self.accumulate_gaussian(acc, da, eb, tables)
-        return self.combine_gaussian(acc, row_exps, col_exps, tables)
+        c = self.combine_gaussian(acc, row_exps, col_exps, tables)
+        if out is None:
+            return c
+        out[...] = c
+        return out
 
     def accumulate_moduli(self, acc, da, eb, tables) -> None:
         # |residue| <= 128: BLAS partial sums stay exact integers for k < 2**39

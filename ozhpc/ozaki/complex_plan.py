@@ -79,6 +79,13 @@ class GaussianPlan(ModularPlan):
         return 2 * super().truncation_bound(k)
 
     def split(self, eng, x, exps):
+        """The residue planes of the complex rows ``x``, or, where the engine's :meth:`plane_budget`
+        cannot hold them at once, :class:`DeferredPlanes` that make them a block at a time."""
+        budget = eng.plane_budget()
+        rows, k = x.shape
+        if budget is not None and self.planes * rows * k > budget and rows and k:
+            rows = max(1, budget // (self.planes * k))
+            return DeferredPlanes(eng, x, exps, self.tables, rows - rows % 128 if rows >= 256 else rows)
         return eng.gaussian_residues(x, exps, self.tables)
 
     def zeros(self, eng, m: int, n: int, k: int):
@@ -91,7 +98,44 @@ class GaussianPlan(ModularPlan):
         return eng.combine_gaussian(acc, row_exps, col_exps, self.tables)
 
     def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
-        return eng.multiply_combine_gaussian(da, eb, row_exps, col_exps, self.tables)
+        """The products and the CRT; deferred planes of op(A) a block of rows at a time into one C
+        (op(B)^T's planes made once), so only one block's planes of op(A) are held."""
+        if not isinstance(da, DeferredPlanes):
+            return eng.multiply_combine_gaussian(da, _made(eb), row_exps, col_exps, self.tables)
+        eb = _made(eb)
+        m, n = da.shape[1], eb.shape[1]
+        out = eng.xp.empty((m, n), dtype=eng.xp.complex128)
+        for i0 in range(0, m, da.block_rows):
+            i1 = min(m, i0 + da.block_rows)
+            eng.multiply_combine_gaussian(da[:, i0:i1], eb, row_exps[i0:i1], col_exps, self.tables, out=out[i0:i1])
+        return out
+
+
+class DeferredPlanes:
+    """The residue planes of complex rows, made when read: ``planes[:, rows, cols]`` splits that block
+    (every plane is elementwise in the rows' global scales, so a block's planes are the bytes the
+    whole split would have held there). Used where an operand's planes would not fit at once
+    (:meth:`GaussianPlan.split`): the fused product reads them ``block_rows`` rows at a time,
+    SUMMA's owner packs each k-panel from them."""
+
+    def __init__(self, eng, rows, exps, tables, block_rows: int):
+        self.eng, self.rows, self.exps, self.tables = eng, rows, exps, tables
+        self.block_rows = int(block_rows)
+        self.shape = (tables.planes, *rows.shape)
+        self.dtype = "int8"
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        if key[0] != slice(None) or len(key) > 3 or any(not isinstance(s, slice) for s in key[1:]):
+            raise IndexError(f"deferred planes are read as [:, rows, cols] slices, got {key!r}")
+        rows = key[1] if len(key) > 1 else slice(None)
+        cols = key[2] if len(key) > 2 else slice(None)
+        return self.eng.gaussian_residues(self.rows[rows, cols], self.exps[rows], self.tables)
+
+
+def _made(planes):
+    """The planes as an array (deferred ones made whole)."""
+    return planes[:, :, :] if isinstance(planes, DeferredPlanes) else planes
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ class MemoryEstimate:
 
 
 def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int, k: int, settings, *,
-                    on_device: bool = False, with_c: bool = False, wire="planes") -> MemoryEstimate:
+                    on_device: bool = False, with_c: bool = False, wire="planes",
+                    complex_entries: bool = False) -> MemoryEstimate:
     """Peak memory of one rank's product, from its local shapes (op(A): m x kA, op(B)^T: n x kB).
 
     Host, NumPy engine: the FP64 operands, their int8 planes, two panels in flight per operand,
@@ -43,42 +44,50 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     panels travel as FP64, split on arrival) there are
     no whole-operand planes: two FP64 panels in flight per operand and the planes of the panel
     being multiplied (with the split's own output). A GPU engine keeps the planes, panels and (narrower) accumulators on
-    the device and only the operands and C on the host. ``bench/results/memory_cpu_2026-12-01.md``
-    compares it with the measured peak.
+    the device and only the operands and C on the host. ``complex_entries``: complex128 operands and C
+    (16 bytes an entry), the complex plan's planes (two or three per modulus; int8 residues as the
+    device's accumulators), two certificate digit planes per operand (one per part) and three
+    groups of their sums. ``bench/results/memory_cpu_2026-12-01.md`` compares it with the measured peak.
     """
+    from ..ozaki.domain import COMPLEX, REAL
     from ..ozaki.plan import assumed_plan
     from ..parallel.wire import as_wire
 
+    domain = COMPLEX if complex_entries else REAL
+    item = 16 if domain.complex else 8
     (m, ka), (n, kbt) = local_a, local_bt
-    plan = assumed_plan(settings, k)
+    plan = assumed_plan(settings, k, domain.forms)
     planes, acc_planes = plan.planes, plan.accumulators
     note = plan.summary() + (", assumed for auto" if settings.auto else "")
     a, b, c = m * ka, n * kbt, m * n
     w = max(1, min(kb, k))
-    operands = 8 * (a + b) + (8 * c if with_c else 0)
+    operands = item * (a + b) + (item * c if with_c else 0)
     if as_wire(wire).split_on_arrival:
-        split, a_planes, b_planes = 2 * 8 * (m + n) * w + 2 * planes * (m + n) * w, 0, 0
+        split, a_planes, b_planes = 2 * item * (m + n) * w + 2 * planes * (m + n) * w, 0, 0
     else:
         split, a_planes, b_planes = planes * (a + b) + 2 * planes * (m + n) * w, a, b
-    certified = _certificate_bytes(a_planes, b_planes, c, m + n, w) if settings.auto else 0
+    certified = _certificate_bytes(a_planes, b_planes, c, m + n, w, domain.digit_planes) if settings.auto else 0
     if on_device:
-        device = operands + split + acc_planes * 4 * c + 3 * 8 * c + certified
-        return MemoryEstimate(BASE_BYTES + operands + 2 * 8 * c, device, planes, note)
+        acc_bytes = 1 if domain.complex else 4   # the complex products' int8 residues
+        device = operands + split + acc_planes * acc_bytes * c + 3 * item * c + certified
+        return MemoryEstimate(BASE_BYTES + operands + 2 * item * c, device, planes, note)
     accumulate = split + 8 * acc_planes * c + plan.host_work_bytes(m, n, min(w, PACK_K))
-    combine = 8 * acc_planes * c + 5 * 8 * c
+    combine = 8 * acc_planes * c + 5 * item * c
     return MemoryEstimate(BASE_BYTES + operands + max(accumulate, combine) + certified, 0, planes, note)
 
 
-def _certificate_bytes(a: int, b: int, c: int, rows: int, w: int) -> int:
+def _certificate_bytes(a: int, b: int, c: int, rows: int, w: int, parts: int = 1) -> int:
     """What certified "auto" adds: the FP64 sums of the magnitude digits' products, with the digits
-    (one int8 plane per operand and per panel) while the products run, or the verdict (one byte per
+    (one int8 plane per operand and per panel; ``parts`` 2, complex: one per part, their products
+    in three groups, each component's sums FP64) while the products run, or the verdict (one byte per
     entry of C) and the row chunks of the check (``certificate.CERTIFY_CHUNK`` entries, about
     six FP64 temporaries live at once) after. Not counted: the equilibrated copy of both
     operands that a pass made after a failed one holds (8 bytes per operand entry; rare inputs,
     e.g. compensated column scalings)."""
     from ..ozaki.certificate import CERTIFY_CHUNK
 
-    return 8 * c + max((a + b) + 2 * rows * w, c + 6 * 8 * min(c, CERTIFY_CHUNK))
+    sums = 8 * c * (2 * parts - 1) + (2 * 8 * c if parts > 1 else 0)
+    return sums + max(parts * ((a + b) + 2 * rows * w), c + 6 * 8 * min(c, CERTIFY_CHUNK))
 
 
 UNLIMITED = 1 << 60

@@ -79,7 +79,7 @@ def rank_estimate(summa, with_c: bool = False):
     me = summa.grid.coords
     return estimate_memory(summa.a_layout.local_shape(*me), summa.bt_layout.local_shape(me[1], me[0]),
                            summa.kb, summa.k, summa.settings, on_device=summa.engine.on_device,
-                           with_c=with_c, wire=summa.wire)
+                           with_c=with_c, wire=summa.wire, complex_entries=summa.complex)
 
 
 def _largest(comm, estimate):

@@ -1,0 +1,89 @@
+"""Complex products whose residue planes do not fit at once: the planes made a block at a time
+(:class:`ozhpc.ozaki.complex_plan.DeferredPlanes`) give the bits of the whole split, in the fused
+one-process product (row blocks of op(A)) and in SUMMA's panels (packed from deferred planes)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import ozhpc
+from ozhpc.engines.numpy_engine import NumpyEngine
+from ozhpc.ozaki import complex_plan
+from ozhpc.parallel import ProcessGrid
+from ozhpc.parallel.summa import dist_gemm
+
+
+def _random(rng, shape, phi=0.5):
+    return ((rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
+            + 1j * (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape)))
+
+
+def _bits(x):
+    return np.asarray(x).view(np.int64)
+
+
+@pytest.fixture
+def small_budget(monkeypatch):
+    """The NumPy engine told that one operand's planes may take ``budget[0]`` bytes, and a record of
+    every DeferredPlanes made."""
+    budget, made = [None], []
+    monkeypatch.setattr(NumpyEngine, "plane_budget", lambda self: budget[0])
+    init = complex_plan.DeferredPlanes.__init__
+
+    def recording(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+    monkeypatch.setattr(complex_plan.DeferredPlanes, "__init__", recording)
+    return budget, made
+
+
+@pytest.mark.parametrize("shape,budget,ta,tb", [
+    ((37, 50, 23), 32 * 50 * 5, "N", "N"),     # 5 rows per block, a short last block
+    ((37, 50, 23), 32 * 50 * 1, "C", "T"),     # one row per block, conjugate transposes
+    ((300, 40, 9), 1, "N", "C"),               # below one row: one row per block
+])
+def test_row_blocks_give_the_bits_of_the_whole_split(small_budget, shape, budget, ta, tb):
+    m, k, n = shape
+    rng = np.random.default_rng(m + n)
+    a = _random(rng, (m, k) if ta == "N" else (k, m))
+    b = _random(rng, (k, n) if tb == "N" else (n, k))
+    want, info = ozhpc.gemm(a, b, transa=ta, transb=tb, engine="numpy", info=True)
+    assert not small_budget[1]
+    small_budget[0][0] = budget
+    got, ginfo = ozhpc.gemm(a, b, transa=ta, transb=tb, engine="numpy", info=True)
+    made = small_budget[1]
+    assert made and made[0].block_rows == max(1, budget // (info.planes * k)) < m
+    assert (ginfo.certified, ginfo.widths) == (info.certified, info.widths)
+    assert np.array_equal(_bits(got), _bits(want))
+
+
+def test_an_operand_that_fits_is_split_whole(small_budget):
+    rng = np.random.default_rng(3)
+    a, b = _random(rng, (20, 30)), _random(rng, (30, 10))
+    small_budget[0][0] = 10**9
+    ozhpc.gemm(a, b, engine="numpy")
+    assert not small_budget[1]
+
+
+def test_summa_packs_panels_from_deferred_planes(small_budget):
+    rng = np.random.default_rng(5)
+    a, b = _random(rng, (40, 70)), _random(rng, (70, 30))
+    want = ozhpc.gemm(a, b, engine="numpy")
+    small_budget[0][0] = 1
+    with ProcessGrid(MPI.COMM_SELF) as grid:
+        got = dist_gemm(grid, a, b, kb=16, engine="numpy", wire="planes").gather()
+    assert small_budget[1]
+    assert np.array_equal(_bits(got), _bits(want))
+
+
+def test_deferred_planes_refuse_reads_they_cannot_make():
+    rng = np.random.default_rng(1)
+    plan = complex_plan.GaussianPlan.for_k(54, 8)
+    planes = complex_plan.DeferredPlanes(NumpyEngine(), _random(rng, (4, 8)), np.zeros(4, dtype=np.int32),
+                                         plan.tables, 2)
+    assert planes.shape == (plan.planes, 4, 8)
+    whole = NumpyEngine().gaussian_residues(planes.rows, planes.exps, plan.tables)
+    assert np.array_equal(planes[:, 1:3, 2:5], whole[:, 1:3, 2:5])
+    with pytest.raises(IndexError, match=r"\[:, rows, cols\] slices"):
+        planes[0]
