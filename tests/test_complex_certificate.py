@@ -132,3 +132,43 @@ def test_dgemm_factor_and_support():
     sparse_b[:, 4:] = _random(rng, (3, 4))
     c, cert = certified(sparse_a, sparse_b, GaussianPlan.for_k(30, 8), support=True)
     assert cert.uncertified == 0 and np.all(c == 0)
+
+
+def _same_stats(x, y):
+    return all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in zip((x.delta, x.norm, x.nnz),
+                                                                            (y.delta, y.norm, y.nnz)))
+
+
+@pytest.mark.parametrize("case", ["random", "purely real", "zeros and tiny parts", "wide range"])
+def test_joint_statistics_in_one_pass_are_those_of_the_parts(case):
+    """The first check's statistics of both parts together (one pass over the rows as real rows of
+    length 2k) equal the parts' joined, bit for bit; the row sizes the product measured bound them."""
+    from ozhpc.ozaki.operands import measure
+    from ozhpc.ozaki.domain import COMPLEX
+    from ozhpc.ozaki.reductions import LOCAL
+    from ozhpc.ozaki.settings import OzakiSettings
+
+    rng = np.random.default_rng(11)
+    z = _random(rng, (13, 40))
+    if case == "purely real":
+        z = z.real.astype(complex)
+    elif case == "zeros and tiny parts":
+        z[3] = 0
+        z[5] = z[5].real + 1e-300j
+        z[:, 7] = 1j * z[:, 7].imag
+    elif case == "wide range":
+        z = z * 2.0 ** rng.integers(-200, 200, z.shape)
+    for plan in (GaussianPlan.for_k(54, 40), ComplexSlicePlan(7, 7)):
+        e = _exps(z)
+        stats = cc.part_stats(ENG, z, e, plan)
+        assert _same_stats(stats.joint, cc.joint(np, stats.parts))
+    ops = measure(ENG, z, z, k=40, settings=OzakiSettings("ozaki2"), certifying=True, reduce=LOCAL, domain=COMPLEX)
+    plan = ops.plan(OzakiSettings("ozaki2"))
+    fresh = cc.part_stats(ENG, ops.fin_a, ops.row_exps, plan)
+    measured = cc.part_stats(ENG, ops.fin_a, ops.row_exps, plan, mags=ops.mags[0])
+    # the measured sizes: the same counts and errors; norms the same or, in rows "auto" scaled down
+    # to relieve the CRT range, rounded up (bounds, as the real certificate reads them)
+    assert _same_stats(fresh.joint, cc.joint(np, fresh.parts))
+    assert np.array_equal(measured.joint.delta, fresh.joint.delta)
+    assert np.array_equal(measured.joint.nnz, fresh.joint.nnz)
+    assert np.all(measured.joint.norm >= fresh.joint.norm)

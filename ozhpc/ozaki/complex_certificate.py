@@ -38,12 +38,38 @@ def _ident(x):
     return x
 
 
-def part_stats(engine, fin, exps, plan, reduce_max=_ident, reduce_sum=_ident) -> tuple[OperandStats, OperandStats]:
-    """:func:`~ozhpc.ozaki.certificate.operand_stats` of the real and the imaginary part of the finite
-    complex rows ``fin`` (their representation errors on ``plan``'s grid, their row norms)."""
-    xp = engine.xp
-    return tuple(operand_stats(engine, xp.ascontiguousarray(part), exps, plan, reduce_max, reduce_sum)
-                 for part in (fin.real, fin.imag))
+class PartStats:
+    """One operand's certificate statistics: ``joint``, of both parts together (the rows as real rows
+    of length 2k), which the first check reads, and ``parts``, of the real and the imaginary part
+    apart, made only when some entry needs the term-by-term check (:func:`precise_entries`)."""
+
+    def __init__(self, joint_stats: OperandStats, make_parts):
+        self.joint = joint_stats
+        self._make_parts, self._parts = make_parts, None
+
+    @property
+    def parts(self) -> tuple[OperandStats, OperandStats]:
+        if self._parts is None:
+            self._parts = self._make_parts()
+        return self._parts
+
+
+def part_stats(engine, fin, exps, plan, reduce_max=_ident, reduce_sum=_ident, mags=None) -> PartStats:
+    """:func:`~ozhpc.ozaki.certificate.operand_stats` of the finite complex rows ``fin`` as real rows
+    of length 2k (one pass over them; ``mags``: their ``(norm, nnz, ...)`` row sizes, reduced, when the
+    caller measured them, as :func:`ozhpc.ozaki.operands.measure` does), and, when asked for, of
+    each part apart. The joint statistics equal :func:`joint` of the parts' (a row's largest
+    representation error and its entries' norm units and counts over both parts)."""
+    xp, reduce_sum = engine.xp, reduce_sum or _ident
+    fin = xp.ascontiguousarray(fin)
+    rows = fin.view(fin.real.dtype).reshape(fin.shape[0], 2 * fin.shape[1])
+
+    def parts():
+        return tuple(operand_stats(engine, xp.ascontiguousarray(part), exps, plan, reduce_max, reduce_sum)
+                     for part in (fin.real, fin.imag))
+    together = operand_stats(engine, rows, exps, plan, reduce_max, reduce_sum,
+                             mags=None if mags is None else tuple(mags[:2]))
+    return PartStats(together, parts)
 
 
 def joint(xp, stats: tuple[OperandStats, OperandStats]) -> OperandStats:
@@ -75,13 +101,13 @@ def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=
                             fused: bool = True) -> Certificate:
     """Every entry of the complex ``c`` (this rank's block, special values applied) against the
     guarantee, per component (module docstring). ``stats``: ``(part_stats of op(A), part_stats of
-    op(B)^T)``; ``magnitude_groups`` / ``support_groups``: the three groups of the parts' magnitude /
+    op(B)^T)`` (:class:`PartStats`); ``magnitude_groups`` / ``support_groups``: the three groups of the parts' magnitude /
     support digit products (or None); ``acc``: the plan's per-component accumulators where its combine
     rounding reads them (scheme I), else None; ``lifted``: ``(low, d_r, d_c)`` as in
     :func:`ozhpc.ozaki.certificate.certify_entries`, ``low`` complex; ``fused``: the real certificate's
     switch, without effect here (a complex product that fails anywhere always gets per-entry verdicts).
 
-    First each component by the real certificate with the parts' joint statistics (:func:`joint`:
+    First each component by the real certificate with the parts' joint statistics (``joint``:
     the rows as real rows of length 2k, a valid and looser bound of both terms; on a GPU one fused
     kernel each); only when some entry fails there, every entry again term by term
     (:func:`precise_entries`), which certifies what the joint bound cannot see (a part that is all
@@ -90,7 +116,7 @@ def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=
     xp = engine.xp
     mags = None if magnitude_groups is None else component_sums(xp, magnitude_groups)
     supp = None if support_groups is None else component_sums(xp, support_groups)
-    joint_stats = tuple(joint(xp, s) for s in stats)
+    joint_stats = tuple(s.joint for s in stats)
     certs = [certify_entries(engine, part(c), _at(mags, comp), joint_stats, e, f, plan, _at(acc, comp), _at(supp, comp),
                              lifted=None if lifted is None else (part(lifted[0]), *lifted[1:]),
                              reduce_sum=reduce_sum, reduce_max=reduce_max, factor=factor)
@@ -98,7 +124,8 @@ def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=
     if all(cert.uncertified == 0 for cert in certs):
         passed = None if certs[0].passed is None or certs[1].passed is None else certs[0].passed & certs[1].passed
         return Certificate(passed, 0, max(cert.worst for cert in certs))
-    return precise_entries(xp, c, mags, stats, e, f, plan, acc, supp, lifted, reduce_sum, reduce_max, factor)
+    return precise_entries(xp, c, mags, tuple(s.parts for s in stats), e, f, plan, acc, supp, lifted, reduce_sum,
+                           reduce_max, factor)
 
 
 PARTS = (lambda z: z.real, lambda z: z.imag)

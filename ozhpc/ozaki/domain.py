@@ -83,8 +83,9 @@ class RealDomain:
         """The certified bound's factor under "dgemm": a real dot product's k roundings."""
         return max(k, 1)
 
-    def part_stats(self, engine, fin, exps, plan, reduce_max, mags):
-        """The certificate's statistics of one operand."""
+    def part_stats(self, engine, fin, exps, plan, reduce_max, mags, reduce_sum=None):
+        """The certificate's statistics of one operand (``reduce_sum``: of its rows' sums over every
+        rank that holds a piece of them, where the statistics are made afresh)."""
         return certificate.operand_stats(engine, fin, exps, plan, reduce_max, mags=mags[:2])
 
     def certify(self, engine, c, lower, stats, e, f, plan, acc, support, **kwargs):
@@ -190,8 +191,10 @@ class ComplexDomain(RealDomain):
         then k - 1 additions."""
         return max(k, 1) + 1
 
-    def part_stats(self, engine, fin, exps, plan, reduce_max, mags):
-        return complex_certificate.part_stats(engine, fin, exps, plan, reduce_max)
+    def part_stats(self, engine, fin, exps, plan, reduce_max, mags, reduce_sum=None):
+        """Both parts' statistics together from the measured row sizes; each part's, SUM-reduced over
+        the row's ranks, only where the term-by-term check needs them."""
+        return complex_certificate.part_stats(engine, fin, exps, plan, reduce_max, reduce_sum, mags=mags)
 
     def certify(self, engine, c, lower, stats, e, f, plan, acc, support, **kwargs):
         return complex_certificate.certify_complex_entries(engine, c, lower, stats, e, f, plan, acc, support, **kwargs)

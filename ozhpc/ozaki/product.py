@@ -303,9 +303,9 @@ class Product:
         if self._stats is None or self._stats[0] != steps:
             r, ops, eng = self.reduce, self.ops, self.engine
             self._stats = (steps, tuple(
-                self.domain.part_stats(eng, fin, exps, self.plan, on_host(eng, reduce_max), mags)
-                for fin, exps, reduce_max, mags in ((ops.fin_a, ops.row_exps, r.a_max, ops.mags[0]),
-                                                    (ops.fin_b, ops.col_exps, r.b_max, ops.mags[1]))))
+                self.domain.part_stats(eng, fin, exps, self.plan, on_host(eng, reduce_max), mags, on_host(eng, row_sum))
+                for fin, exps, reduce_max, row_sum, mags in ((ops.fin_a, ops.row_exps, r.a_max, r.a_sum, ops.mags[0]),
+                                                             (ops.fin_b, ops.col_exps, r.b_max, r.b_sum, ops.mags[1]))))
         return self._stats[1]
 
     def _verdicts_request(self):

@@ -283,8 +283,9 @@ def complex_summa(comm, directory) -> dict:
         C0 = standard_matrix(m, n, 0.5, 33, complex=True) if beta else None
         key = (ta, tb, case["kinds"], alpha, beta, scheme)
         if key not in refs:
-            refs[key] = sha256_of_matrix(ozhpc.gemm(A, B, C0, alpha=alpha, beta=beta, transa=ta, transb=tb,
-                                                    scheme=scheme, engine="numpy"))
+            ref_c, ref_info = ozhpc.gemm(A, B, C0, alpha=alpha, beta=beta, transa=ta, transb=tb, scheme=scheme,
+                                         engine="numpy", info=True)
+            refs[key] = (sha256_of_matrix(ref_c), ref_info.certified, ref_info.worst_ratio)
         block = case["block"] if isinstance(case["block"], tuple) else (case["block"], case["block"])
         with ProcessGrid(comm, case["grid"]) as grid, \
                 Summa(grid, m, n, k, block=block, kb=case["kb"], engine="numpy", scheme=scheme, wire=case["wire"],
@@ -296,8 +297,10 @@ def complex_summa(comm, directory) -> dict:
         if rank == 0:
             done += 1
             p, q = case["grid"]
-            if whole.dtype != np.complex128 or sha256_of_matrix(whole) != refs[key]:
+            if whole.dtype != np.complex128 or sha256_of_matrix(whole) != refs[key][0]:
                 failures.append(f"bits differ: {case}")
+            if (info.certified, info.worst_ratio) != refs[key][1:]:   # the certificate's global facts too
+                failures.append(f"certified {info.certified}, worst ratio {info.worst_ratio} != {refs[key][1:]}: {case}")
             per_entry = [16] * len(info.pass_planes) if case["wire"] == "fp64" else info.pass_planes
             if not info.complex or info.pass_bytes != per_entry:
                 failures.append(f"complex {info.complex}, bytes per entry {info.pass_bytes}: {case}")
