@@ -15,7 +15,8 @@ from .. import crt as crt_tables
 from ..kernel_store import stored_kernel
 from .config import tile_grid
 from .residues import FLOAT32_RESIDUE_BITS, _float32_limbs, _float32_residue, _small_int8
-from .tile_math import TABLE_COLS, ZERO, BigArray, ConstBool, ConstInt, balanced, entry, pow2, rint_any, rint_small
+from .tile_math import (RINT_MAGIC32, TABLE_COLS, ZERO, BigArray, ConstBool, ConstInt, balanced, entry, pow2, rint_any,
+                        rint_small)
 
 ROOT_COL = 5
 """Column of ``w`` (a root of -1 modulo p; 0 for a Karatsuba modulus) in the residue table: the
@@ -56,12 +57,31 @@ def _part_residue(part, row, SHORT: ConstBool, FLOAT32: ConstBool):
     return balanced(balanced(high, row) * entry(row, 4) + balanced(low, row), row)
 
 
-def _plane(y, row, zero, FLOAT32: ConstBool):
-    """int8 balanced residue of a small exact integer ``y`` (``|y| < 2**16``): the float32 limb
-    reduction with one limb (``zero``: a float32 zero tile), or the float64 one."""
+def _plane(y, row, mod32, FLOAT32: ConstBool):
+    """int8 balanced residue of a small exact integer ``y`` (``|y| < 2**16``): one float32 reduction
+    (``mod32``: the modulus's ``p, fl32(1/p), lo, hi`` as float32 (1, 1) tiles), or the float64 one."""
     if FLOAT32:
-        return _float32_residue((y, zero, zero, zero), row)
+        return _small_residue32(y, mod32)
     return _small_int8(balanced(y, row))
+
+
+def _modulus32(row):
+    """``(p, fl32(1/p), lo, hi)`` of a table row as float32 (1, 1) tiles, made once per modulus."""
+    p = entry(row, 0).astype(ct.float32)
+    return p, ct.full((1, 1), 1.0, ct.float32) / p, entry(row, 2).astype(ct.float32), entry(row, 3).astype(ct.float32)
+
+
+def _small_residue32(y, mod32):
+    """int8 balanced residue of exact float32 integers ``|y| < 2**16``: ``q = rint(fl(y fl(1/p)))`` is
+    within ``1/2 + 2**-7`` of ``y / p`` (``|y / p| < 2**12``, relative errors below ``2**-23``), so
+    ``y - q p`` (exact) lies within ``0.51 p`` of 0 and one fix-up each way gives the unique balanced
+    residue (as :func:`.residues._float32_residue`, whose single-limb case this is)."""
+    p, inv, lo, hi = mod32
+    q = (y * inv + RINT_MAGIC32) - RINT_MAGIC32
+    r = y - q * p
+    r = ct.where(r > hi, r - p, r)
+    r = ct.where(r < lo, r + p, r)
+    return ct.bitcast(r + RINT_MAGIC32, ct.int32).astype(ct.int8)
 
 
 def _split_of(big):
@@ -92,25 +112,26 @@ def _gaussian_residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, nsplit: int
     else:
         part_re = _split_of(big_re)
         part_im = _split_of(big_im)
-    zero = ct.zeros((TR, TC), ct.float32)
     for l in range(nsplit):
         row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
+        mod32 = _modulus32(row)
         xr = _part_residue(part_re, row, SHORT, FLOAT32)
         xi = _part_residue(part_im, row, SHORT, FLOAT32)
         if FLOAT32:
-            w = entry(row, ROOT_COL).astype(ct.float32)
+            wxi = entry(row, ROOT_COL).astype(ct.float32) * xi
         else:
-            w = entry(row, ROOT_COL)
-        ct.store(OUT, (2 * l, bi, bj), _plane(xr + w * xi, row, zero, FLOAT32).reshape((1, TR, TC)))
-        ct.store(OUT, (2 * l + 1, bi, bj), _plane(xr - w * xi, row, zero, FLOAT32).reshape((1, TR, TC)))
+            wxi = entry(row, ROOT_COL) * xi
+        ct.store(OUT, (2 * l, bi, bj), _plane(xr + wxi, row, mod32, FLOAT32).reshape((1, TR, TC)))
+        ct.store(OUT, (2 * l + 1, bi, bj), _plane(xr - wxi, row, mod32, FLOAT32).reshape((1, TR, TC)))
     for l in range(nsplit, nmod):
         row = ct.load(TAB, (l, 0), (1, TABLE_COLS))
+        mod32 = _modulus32(row)
         g = 2 * nsplit + 3 * (l - nsplit)
         xr = _part_residue(part_re, row, SHORT, FLOAT32)
         xi = _part_residue(part_im, row, SHORT, FLOAT32)
-        ct.store(OUT, (g, bi, bj), _plane(xr, row, zero, FLOAT32).reshape((1, TR, TC)))
-        ct.store(OUT, (g + 1, bi, bj), _plane(xi, row, zero, FLOAT32).reshape((1, TR, TC)))
-        ct.store(OUT, (g + 2, bi, bj), _plane(xr + xi, row, zero, FLOAT32).reshape((1, TR, TC)))
+        ct.store(OUT, (g, bi, bj), _plane(xr, row, mod32, FLOAT32).reshape((1, TR, TC)))
+        ct.store(OUT, (g + 1, bi, bj), _plane(xi, row, mod32, FLOAT32).reshape((1, TR, TC)))
+        ct.store(OUT, (g + 2, bi, bj), _plane(xr + xi, row, mod32, FLOAT32).reshape((1, TR, TC)))
 
 
 def launch(stream, x, trans: bool, exps, table, out, bits: int, nsplit: int, conj: bool) -> None:
