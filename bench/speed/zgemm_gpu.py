@@ -1,8 +1,7 @@
 """GPU benchmark of ozhpc's complex product (ZGEMM) against cuBLAS ZGEMM (not a test).
 
     python3 bench/speed/zgemm_gpu.py --sizes 8192 16384 32768 --out bench/results/zgemm_h200_DATE
-    python3 bench/speed/zgemm_gpu.py --sizes 8192 --e2e 8192 --out ...   # plus the HDF5 job
-    MODE=complex bash bench/gpu.sh                                      # the same from the suite
+    MODE=complex bash bench/gpu.sh        # the same from the suite, then bench/end_to_end/complex_e2e.py
 
 For each n (phi = 0.5 real and imaginary parts, ``(rand - 0.5) * exp(0.5 * randn)`` each):
 cuBLAS ZGEMM (CuPy ``matmul`` of complex128) and certified default ``ozhpc.gemm`` (scheme II,
@@ -10,21 +9,20 @@ guarantee "dgemm") on the same CuPy arrays, medians of CUDA-event times after on
 speed-up; the sampled error ``max |C_ij - (AB)_ij| / (|A||B|)_ij`` (complex moduli) of both against
 the exact product (integer sums of the parts' products); the int8 products' rate of the complex
 product next to the real product's of the same n (``int8_gemms * 2 n^3`` over the engine's
-product time). ``--e2e N``: ``ozhpc gemm`` on complex HDF5 datasets (``ozhpc gen --complex``)
-beside a hand-written h5py + CuPy ZGEMM of the same files, wall seconds each.
+product time); the GPU memory the call held at its peak (CuPy's pool) and whether op(A)'s planes
+were made in row blocks (n = 32768: they do not fit at once). A size that runs out of memory is
+recorded as such and the next one runs.
 """
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 import time
 from fractions import Fraction
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from common import REPO, parser, sample_indices, time_events  # noqa: E402
+from common import parser, sample_indices, time_events  # noqa: E402
 
 from ozhpc.run.reference import exact_dot  # noqa: E402
 
@@ -76,10 +74,24 @@ def bench_size(cp, ozhpc, n: int, phi: float, reps: int, samples: int, seed: int
     row["zgemm_error"] = complex_error(cp, c, idx, ref)
     del c
     out = {}
+    from ozhpc.ozaki import complex_plan
+    made = complex_plan.DeferredPlanes.__init__
+    blocks = []
+
+    def recording(self, *args, **kwargs):   # which operands' planes were made in row blocks
+        made(self, *args, **kwargs)
+        blocks.append(self.block_rows)
+    complex_plan.DeferredPlanes.__init__ = recording
 
     def run():
         out["c"], out["info"] = ozhpc.gemm(a, b, engine="cutile", info=True)
-    row["ozhpc_seconds"] = time_events(cp, run, reps)
+    pool = cp.get_default_memory_pool()
+    try:
+        row["ozhpc_seconds"] = time_events(cp, run, reps)
+    finally:
+        complex_plan.DeferredPlanes.__init__ = made
+    row["pool_peak_gb"] = pool.total_bytes() / 1e9
+    row["row_blocks"] = sorted(set(blocks))
     info = out["info"]
     row["ozhpc_error"] = complex_error(cp, out["c"], idx, ref)
     row.update(plan=info.plan_summary, int8_gemms=info.int8_gemms, certified=info.certified,
@@ -97,36 +109,6 @@ def bench_size(cp, ozhpc, n: int, phi: float, reps: int, samples: int, seed: int
     return row
 
 
-def end_to_end(n: int, directory: str, phi: float) -> dict:
-    """``ozhpc gemm`` on complex HDF5 inputs beside h5py + CuPy on the same files (wall seconds)."""
-    os.makedirs(directory, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
-    src = os.path.join(directory, "zin.h5")
-    for name, seed in (("A", 1), ("B", 2)):
-        subprocess.run([sys.executable, "-m", "ozhpc", "gen", "--shape", f"{n}x{n}", "--complex", "--phi", str(phi),
-                        "--seed", str(seed), "--force", f"{src}:/{name}"], check=True, capture_output=True, env=env)
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "ozhpc", "gemm", f"{src}:/A", f"{src}:/B", "-o",
-                           os.path.join(directory, "zout.h5") + ":/C", "--force", "--progress", "off",
-                           "--report", os.path.join(directory, "zrun.json"), "--engine", "cutile"],
-                          capture_output=True, text=True, env=env)
-    ozhpc_s = time.perf_counter() - t0
-    hand = ("import h5py, cupy as cp, sys\n"
-            "f = h5py.File(sys.argv[1], 'r'); a = cp.asarray(f['A'][...]); b = cp.asarray(f['B'][...])\n"
-            "c = cp.asnumpy(a @ b)\n"
-            "with h5py.File(sys.argv[2], 'w') as g: g['C'] = c\n")
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", hand, src, os.path.join(directory, "hand.h5")], check=True)
-    hand_s = time.perf_counter() - t0
-    report = {}
-    if proc.returncode == 0:
-        with open(os.path.join(directory, "zrun.json")) as f:
-            report = json.load(f)
-    return {"n": n, "ozhpc_gemm_seconds": ozhpc_s, "h5py_cupy_seconds": hand_s, "rc": proc.returncode,
-            "stderr": proc.stderr[-2000:], "report_seconds": report.get("seconds"), "certified": report.get("certified"),
-            "plan": report.get("plan_summary")}
-
-
 def markdown(result) -> str:
     lines = [f"# ZGEMM: ozhpc (certified default, scheme II) vs cuBLAS ZGEMM, {result['device']}", "",
              f"date {result['date']}, command `{result['command']}`", "",
@@ -140,9 +122,11 @@ def markdown(result) -> str:
     lines += ["", "Plans: " + "; ".join(f"n={r['n']}: {r['plan']}" for r in result["sizes"]), "",
               "Phases (s): " + "; ".join(f"n={r['n']}: " + ", ".join(f"{k} {v:.3f}" for k, v in r["phases"].items())
                                          for r in result["sizes"])]
-    for e in result.get("e2e", []):
-        lines += ["", f"End to end, complex HDF5 n={e['n']}: ozhpc gemm {e['ozhpc_gemm_seconds']:.1f} s (rc {e['rc']}, "
-                      f"certified {e['certified']}), h5py + CuPy ZGEMM {e['h5py_cupy_seconds']:.1f} s"]
+    lines += ["", "GPU memory (CuPy's pool after the calls, GB) and op(A)'s row blocks (rows, where its planes did not "
+                  "fit at once): " + "; ".join(f"n={r['n']}: {r['pool_peak_gb']:.1f} GB, blocks {r['row_blocks'] or 'none'}"
+                                               for r in result["sizes"])]
+    for r in result.get("failed", []):
+        lines += ["", f"n={r['n']}: {r['error']}"]
     return "\n".join(lines) + "\n"
 
 
@@ -152,8 +136,6 @@ def main(argv=None) -> int:
     p.add_argument("--phi", type=float, default=0.5)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--samples", type=int, default=16)
-    p.add_argument("--e2e", type=int, nargs="*", default=[])
-    p.add_argument("--e2e-dir", default="/tmp/ozhpc-zgemm-e2e")
     p.add_argument("--out", default=None, help="write OUT.json and OUT.md")
     args = p.parse_args(argv)
     import cupy as cp
@@ -162,14 +144,15 @@ def main(argv=None) -> int:
     props = cp.cuda.runtime.getDeviceProperties(0)
     result = {"device": props["name"].decode(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "command": " ".join(["python3", "bench/speed/zgemm_gpu.py"] + (argv if argv is not None else sys.argv[1:])),
-              "sizes": [], "e2e": []}
+              "sizes": [], "failed": []}
     for n in args.sizes:
-        result["sizes"].append(bench_size(cp, ozhpc, n, args.phi, args.reps, args.samples))
-        print(json.dumps(result["sizes"][-1]), flush=True)
+        try:
+            result["sizes"].append(bench_size(cp, ozhpc, n, args.phi, args.reps, args.samples))
+            print(json.dumps(result["sizes"][-1]), flush=True)
+        except cp.cuda.memory.OutOfMemoryError as exc:
+            result["failed"].append({"n": n, "error": f"out of GPU memory: {exc}"})
+            print(json.dumps(result["failed"][-1]), flush=True)
         cp.get_default_memory_pool().free_all_blocks()
-    for n in args.e2e:
-        result["e2e"].append(end_to_end(n, args.e2e_dir, args.phi))
-        print(json.dumps(result["e2e"][-1]), flush=True)
     text = markdown(result)
     print(text)
     if args.out:
