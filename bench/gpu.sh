@@ -10,7 +10,7 @@
 # $OUT/<mode>.md / .json; the last lines printed are one row per mode (exit status, seconds).
 # Settings per mode (environment): TESTS (pytest arguments), SIZES (accept), TIMELINE, HOSTPROF,
 # PAIR_SIZES, PAIR_VARIANTS, PAIR_BIG, CERT_SIZES, TABLE_SIZES, GEMM_ARGS, TRANSFER_GB, E2E_N, E2E_DIR, STARTUP_N,
-# MULTI_ARGS, MULTI_MACHINE, WEAK_RUNS, ZGEMM_SIZES, ZGEMM_E2E (sizes; empty: none), ZGEMM_E2E_S (its seconds).
+# MULTI_ARGS, MULTI_MACHINE, WEAK_RUNS, ZGEMM_SIZES, ZGEMM_REPS, ZGEMM_E2E (sizes; empty: none), ZGEMM_E2E_S (its seconds).
 # A new mode is one case in run_mode below plus its script (and a line in bench/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -122,7 +122,7 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
                # then the complex HDF5 job against h5py + CuPy
       # shellcheck disable=SC2086
       step "$(( $(left) - ${ZGEMM_E2E_S:-90} ))" python3 bench/speed/zgemm_gpu.py --sizes ${ZGEMM_SIZES:-8192 16384 32768} \
-        --out "$OUT/complex"
+        --reps "${ZGEMM_REPS:-3}" --out "$OUT/complex"
       # shellcheck disable=SC2086
       [ -z "${ZGEMM_E2E-8192}" ] || OZHPC_CACHE_DIR=${ZGEMM_E2E_DIR:-/tmp/ozhpc-ze2e}/kernel-cache step "$(left)" \
         python3 bench/end_to_end/complex_e2e.py --dir "${ZGEMM_E2E_DIR:-/tmp/ozhpc-ze2e}" --n ${ZGEMM_E2E-8192} \

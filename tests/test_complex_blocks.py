@@ -25,35 +25,45 @@ def _bits(x):
 
 @pytest.fixture
 def small_budget(monkeypatch):
-    """The NumPy engine told that one operand's planes may take ``budget[0]`` bytes, and a record of
-    every DeferredPlanes made."""
-    budget, made = [None], []
+    """The NumPy engine told that one operand's planes may take ``budget[0]`` bytes; a record of every
+    DeferredPlanes made and of the (rows, columns) of C each fused product call wrote."""
+    budget, made, blocks = [None], [], []
     monkeypatch.setattr(NumpyEngine, "plane_budget", lambda self: budget[0])
     init = complex_plan.DeferredPlanes.__init__
+    multiply = NumpyEngine.multiply_combine_gaussian
 
     def recording(self, *args, **kwargs):
         init(self, *args, **kwargs)
         made.append(self)
+
+    def recorded(self, da, eb, *args, **kwargs):
+        blocks.append((da.shape[1], eb.shape[1]))
+        return multiply(self, da, eb, *args, **kwargs)
     monkeypatch.setattr(complex_plan.DeferredPlanes, "__init__", recording)
-    return budget, made
+    monkeypatch.setattr(NumpyEngine, "multiply_combine_gaussian", recorded)
+    return budget, made, blocks
 
 
-@pytest.mark.parametrize("shape,budget,ta,tb", [
-    ((37, 50, 23), 32 * 50 * 5, "N", "N"),     # 5 rows per block, a short last block
-    ((37, 50, 23), 32 * 50 * 1, "C", "T"),     # one row per block, conjugate transposes
-    ((300, 40, 9), 1, "N", "C"),               # below one row: one row per block
+@pytest.mark.parametrize("shape,budget_rows,ta,tb,rows,cols", [
+    ((37, 50, 23), 5, "N", "N", 5, 8),    # A: 5 rows per block; B: 23 rows > 3 budgets, 3 even blocks
+    ((37, 50, 23), 8, "C", "T", 8, 23),   # B within three budgets: whole; conjugate transposes
+    ((300, 40, 9), 0, "N", "C", 1, 1),    # below one row (a budget of 1 byte): one row per block
 ])
-def test_row_blocks_give_the_bits_of_the_whole_split(small_budget, shape, budget, ta, tb):
+def test_row_blocks_give_the_bits_of_the_whole_split(small_budget, shape, budget_rows, ta, tb, rows, cols):
     m, k, n = shape
     rng = np.random.default_rng(m + n)
     a = _random(rng, (m, k) if ta == "N" else (k, m))
     b = _random(rng, (k, n) if tb == "N" else (n, k))
     want, info = ozhpc.gemm(a, b, transa=ta, transb=tb, engine="numpy", info=True)
-    assert not small_budget[1]
-    small_budget[0][0] = budget
+    budgets, made, blocks = small_budget
+    assert not made and blocks == [(m, n)] * len(blocks)
+    blocks.clear()
+    budgets[0] = max(1, budget_rows * info.planes * k)   # bytes: budget_rows rows of planes
     got, ginfo = ozhpc.gemm(a, b, transa=ta, transb=tb, engine="numpy", info=True)
-    made = small_budget[1]
-    assert made and made[0].block_rows == max(1, budget // (info.planes * k)) < m
+    assert len(made) >= 2   # both operands deferred
+    first = blocks[:-(-m // rows) * -(-n // cols)]
+    assert max(r for r, _ in first) == rows and max(c for _, c in first) == cols
+    assert sum(r * c for r, c in first) == m * n   # the blocks tile C once
     assert (ginfo.certified, ginfo.widths) == (info.certified, info.widths)
     assert np.array_equal(_bits(got), _bits(want))
 
@@ -63,7 +73,7 @@ def test_an_operand_that_fits_is_split_whole(small_budget):
     a, b = _random(rng, (20, 30)), _random(rng, (30, 10))
     small_budget[0][0] = 10**9
     ozhpc.gemm(a, b, engine="numpy")
-    assert not small_budget[1]
+    assert not small_budget[1] and small_budget[2] == [(20, 10)]
 
 
 def test_summa_packs_panels_from_deferred_planes(small_budget):
@@ -81,7 +91,7 @@ def test_deferred_planes_refuse_reads_they_cannot_make():
     rng = np.random.default_rng(1)
     plan = complex_plan.GaussianPlan.for_k(54, 8)
     planes = complex_plan.DeferredPlanes(NumpyEngine(), _random(rng, (4, 8)), np.zeros(4, dtype=np.int32),
-                                         plan.tables, 2)
+                                         plan.tables)
     assert planes.shape == (plan.planes, 4, 8)
     whole = NumpyEngine().gaussian_residues(planes.rows, planes.exps, plan.tables)
     assert np.array_equal(planes[:, 1:3, 2:5], whole[:, 1:3, 2:5])

@@ -9,8 +9,8 @@ guarantee "dgemm") on the same CuPy arrays, medians of CUDA-event times after on
 speed-up; the sampled error ``max |C_ij - (AB)_ij| / (|A||B|)_ij`` (complex moduli) of both against
 the exact product (integer sums of the parts' products); the int8 products' rate of the complex
 product next to the real product's of the same n (``int8_gemms * 2 n^3`` over the engine's
-product time); the GPU memory the call held at its peak (CuPy's pool) and whether op(A)'s planes
-were made in row blocks (n = 32768: they do not fit at once). A size that runs out of memory is
+product time); the GPU memory the calls held (CuPy's pool) and how many operands' planes were
+made a block at a time (n = 32768: they do not fit at once). A size that runs out of memory is
 recorded as such and the next one runs.
 """
 from __future__ import annotations
@@ -78,12 +78,13 @@ def bench_size(cp, ozhpc, n: int, phi: float, reps: int, samples: int, seed: int
     made = complex_plan.DeferredPlanes.__init__
     blocks = []
 
-    def recording(self, *args, **kwargs):   # which operands' planes were made in row blocks
+    def recording(self, *args, **kwargs):   # operands whose planes were made a block at a time
         made(self, *args, **kwargs)
-        blocks.append(self.block_rows)
+        blocks.append(self.shape[1])
     complex_plan.DeferredPlanes.__init__ = recording
 
     def run():
+        out.clear()   # the last call's C is not held through the next
         out["c"], out["info"] = ozhpc.gemm(a, b, engine="cutile", info=True)
     pool = cp.get_default_memory_pool()
     try:
@@ -91,7 +92,7 @@ def bench_size(cp, ozhpc, n: int, phi: float, reps: int, samples: int, seed: int
     finally:
         complex_plan.DeferredPlanes.__init__ = made
     row["pool_peak_gb"] = pool.total_bytes() / 1e9
-    row["row_blocks"] = sorted(set(blocks))
+    row["deferred"] = len(blocks) // (reps + 1)   # per call
     info = out["info"]
     row["ozhpc_error"] = complex_error(cp, out["c"], idx, ref)
     row.update(plan=info.plan_summary, int8_gemms=info.int8_gemms, certified=info.certified,
@@ -122,9 +123,9 @@ def markdown(result) -> str:
     lines += ["", "Plans: " + "; ".join(f"n={r['n']}: {r['plan']}" for r in result["sizes"]), "",
               "Phases (s): " + "; ".join(f"n={r['n']}: " + ", ".join(f"{k} {v:.3f}" for k, v in r["phases"].items())
                                          for r in result["sizes"])]
-    lines += ["", "GPU memory (CuPy's pool after the calls, GB) and op(A)'s row blocks (rows, where its planes did not "
-                  "fit at once): " + "; ".join(f"n={r['n']}: {r['pool_peak_gb']:.1f} GB, blocks {r['row_blocks'] or 'none'}"
-                                               for r in result["sizes"])]
+    lines += ["", "GPU memory (CuPy's pool after the calls, GB) and the operands whose residue planes were made "
+                  "a block at a time (they did not fit at once): " +
+              "; ".join(f"n={r['n']}: {r['pool_peak_gb']:.1f} GB, {r['deferred']} deferred" for r in result["sizes"])]
     for r in result.get("failed", []):
         lines += ["", f"n={r['n']}: {r['error']}"]
     return "\n".join(lines) + "\n"

@@ -84,8 +84,7 @@ class GaussianPlan(ModularPlan):
         budget = eng.plane_budget()
         rows, k = x.shape
         if budget is not None and self.planes * rows * k > budget and rows and k:
-            rows = max(1, budget // (self.planes * k))
-            return DeferredPlanes(eng, x, exps, self.tables, rows - rows % 128 if rows >= 256 else rows)
+            return DeferredPlanes(eng, x, exps, self.tables)
         return eng.gaussian_residues(x, exps, self.tables)
 
     def zeros(self, eng, m: int, n: int, k: int):
@@ -98,29 +97,61 @@ class GaussianPlan(ModularPlan):
         return eng.combine_gaussian(acc, row_exps, col_exps, self.tables)
 
     def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
-        """The products and the CRT; deferred planes of op(A) a block of rows at a time into one C
-        (op(B)^T's planes made once), so only one block's planes of op(A) are held."""
-        if not isinstance(da, DeferredPlanes):
-            return eng.multiply_combine_gaussian(da, _made(eb), row_exps, col_exps, self.tables)
-        eb = _made(eb)
-        m, n = da.shape[1], eb.shape[1]
-        out = eng.xp.empty((m, n), dtype=eng.xp.complex128)
-        for i0 in range(0, m, da.block_rows):
-            i1 = min(m, i0 + da.block_rows)
-            eng.multiply_combine_gaussian(da[:, i0:i1], eb, row_exps[i0:i1], col_exps, self.tables, out=out[i0:i1])
+        """The products and the CRT. Deferred planes (:meth:`split`) are made a block at a time into
+        one C, the blocks sized by the engine's plane budget once C is allocated: op(A)'s by rows
+        within the budget, op(B)^T's whole when they take at most three budgets, else by rows within
+        two (each of its blocks then meets every block of op(A))."""
+        if not isinstance(da, DeferredPlanes) and not isinstance(eb, DeferredPlanes):
+            return eng.multiply_combine_gaussian(da, eb, row_exps, col_exps, self.tables)
+        xp = eng.xp
+        m, n, k = da.shape[1], eb.shape[1], da.shape[2]
+        out = xp.empty((m, n), dtype=xp.complex128)
+        budget = eng.plane_budget()
+        per_row = self.planes * max(k, 1)
+        rows_a = m if budget is None or not isinstance(da, DeferredPlanes) else _rows_within(m, budget, per_row)
+        rows_b = n if budget is None or not isinstance(eb, DeferredPlanes) or n * per_row <= 3 * budget \
+            else _rows_within(n, 2 * budget, per_row)
+        for j0 in range(0, n, rows_b):
+            j1 = min(n, j0 + rows_b)
+            eb_blk = _rows(eb, j0, j1)
+            for i0 in range(0, m, rows_a):
+                i1 = min(m, i0 + rows_a)
+                if j0 == 0 and j1 == n:   # whole rows of C: written in place
+                    eng.multiply_combine_gaussian(_rows(da, i0, i1), eb_blk, row_exps[i0:i1], col_exps, self.tables,
+                                                  out=out[i0:i1])
+                else:
+                    out[i0:i1, j0:j1] = eng.multiply_combine_gaussian(_rows(da, i0, i1), eb_blk, row_exps[i0:i1],
+                                                                      col_exps[j0:j1], self.tables)
+            del eb_blk
         return out
+
+
+def _rows(planes, lo: int, hi: int):
+    """Rows ``lo:hi`` of planes: made, for deferred ones; the array itself when that is all of it (an
+    engine may know its padded buffer)."""
+    if not isinstance(planes, DeferredPlanes) and lo == 0 and hi == planes.shape[1]:
+        return planes
+    return planes[:, lo:hi]
+
+
+def _rows_within(total: int, budget: int, per_row: int) -> int:
+    """Rows per block of ``total`` rows of planes (``per_row`` bytes each), about ``budget`` bytes a
+    block: at least one row; the blocks even, in whole 128-row tiles from 256 rows on."""
+    rows = max(1, budget // per_row)
+    blocks = -(-total // rows)
+    rows = -(-total // blocks)
+    return -(-rows // 128) * 128 if rows >= 256 else rows
 
 
 class DeferredPlanes:
     """The residue planes of complex rows, made when read: ``planes[:, rows, cols]`` splits that block
     (every plane is elementwise in the rows' global scales, so a block's planes are the bytes the
     whole split would have held there). Used where an operand's planes would not fit at once
-    (:meth:`GaussianPlan.split`): the fused product reads them ``block_rows`` rows at a time,
-    SUMMA's owner packs each k-panel from them."""
+    (:meth:`GaussianPlan.split`): the fused product reads them a block of rows at a time
+    (:meth:`GaussianPlan.multiply_combine`), SUMMA's owner packs each k-panel from them."""
 
-    def __init__(self, eng, rows, exps, tables, block_rows: int):
+    def __init__(self, eng, rows, exps, tables):
         self.eng, self.rows, self.exps, self.tables = eng, rows, exps, tables
-        self.block_rows = int(block_rows)
         self.shape = (tables.planes, *rows.shape)
         self.dtype = "int8"
 
