@@ -97,3 +97,17 @@ def test_deferred_planes_refuse_reads_they_cannot_make():
     assert np.array_equal(planes[:, 1:3, 2:5], whole[:, 1:3, 2:5])
     with pytest.raises(IndexError, match=r"\[:, rows, cols\] slices"):
         planes[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("budget_rows", [200, 20])   # op(B)^T whole (A: 2 blocks), then both blocked
+def test_gpu_blocks_give_the_cpu_bits(gpu, monkeypatch, budget_rows):
+    """The cuTile engine writing C's row blocks in place (and B's column blocks apart): NumPy's bits."""
+    engine, cp = gpu
+    rng = np.random.default_rng(budget_rows)
+    a, b = _random(rng, (300, 700)), _random(rng, (700, 130))
+    want, info = ozhpc.gemm(a, b, engine="numpy", info=True)
+    monkeypatch.setattr(type(engine), "plane_budget", lambda self: budget_rows * info.planes * 700)
+    got, ginfo = ozhpc.gemm(cp.asarray(a), cp.asarray(b), engine=engine, info=True)
+    assert (ginfo.certified, ginfo.widths) == (info.certified, info.widths)
+    assert np.array_equal(_bits(cp.asnumpy(got)), _bits(want))
