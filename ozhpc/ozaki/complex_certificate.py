@@ -80,8 +80,9 @@ def joint(xp, stats: tuple[OperandStats, OperandStats]) -> OperandStats:
 
 
 def component_sums(xp, groups):
-    """``(Re, Im)`` float64 sums from the three groups of the parts' digit products (exact integers)."""
-    return groups[0].astype(xp.float64) + groups[2].astype(xp.float64), groups[1].astype(xp.float64)
+    """``(Re, Im)`` float64 sums from the three groups of the parts' digit products (exact integers,
+    each below 2**53: one pass each, the groups converted as they are added)."""
+    return xp.add(groups[0], groups[2], dtype=xp.float64), groups[1].astype(xp.float64)
 
 
 def component_bound(xp, stats_a, stats_b, terms, plan):
