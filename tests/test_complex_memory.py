@@ -52,9 +52,16 @@ def test_complex_counts_sixteen_bytes_and_the_complex_plan():
     cplx = estimate_memory((m, k), (n, k), k, k, settings, on_device=True, complex_entries=True)
     a, b, c = m * k, n * k, m * n
     w = k
-    # operands 16 bytes, whole-operand planes, int8 residues, C and its two temporaries 16 bytes
-    assert cplx.device == 16 * (a + b) + plan.planes * (a + b) + 2 * plan.planes * (m + n) * w \
-        + plan.planes * c + 3 * 16 * c
+    # fixed bits: the panel loop's operands (16 bytes), whole-operand planes, panels and one int8
+    # residue plane per product is the peak (the combine holds residues and C, the planes gone)
+    assert cplx.device == 16 * (a + b) + plan.planes * (a + b) + 2 * plan.planes * (m + n) * w + plan.planes * c
+    auto = OzakiSettings("ozaki2")
+    fp64 = estimate_memory((m, k), (n, k), k, k, auto, on_device=True, complex_entries=True, wire="fp64")
+    plan = assumed_plan(auto, k, COMPLEX.forms)
+    loop = 16 * (a + b) + 2 * 16 * (m + n) * w + 2 * plan.planes * (m + n) * w + plan.planes * c + 12 * c
+    combine = 16 * (a + b) + plan.planes * c + 16 * c + 12 * c
+    certificate = 16 * (a + b) + 16 * c + 12 * c + 16 * c
+    assert fp64.device == max(loop, combine, certificate)
     assert cplx.host == BASE_BYTES + 16 * (a + b) + 2 * 16 * c
     assert cplx.planes == plan.planes and "complex" in cplx.note
     assert real.host == BASE_BYTES + 8 * (a + b) + 2 * 8 * c
@@ -148,12 +155,15 @@ def test_planner_counts_complex_entries():
 
 
 def test_plan_command_refuses_a_complex_product_that_does_not_fit(tmp_path):
-    r = run_cli(["plan", "--m", 32768, "--n", 32768, "--k", 32768, "--gpus", 1, "--complex"], cwd=tmp_path)
+    """n = 40000 complex (16 bytes an entry, 34 planes) does not fit one H200: refused in one line,
+    exit 2; on 4 GPUs it fits. n = 32768 complex fits one (FP64 panels, no whole-operand planes)."""
+    r = run_cli(["plan", "--m", 40000, "--n", 40000, "--k", 40000, "--gpus", 1, "--complex"], cwd=tmp_path)
     assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
-    assert r.stderr.startswith("ozhpc plan: error: no layout of complex C = 32768x32768 (k = 32768) fits 1 GPU(s) "
+    assert r.stderr.startswith("ozhpc plan: error: no layout of complex C = 40000x40000 (k = 40000) fits 1 GPU(s) "
                                "(NVIDIA H200 SXM): the smallest needs "), r.stderr
-    r = run_cli(["plan", "--m", 32768, "--n", 32768, "--k", 32768, "--gpus", 4, "--complex"], cwd=tmp_path)
+    r = run_cli(["plan", "--m", 40000, "--n", 40000, "--k", 40000, "--gpus", 4, "--complex"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "scheme ozaki2, complex" in r.stdout
-    real = run_cli(["plan", "--m", 32768, "--n", 32768, "--k", 32768, "--gpus", 1], cwd=tmp_path)
-    assert real.returncode == 0, real.stderr
+    r = run_cli(["plan", "--m", 32768, "--n", 32768, "--k", 32768, "--gpus", 1, "--complex", "--json"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["memory_bytes"] <= 140e9 and json.loads(r.stdout)["wire"] == "fp64"

@@ -45,9 +45,9 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     no whole-operand planes: two FP64 panels in flight per operand and the planes of the panel
     being multiplied (with the split's own output). A GPU engine keeps the planes, panels and (narrower) accumulators on
     the device and only the operands and C on the host. ``complex_entries``: complex128 operands and C
-    (16 bytes an entry), the complex plan's planes (two or three per modulus; int8 residues as the
-    device's accumulators), two certificate digit planes per operand (one per part) and three
-    groups of their sums. ``bench/results/memory_cpu_2026-12-01.md`` compares it with the measured peak.
+    (16 bytes an entry), the complex plan's planes (two or three per modulus), two certificate digit
+    planes per operand (one per part) and three groups of their sums; on a device the largest of its
+    phases (:func:`_complex_device_bytes`). ``bench/results/memory_cpu_2026-12-01.md`` compares it with the measured peak.
     """
     from ..ozaki.domain import COMPLEX, REAL
     from ..ozaki.plan import assumed_plan
@@ -67,13 +67,29 @@ def estimate_memory(local_a: tuple[int, int], local_bt: tuple[int, int], kb: int
     else:
         split, a_planes, b_planes = planes * (a + b) + 2 * planes * (m + n) * w, a, b
     certified = _certificate_bytes(a_planes, b_planes, c, m + n, w, domain.digit_planes) if settings.auto else 0
+    if on_device and domain.complex:
+        device = _complex_device_bytes(operands, split, acc_planes, c, a_planes + b_planes, settings.auto)
+        return MemoryEstimate(BASE_BYTES + operands + 2 * item * c, device, planes, note)
     if on_device:
-        acc_bytes = 1 if domain.complex else 4   # the complex products' int8 residues
-        device = operands + split + acc_planes * acc_bytes * c + 3 * item * c + certified
+        device = operands + split + acc_planes * 4 * c + 3 * item * c + certified
         return MemoryEstimate(BASE_BYTES + operands + 2 * item * c, device, planes, note)
     accumulate = split + 8 * acc_planes * c + plan.host_work_bytes(m, n, min(w, PACK_K))
     combine = 8 * acc_planes * c + 5 * item * c
     return MemoryEstimate(BASE_BYTES + operands + max(accumulate, combine) + certified, 0, planes, note)
+
+
+def _complex_device_bytes(operands: int, split: int, residues: int, c: int, digit_entries: int, auto: bool) -> int:
+    """A complex product's device peak: the largest of its three phases, each counted from the arrays it
+    holds (operands: complex128 rows; ``split``: planes and panels; one int8 residue plane per product;
+    C as float64 pairs; under "auto" the parts' two magnitude digit planes per entry and their
+    products' three int32 groups, then each component's float64 sums for the verdicts):
+    the panel loop (planes, panels, residues, digit sums), the combine (residues and C), the
+    certificate (C, digit sums, component sums)."""
+    groups, digits, components = (12 * c, 2 * digit_entries, 16 * c) if auto else (0, 0, 0)
+    loop = operands + split + residues * c + groups + digits
+    combine = operands + residues * c + 16 * c + groups
+    certificate = operands + 16 * c + groups + components
+    return max(loop, combine, certificate)
 
 
 def _certificate_bytes(a: int, b: int, c: int, rows: int, w: int, parts: int = 1) -> int:
