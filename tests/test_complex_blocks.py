@@ -111,3 +111,18 @@ def test_gpu_blocks_give_the_cpu_bits(gpu, monkeypatch, budget_rows):
     got, ginfo = ozhpc.gemm(cp.asarray(a), cp.asarray(b), engine=engine, info=True)
     assert (ginfo.certified, ginfo.widths) == (info.certified, info.widths)
     assert np.array_equal(_bits(cp.asnumpy(got)), _bits(want))
+
+
+@pytest.mark.parametrize("name", ["compensated scalings", "zeros and a tiny part", "conjugate transposes"])
+def test_structured_products_in_blocks_take_the_same_passes_and_bits(small_budget, name):
+    """Structured cases that widen or equilibrate: every pass's planes made in blocks, the same
+    widths, verdicts and bits as the whole split."""
+    from test_complex_gemm import structured
+
+    a, b, ta, tb = structured()[name]
+    want, info = ozhpc.gemm(a, b, transa=ta, transb=tb, engine="numpy", info=True)
+    small_budget[0][0] = 1
+    got, ginfo = ozhpc.gemm(a, b, transa=ta, transb=tb, engine="numpy", info=True)
+    assert small_budget[1]
+    assert (ginfo.certified, ginfo.widths, ginfo.uncertified) == (info.certified, info.widths, info.uncertified)
+    assert np.array_equal(_bits(got), _bits(want))
