@@ -17,6 +17,7 @@ from ozhpc.engines import cutile as ck  # noqa: E402
 from ozhpc.engines import crt as crt_tables  # noqa: E402
 from ozhpc.engines.cutile import tile_math  # noqa: E402
 from ozhpc.engines.digits import DIGIT_MAX, group_product_bound  # noqa: E402
+from ozhpc.engines.statistics import TINY  # noqa: E402
 from ozhpc.engines.kernel_store import StoredKernel  # noqa: E402
 from ozhpc.ozaki.scales import COUNT_WIDTH  # noqa: E402
 
@@ -67,8 +68,10 @@ def _signatures(cfg: ck.TileConfig):
                for acc_dtype in (ct.float64, ct.int32)]
     residue = [
         _sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.float64, 2), _array(ct.int8, 3, big),
-              _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans, short, f32])
+              _array(ct.float64, 2), _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans, short, f32,
+              delta, TINY])
         for trans in (False, True) for short, f32 in ((False, False), (True, False), (True, True))
+        for delta in (False, True)
     ]
     def crt_sig(acc_dtype, pieces, verdict=False, lower=False, lsum=ct.int32):
         vec = [_array(ct.float64, 1), _array(ct.int64, 1), _array(ct.int64, 1)]
