@@ -17,7 +17,6 @@ from ozhpc.engines import cutile as ck  # noqa: E402
 from ozhpc.engines import crt as crt_tables  # noqa: E402
 from ozhpc.engines.cutile import tile_math  # noqa: E402
 from ozhpc.engines.digits import DIGIT_MAX, group_product_bound  # noqa: E402
-from ozhpc.engines.statistics import TINY  # noqa: E402
 from ozhpc.engines.kernel_store import StoredKernel  # noqa: E402
 from ozhpc.ozaki.scales import COUNT_WIDTH  # noqa: E402
 
@@ -69,7 +68,7 @@ def _signatures(cfg: ck.TileConfig):
     residue = [
         _sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.float64, 2), _array(ct.int8, 3, big),
               _array(ct.float64, 2), _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans, short, f32,
-              delta, TINY])
+              delta])
         for trans in (False, True) for short, f32 in ((False, False), (True, False), (True, True))
         for delta in (False, True)
     ]

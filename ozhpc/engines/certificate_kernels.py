@@ -94,9 +94,9 @@ def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: d
                    norm_bits: int = 32):
     """``(failed, worst)`` over this block of C: how many entries have a ratio ``E / (c u L)``
     (:func:`ozhpc.ozaki.certificate.entry_ratio`) above 1 (they fail), and the largest ratio (0 for
-    inf/NaN entries). One pass that reduces the ratios to their row maxima (nothing m x n is written);
-    a second pass counts only when some entry fails (``row`` / ``col``: the per-row ``(delta, norm,
-    nnz)`` of op(A) and per-column of op(B): float64 deltas, int64 norms in units of
+    inf/NaN entries). One pass and a max (past :data:`ROWWISE_ENTRIES`, a reduction to the row
+    maxima: nothing m x n is written); a second pass counts only when some entry fails (``row`` /
+    ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B): float64 deltas, int64 norms in units of
     ``2**-norm_bits`` and counts, converted in the kernel as NumPy converts them; ``e`` / ``f``: the
     integer exponents; ``to_host``: the engine's copy, one per number read)."""
     get = to_host or (lambda x: x.get())
@@ -108,12 +108,23 @@ def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: d
     args = (c, cp.asarray(e).reshape(-1, 1), cp.asarray(f).reshape(1, -1),
             *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
     kind = (lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants, norm_bits)
-    # per row, then the max of m values: a full reduction of broadcast inputs runs in very few
-    # blocks (449 ms at n = 16384), one row per output keeps the grid full
-    worst = float(get(_kernel(*kind, reduce=True)(*args, axis=1).max()))
+    if c.size < ROWWISE_ENTRIES:   # the ratios written, then their max
+        ratio = _kernel(*kind, reduce=False)(*args)
+        worst = float(get(ratio.max()))
+    else:   # per row, then the max of m values (a full reduction of broadcast inputs runs in very few
+        # blocks: 449 ms at n = 16384; one row per output keeps the grid full)
+        ratio, worst = None, float(get(_kernel(*kind, reduce=True)(*args, axis=1).max()))
     if not worst > 1.0:
         return 0, worst
-    return int(get(cp.count_nonzero(_kernel(*kind, reduce=False)(*args) > 1.0))), worst
+    if ratio is None:
+        ratio = _kernel(*kind, reduce=False)(*args)
+    return int(get(cp.count_nonzero(ratio > 1.0))), worst
+
+
+ROWWISE_ENTRIES = 2**28
+"""From this many entries of C the verdict reduces per row instead of writing every ratio: at n = 16384
+on the H200 3.1 ms against 4.0 (ratios and their max), at 2048 and 4096 0.15 / 0.29 ms against 0.06 /
+0.22 (``bench/results/fixed_costs_h200_2026-12-04.md``)."""
 
 
 def _ctype(x) -> str:

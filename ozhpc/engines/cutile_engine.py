@@ -655,7 +655,8 @@ class CutileEngine(CutileGaussian, Engine):
                                                        f"ozhpc_{key}_digits")
         x = cp.asarray(x, dtype=cp.float64)
         rows, cols = x.shape
-        buf = cp.zeros((1, _roundup(rows), _roundup(cols)), dtype=cp.int8)   # the pair kernel's layout
+        shape = (1, _roundup(rows), _roundup(cols))   # the pair kernel's layout: zeros where padded
+        buf = cp.empty(shape, dtype=cp.int8) if shape[1:] == (rows, cols) else cp.zeros(shape, dtype=cp.int8)
         out = buf[:, :rows, :cols]
         if rows and cols:
             _DIGIT_KERNELS[key](x, cp.asarray(exps).reshape(-1, 1), out[0])

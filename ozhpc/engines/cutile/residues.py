@@ -15,7 +15,7 @@ from .. import crt as crt_tables
 from ..statistics import TINY
 from ..kernel_store import stored_kernel
 from .config import TileConfig, tile_grid
-from .ieee import ldexp_rne
+from .ieee import kept
 from .tile_math import (LIMB_COL, RINT_MAGIC, RINT_MAGIC32, TABLE_COLS, BigArray, ConstBool, ConstInt,
                         balanced, entry, pow2, rint_any, rint_small, row_tile)
 
@@ -66,20 +66,29 @@ def _small_int8(r):
     return ct.bitcast(r + RINT_MAGIC, ct.int64).astype(ct.int8)
 
 
-def _delta_max(x, shift, tiny):
-    """Row maxima (TR, 1) of ``|y - rint(y)|`` for ``y = ldexp(x, shift)`` (NumPy's rounding), plus
-    ``tiny`` for every nonzero entry off the grid or whose scaling underflows to 0
-    (:func:`ozhpc.engines.statistics.representation_error` with no digits; the CuPy kernel's bits)."""
-    y = ldexp_rne(x, shift)
-    err = ct.abs(y - rint_any(y))
-    err = ct.where((x != 0.0) & ((err > 0.0) | (y == 0.0)), err + tiny, err)
+TINY_EXP = -800
+"""``TINY = 2**TINY_EXP``, made in the kernel from its exponent: passed as a ``ct.Constant[float]``
+it added nothing on the H200 (as a float32, 2**-800 is 0)."""
+assert 2.0**TINY_EXP == TINY
+
+
+def _delta_max(x, t, big):
+    """Row maxima (TR, 1) of the representation errors (:func:`ozhpc.engines.statistics.representation_error`
+    with no digits, the CuPy kernel's bits): ``|y - rint(y)|`` for ``y = ldexp(x, bits - e)``, plus TINY
+    for every nonzero entry off the grid or whose scaling underflows to 0. ``t`` is the kernel's own
+    scaling (two powers of two) and ``big = rint(t)``: wherever ``y`` is normal ``t`` is exactly ``y``
+    (the partial product lies between them); wherever ``y`` is subnormal or 0, so is ``t``, and both
+    errors, below 2**-1022, add to TINY as TINY itself. So ``|t - big|`` gives the reference's bits
+    (``kept``: no FMA with the product that made ``t``)."""
+    err = ct.abs(kept(t) - big)
+    err = ct.where((x != 0.0) & ((err > 0.0) | (t == 0.0)), err + pow2(ct.full((1, 1), TINY_EXP, ct.int64)), err)
     return ct.max(err, axis=1, keepdims=True)
 
 
 @stored_kernel
 def _residue_kernel(X, EXPS, TAB, OUT: BigArray, DELTA, nmod: int, bits: int,
                     TR: ConstInt, TC: ConstInt, TRANS: ConstBool, SHORT: ConstBool, FLOAT32: ConstBool,
-                    WANT_DELTA: ConstBool, TINY: ct.Constant[float]):
+                    WANT_DELTA: ConstBool):
     """Scheme II: balanced residues of ``X = rint(x * 2**(bits - e_i))`` modulo each of the
     ``nmod`` moduli in TAB, for a (TR, TC) tile of the rows of X (TRANS as in the split).
 
@@ -99,9 +108,10 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, DELTA, nmod: int, bits: int,
     x, e = row_tile(X, EXPS, bi, bj, TR, TC, TRANS)
     shift = bits - e
     a = shift >> 1
-    big = rint_any(x * pow2(a) * pow2(shift - a))
+    t = x * pow2(a) * pow2(shift - a)
+    big = rint_any(t)
     if WANT_DELTA:
-        ct.store(DELTA, (bj, bi), _delta_max(x, shift, TINY).reshape((1, TR)))
+        ct.store(DELTA, (bj, bi), _delta_max(x, t, big).reshape((1, TR)))
     # The next modulus's table row is loaded before this one's arithmetic (as in the CRT kernel).
     row_next = ct.load(TAB, (0, 0), (1, TABLE_COLS))
     if FLOAT32:
@@ -140,7 +150,7 @@ def launch(stream, cfg: TileConfig, x, trans: bool, exps, table, out, bits: int,
             delta = _NO_DELTA[out.device.id] = _placeholder()
     ct.launch(stream, grid, _residue_kernel,
               (x, exps, table, out, delta, int(out.shape[0]), int(bits), cfg.residue_rows, cfg.residue_cols,
-               bool(trans), bits <= crt_tables.SHORT_BITS, bits <= FLOAT32_RESIDUE_BITS, want, TINY))
+               bool(trans), bits <= crt_tables.SHORT_BITS, bits <= FLOAT32_RESIDUE_BITS, want))
 
 
 _NO_DELTA: dict = {}
