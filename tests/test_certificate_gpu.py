@@ -65,29 +65,6 @@ def test_inner_and_row_statistics(gpu):
         same_bits(cp.asnumpy(got.delta), cf.operand_stats(NUMPY, x, e, plan).delta)
 
 
-@pytest.mark.parametrize("layout", ["C", "F"])
-@pytest.mark.parametrize("bits", [40, 57, 90])
-def test_residue_pass_gives_the_representation_errors(gpu, layout, bits):
-    """The residue kernel's row maxima of the representation errors (kept for the certificate) equal
-    the reference's bits: zero rows, subnormals, entries 1000+ bits below the row's largest, and
-    scalings that underflow to 0 (which must get TINY, never read as on the grid); both the float32
-    (bits <= 63) and the float64 residue paths, rows as read and transposed. A different exponent
-    array is not served from the residue pass."""
-    engine, cp = gpu
-    x = awkward(np.random.default_rng(4), 37, 301, phi=2.0)
-    x[12, :4] = (1.0, 2.0**-1060, 5e-324, 2.0**-600)
-    e = exponents(np, row_abs_max(np, x))
-    plan = ModularPlan.for_k(bits, 301)
-    xd = cp.asarray(x) if layout == "C" else cp.asfortranarray(cp.asarray(x))
-    ed = cp.asarray(e)
-    engine.residues(xd, ed, plan.tables)
-    assert id(xd) in engine._deltas   # the pass kept them
-    want = statistics.representation_errors(np, x, e, plan.split_steps)
-    assert (want > 0).any() and (want == 0).any()
-    same_bits(cp.asnumpy(engine.representation_errors(xd, ed, plan.split_steps)), want)
-    same_bits(cp.asnumpy(engine.representation_errors(xd, cp.asarray(e), plan.split_steps)), want)
-
-
 @pytest.mark.parametrize("layout", ["C", "F", "strided"])
 def test_row_summaries_match_numpy(gpu, layout):
     """The one-pass kernel (exponents, inf/NaN counts, norms, counts, squares, gaps) against the

@@ -67,10 +67,8 @@ def _signatures(cfg: ck.TileConfig):
                for acc_dtype in (ct.float64, ct.int32)]
     residue = [
         _sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.float64, 2), _array(ct.int8, 3, big),
-              _array(ct.float64, 2), _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans, short, f32,
-              delta])
+              _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans, short, f32])
         for trans in (False, True) for short, f32 in ((False, False), (True, False), (True, True))
-        for delta in (False, True)
     ]
     def crt_sig(acc_dtype, pieces, verdict=False, lower=False, lsum=ct.int32):
         vec = [_array(ct.float64, 1), _array(ct.int64, 1), _array(ct.int64, 1)]

@@ -123,8 +123,8 @@ def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: d
 
 ROWWISE_ENTRIES = 2**28
 """From this many entries of C the verdict reduces per row instead of writing every ratio: at n = 16384
-on the H200 3.1 ms against 4.0 (ratios and their max), at 2048 and 4096 0.15 / 0.29 ms against 0.06 /
-0.22 (``bench/results/fixed_costs_h200_2026-12-04.md``)."""
+on the H200 3.1 ms against 3.8-4.0 (ratios and their max), at 2048 and 4096 0.15 / 0.29 ms against
+0.06 / 0.22 (``bench/results/fixed_costs_h200_2026-12-04.md``)."""
 
 
 def _ctype(x) -> str:

@@ -172,7 +172,6 @@ class CutileEngine(CutileGaussian, Engine):
                                     occupancy=occupancy, num_ctas=num_ctas, pair_index=pair_index)
         self._padded: dict[int, tuple] = {}
         self._padded_exps_of: dict[int, tuple] = {}
-        self._deltas: dict[int, tuple] = {}   # residues' representation errors, by operand (representation_errors)
         self._crt_tables: dict[tuple[int, int, int], tuple] = {}
         self._verdict_tables: dict[tuple, object] = {}
         with self.device:
@@ -255,23 +254,9 @@ class CutileEngine(CutileGaussian, Engine):
             self._stream(), self.config, src, trans, e, buf, nslices))
 
     def residues(self, x, exps, tables):
-        """The residue planes; the same pass writes the partial row maxima of the representation
-        errors at ``(tables.bits, 0)``, kept for :meth:`representation_errors` of the same ``x`` and
-        ``exps`` (the certificate reads them: no second pass over the operand)."""
         table = self._device_tables(tables).table
-        parts = []
-
-        def launch(src, trans, e, buf):
-            delta = cp.empty(ck.residues.delta_parts(self.config, buf.shape[1], buf.shape[2]), dtype=cp.float64)
-            ck.residues.launch(self._stream(), self.config, src, trans, e, table, buf, tables.bits, delta)
-            parts.append(delta)
-
-        out = self._slices_of(x, exps, tables.count, launch)
-        if parts and isinstance(x, cp.ndarray):
-            key = id(x)
-            self._deltas[key] = (weakref.ref(x, lambda _r, k=key: self._deltas.pop(k, None)), exps,
-                                 (tables.bits, 0), parts[0], x.shape[0])
-        return out
+        return self._slices_of(x, exps, tables.count, lambda src, trans, e, buf: ck.residues.launch(
+            self._stream(), self.config, src, trans, e, table, buf, tables.bits))
 
     def _device_tables(self, crt) -> DeviceTables:
         """The constants of ``crt`` on this device (made once per (bits, count, pieces))."""
@@ -334,11 +319,6 @@ class CutileEngine(CutileGaussian, Engine):
         return cert_kernels.magnitude_sums(cp, x, exps, NORM_BITS, GAP_MAX)
 
     def representation_errors(self, x, exps, steps):
-        """From the residue pass of the same ``x``, ``exps`` and steps when there was one
-        (:meth:`residues`), else one pass of its own."""
-        kept = self._deltas.get(id(x))
-        if kept is not None and kept[0]() is x and kept[1] is exps and tuple(steps) == kept[2]:
-            return kept[3].max(axis=0)[:kept[4]]
         if x.shape[0] == 0 or x.shape[1] == 0:
             return super().representation_errors(x, exps, steps)
         return cert_kernels.representation_error_max(cp, x, exps, *steps, TINY)
@@ -349,7 +329,7 @@ class CutileEngine(CutileGaussian, Engine):
         return cert_kernels.inner_stats(cp, rows, NONE_EXP)
 
     def entry_verdicts(self, c, row_exps, col_exps, row, col, lower, support, constants):
-        """The certificate's verdicts in one CuPy reduction (:func:`.certificate_kernels.entry_verdicts`;
+        """The certificate's verdicts in one CuPy pass (:func:`.certificate_kernels.entry_verdicts`;
         the row sizes converted inside it)."""
         return cert_kernels.entry_verdicts(cp, c, row_exps, col_exps, row, col, lower, support, constants,
                                            self.to_host, NORM_BITS)

@@ -2,20 +2,14 @@
 
 Residues are unique balanced integers (reductions, then the canonical range), so how cuTile rounds
 the quotient estimates or contracts ``y - q*p`` cannot change them: the NumPy engine's bits.
-
-The same pass may write the certificate's representation errors (``DELTA``): per tile, the row maxima
-of :func:`ozhpc.engines.statistics.representation_error` for ``(bits, 0)``, so the certificate needs
-no second pass over the operand (the kernel reads every entry anyway).
 """
 from __future__ import annotations
 
 import cuda.tile as ct
 
 from .. import crt as crt_tables
-from ..statistics import TINY
 from ..kernel_store import stored_kernel
 from .config import TileConfig, tile_grid
-from .ieee import kept
 from .tile_math import (LIMB_COL, RINT_MAGIC, RINT_MAGIC32, TABLE_COLS, BigArray, ConstBool, ConstInt,
                         balanced, entry, pow2, rint_any, rint_small, row_tile)
 
@@ -66,29 +60,9 @@ def _small_int8(r):
     return ct.bitcast(r + RINT_MAGIC, ct.int64).astype(ct.int8)
 
 
-TINY_EXP = -800
-"""``TINY = 2**TINY_EXP``, made in the kernel from its exponent: passed as a ``ct.Constant[float]``
-it added nothing on the H200 (as a float32, 2**-800 is 0)."""
-assert 2.0**TINY_EXP == TINY
-
-
-def _delta_max(x, t, big):
-    """Row maxima (TR, 1) of the representation errors (:func:`ozhpc.engines.statistics.representation_error`
-    with no digits, the CuPy kernel's bits): ``|y - rint(y)|`` for ``y = ldexp(x, bits - e)``, plus TINY
-    for every nonzero entry off the grid or whose scaling underflows to 0. ``t`` is the kernel's own
-    scaling (two powers of two) and ``big = rint(t)``: wherever ``y`` is normal ``t`` is exactly ``y``
-    (the partial product lies between them); wherever ``y`` is subnormal or 0, so is ``t``, and both
-    errors, below 2**-1022, add to TINY as TINY itself. So ``|t - big|`` gives the reference's bits
-    (``kept``: no FMA with the product that made ``t``)."""
-    err = ct.abs(kept(t) - big)
-    err = ct.where((x != 0.0) & ((err > 0.0) | (t == 0.0)), err + pow2(ct.full((1, 1), TINY_EXP, ct.int64)), err)
-    return ct.max(err, axis=1, keepdims=True)
-
-
 @stored_kernel
-def _residue_kernel(X, EXPS, TAB, OUT: BigArray, DELTA, nmod: int, bits: int,
-                    TR: ConstInt, TC: ConstInt, TRANS: ConstBool, SHORT: ConstBool, FLOAT32: ConstBool,
-                    WANT_DELTA: ConstBool):
+def _residue_kernel(X, EXPS, TAB, OUT: BigArray, nmod: int, bits: int,
+                    TR: ConstInt, TC: ConstInt, TRANS: ConstBool, SHORT: ConstBool, FLOAT32: ConstBool):
     """Scheme II: balanced residues of ``X = rint(x * 2**(bits - e_i))`` modulo each of the
     ``nmod`` moduli in TAB, for a (TR, TC) tile of the rows of X (TRANS as in the split).
 
@@ -99,19 +73,13 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, DELTA, nmod: int, bits: int,
     or with SHORT (``bits <= 80``: ``|H * (2**52 mod p)| < 2**35``, so ``H * c + L`` is an exact
     integer below 2**52) ``balanced(H * (2**52 mod p) + L)``: the same unique residue with one
     reduction.
-
-    WANT_DELTA: also this tile's row maxima of the representation errors into ``DELTA[bj, rows]``
-    (:func:`_delta_max`; one partial maximum per column tile, the engine takes their maximum).
     """
     bi = ct.bid(0)
     bj = ct.bid(1)
     x, e = row_tile(X, EXPS, bi, bj, TR, TC, TRANS)
     shift = bits - e
     a = shift >> 1
-    t = x * pow2(a) * pow2(shift - a)
-    big = rint_any(t)
-    if WANT_DELTA:
-        ct.store(DELTA, (bj, bi), _delta_max(x, t, big).reshape((1, TR)))
+    big = rint_any(x * pow2(a) * pow2(shift - a))
     # The next modulus's table row is loaded before this one's arithmetic (as in the CRT kernel).
     row_next = ct.load(TAB, (0, 0), (1, TABLE_COLS))
     if FLOAT32:
@@ -133,30 +101,8 @@ def _residue_kernel(X, EXPS, TAB, OUT: BigArray, DELTA, nmod: int, bits: int,
             ct.store(OUT, (l, bi, bj), _small_int8(r).reshape((1, TR, TC)))
 
 
-def delta_parts(cfg: TileConfig, rows_pad: int, cols_pad: int) -> tuple[int, int]:
-    """Shape of the ``delta`` argument of :func:`launch`: one row per column tile, one column per
-    (padded) row."""
-    return tile_grid(rows_pad, cols_pad, cfg.residue_rows, cfg.residue_cols)[1], rows_pad
-
-
-def launch(stream, cfg: TileConfig, x, trans: bool, exps, table, out, bits: int, delta=None) -> None:
-    """``delta``: float64 :func:`delta_parts` array for the representation errors' partial maxima,
-    or None (not written)."""
+def launch(stream, cfg: TileConfig, x, trans: bool, exps, table, out, bits: int) -> None:
     grid = tile_grid(out.shape[1], out.shape[2], cfg.residue_rows, cfg.residue_cols)
-    want = delta is not None
-    if delta is None:
-        delta = _NO_DELTA.get(out.device.id)
-        if delta is None:
-            delta = _NO_DELTA[out.device.id] = _placeholder()
     ct.launch(stream, grid, _residue_kernel,
-              (x, exps, table, out, delta, int(out.shape[0]), int(bits), cfg.residue_rows, cfg.residue_cols,
-               bool(trans), bits <= crt_tables.SHORT_BITS, bits <= FLOAT32_RESIDUE_BITS, want))
-
-
-_NO_DELTA: dict = {}
-"""A (1, 1) float64 placeholder per device for ``DELTA`` when the errors are not asked for."""
-
-
-def _placeholder():
-    import cupy as cp
-    return cp.zeros((1, 1), dtype=cp.float64)
+              (x, exps, table, out, int(out.shape[0]), int(bits), cfg.residue_rows, cfg.residue_cols,
+               bool(trans), bits <= crt_tables.SHORT_BITS, bits <= FLOAT32_RESIDUE_BITS))
