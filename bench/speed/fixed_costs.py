@@ -104,7 +104,8 @@ def host_profile(n: int) -> str:
     total = max(ct for _, ct, _, _ in rows)
     out = [f"cProfile of one warm default call at n = {n}: {total * 1e6:.0f} us in all (with the profiler's own cost)",
            "", "| own us | cumulative us | calls | function |", "|---|---|---|---|"]
-    out += [f"| {tt * 1e6:.0f} | {ct * 1e6:.0f} | {nc} | {name} |" for tt, ct, nc, name in sorted(rows, reverse=True)[:30]]
+    out += [f"| {tt * 1e6:.0f} | {ct * 1e6:.0f} | {nc} | {name} |"
+            for tt, ct, nc, name in sorted(rows, reverse=True)[:30]]
     out += ["", "| cumulative us | own us | calls | function |", "|---|---|---|---|"]
     out += [f"| {ct * 1e6:.0f} | {tt * 1e6:.0f} | {nc} | {name} |"
             for tt, ct, nc, name in sorted(rows, key=lambda r: -r[1])[:45]]

@@ -90,15 +90,21 @@ def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict,
     return _KERNELS[key]
 
 
+ROWWISE_ENTRIES = 2**28
+"""From this many entries of C the verdict reduces per row instead of writing every ratio: at n = 16384
+on the H200 3.1 ms against 3.8-4.0 (ratios and their max), at 2048 and 4096 0.15 / 0.29 ms against
+0.06 / 0.22 (``bench/results/fixed_costs_h200_2026-12-04.md``)."""
+
+
 def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict, to_host=None,
                    norm_bits: int = 32):
     """``(failed, worst)`` over this block of C: how many entries have a ratio ``E / (c u L)``
     (:func:`ozhpc.ozaki.certificate.entry_ratio`) above 1 (they fail), and the largest ratio (0 for
     inf/NaN entries). One pass and a max (past :data:`ROWWISE_ENTRIES`, a reduction to the row
-    maxima: nothing m x n is written); a second pass counts only when some entry fails (``row`` /
-    ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B): float64 deltas, int64 norms in units of
-    ``2**-norm_bits`` and counts, converted in the kernel as NumPy converts them; ``e`` / ``f``: the
-    integer exponents; ``to_host``: the engine's copy, one per number read)."""
+    maxima: nothing m x n is written); a second pass counts only when some entry fails. ``row`` /
+    ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B): float64 deltas,
+    int64 norms in units of ``2**-norm_bits`` and counts, converted in the kernel as NumPy converts
+    them; ``e`` / ``f``: the integer exponents; ``to_host``: the engine's copy, one per number read."""
     get = to_host or (lambda x: x.get())
     if c.size == 0:
         return 0, 0.0
@@ -119,12 +125,6 @@ def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: d
     if ratio is None:
         ratio = _kernel(*kind, reduce=False)(*args)
     return int(get(cp.count_nonzero(ratio > 1.0))), worst
-
-
-ROWWISE_ENTRIES = 2**28
-"""From this many entries of C the verdict reduces per row instead of writing every ratio: at n = 16384
-on the H200 3.1 ms against 3.8-4.0 (ratios and their max), at 2048 and 4096 0.15 / 0.29 ms against
-0.06 / 0.22 (``bench/results/fixed_costs_h200_2026-12-04.md``)."""
 
 
 def _ctype(x) -> str:
