@@ -137,9 +137,10 @@ class Widening:
     def refine_or(self, step: NextPass | None, plan, worst: float, block: tuple[int, int],
                   sizes: tuple[int, int, int], step_gemms: int) -> NextPass | None:
         """``step``, or the failing entries recomputed instead (``NextPass(refine=bits)``): always
-        where no step is left (None); never instead of a wider plan after a
-        mild failure (``worst`` at most :data:`EQUILIBRATE_RATIO`: a few more bits close it, and
-        they carry every entry's accuracy in fact, as on heavy-tailed data); else where its
+        where no step is left (None); never instead of a wider plan or the full magnitude plane
+        ("lower") after a mild failure (``worst`` at most :data:`EQUILIBRATE_RATIO`: a few more bits
+        or the unsampled lower bound close it, and they carry every entry's accuracy in fact, as on
+        heavy-tailed data); else where its
         predicted int8 work is below the step's: :data:`REFINE_PAIRS` exact level products on the
         failing ``block`` (rows x columns, global) against ``step_gemms`` int8 GEMMs (the step's
         plan, resolved by the product; equilibrating: a first pass) of every entry (``sizes`` = m,
@@ -149,7 +150,7 @@ class Widening:
         bits = self.refine_bits(plan)
         if step is None:
             return NextPass(refine=bits)
-        if not step.bounds and not step.equilibrate and worst <= EQUILIBRATE_RATIO:
+        if ("lower" in step.bounds or not step.bounds) and not step.equilibrate and worst <= EQUILIBRATE_RATIO:
             return step
         m, n, k = sizes
         ours = REFINE_PAIRS * exact_plan(bits, k).int8_gemms * block[0] * block[1]
