@@ -96,3 +96,18 @@ def test_accumulator_kernels_are_the_numpy_steps(gpu):
         superacc.normalise(cp, mine)
         superacc.normalise(np, theirs)
         assert (mine.get() == theirs).all()
+
+
+@pytest.mark.parametrize("scheme", ["ozaki1", "ozaki2"])
+@pytest.mark.parametrize("name", ["docs A@I", "1e300 over 1e-30", "blocks I@A", "subnormal beside DBL_MAX"])
+def test_complex_levels_on_the_gpu_are_the_numpy_bits(gpu, name, scheme):
+    """Complex products refined by levels (both parts of A the real case's): certified on the GPU
+    with the NumPy engine's bits and counts."""
+    a, b = CASES[name]
+    a, b = a * (1 + 1j), b * (0.5 - 0.25j)
+    kw = dict(scheme=scheme, guarantee="tight", accuracy="strict", info=True)
+    want, ref = ozhpc.gemm(a, b, engine="numpy", **kw)
+    got, info = ozhpc.gemm(a, b, engine="cutile", **kw)
+    assert info.certified and got.tobytes() == want.tobytes(), (info.widths, ref.widths)
+    assert (info.refined_entries, info.levels, info.exact_entries) == (ref.refined_entries, ref.levels,
+                                                                       ref.exact_entries)

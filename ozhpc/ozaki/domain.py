@@ -83,8 +83,8 @@ class RealDomain:
         """The certified bound's factor under "dgemm": a real dot product's k roundings."""
         return max(k, 1)
 
-    def part_stats(self, engine, fin, exps, plan, reduce_max, mags):
-        """The certificate's statistics of one operand."""
+    def part_stats(self, engine, fin, exps, plan, reduce_max, mags, reduce_sum=None):
+        """The certificate's statistics of one operand (its norms from ``mags``, already global)."""
         return certificate.operand_stats(engine, fin, exps, plan, reduce_max, mags=mags[:2])
 
     def certify(self, engine, c, lower, stats, e, f, plan, acc, support, **kwargs):
@@ -190,8 +190,10 @@ class ComplexDomain(RealDomain):
         then k - 1 additions."""
         return max(k, 1) + 1
 
-    def part_stats(self, engine, fin, exps, plan, reduce_max, mags):
-        return complex_certificate.part_stats(engine, fin, exps, plan, reduce_max)
+    def part_stats(self, engine, fin, exps, plan, reduce_max, mags, reduce_sum=None):
+        """Each part's statistics, its norms summed over the ranks that hold a row's pieces of k
+        (``reduce_sum``): a rank's own piece of a norm is too small a bound."""
+        return complex_certificate.part_stats(engine, fin, exps, plan, reduce_max, reduce_sum or (lambda x: x))
 
     def certify(self, engine, c, lower, stats, e, f, plan, acc, support, **kwargs):
         return complex_certificate.certify_complex_entries(engine, c, lower, stats, e, f, plan, acc, support, **kwargs)

@@ -193,7 +193,7 @@ class Product:
         self.clock.lap("certificate")
         step = self.policy.after(cert, self.plan, sampled=self.sums.lower_stride > 1,
                                  support="support" in self.sums.digits)
-        if cert.uncertified and self.refinement.active:
+        if cert.uncertified:
             gemms = self.ops.plan(step.settings, step.width).int8_gemms if step and step.settings else self.plan.int8_gemms
             step = self.refinement.weigh(self.policy, step, cert, self.plan, (*self.global_shape, self.k), gemms)
         return self._start(step, cert)
@@ -276,9 +276,9 @@ class Product:
         if self._stats is None or self._stats[0] != steps:
             r, ops, eng = self.reduce, self.ops, self.engine
             self._stats = (steps, tuple(
-                self.domain.part_stats(eng, fin, exps, self.plan, on_host(eng, reduce_max), mags)
-                for fin, exps, reduce_max, mags in ((ops.fin_a, ops.row_exps, r.a_max, ops.mags[0]),
-                                                    (ops.fin_b, ops.col_exps, r.b_max, ops.mags[1]))))
+                self.domain.part_stats(eng, fin, exps, self.plan, on_host(eng, reduce_max), mags, on_host(eng, reduce_sum))
+                for fin, exps, reduce_max, reduce_sum, mags in ((ops.fin_a, ops.row_exps, r.a_max, r.a_sum, ops.mags[0]),
+                                                                (ops.fin_b, ops.col_exps, r.b_max, r.b_sum, ops.mags[1]))))
         return self._stats[1]
 
     def _verdicts_request(self):

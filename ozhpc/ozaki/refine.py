@@ -5,7 +5,9 @@ the rows of op(A) and op(B)^T that hold one (the failing block), by a
 :class:`~ozhpc.ozaki.levels.Staircase` deepened level by level until every failing entry passes
 its guarantee, and where a few entries still fail, by their exact dot products
 (:func:`ozhpc.engines.superacc.exact_dots`, correctly rounded: within both guarantees by
-construction). Entries that passed keep their bits. So C is certified for every finite input.
+construction). Entries that passed keep their bits. So C is certified for every finite input. A
+complex product's components are each a real product of rows of length 2k (:func:`complex_rows`),
+refined as such.
 
 Works on a rank's block of C with the product's reductions: the block's rows (columns) are agreed
 over the ranks that share them (MAX of flags) and gathered whole along k (a SUM of their bits, one
@@ -77,20 +79,21 @@ class Kept:
 
 
 class Refinement:
-    """One product's entries through its passes (real products only: ``active``): those a pass
-    certified kept through later passes (:class:`Kept`), and the ones no pass certifies recomputed
-    (:func:`refine`) where the policy weighs that cheaper (:meth:`weigh`). ``done``: what
-    :meth:`run` did (:class:`Refined`, for the report)."""
+    """One product's entries through its passes: those a pass certified kept through later passes
+    (:class:`Kept`), and the ones no pass certifies recomputed (:func:`refine`; a complex product's
+    components each as a real product of rows of length 2k, :func:`complex_rows`) where the policy
+    weighs that cheaper (:meth:`weigh`). ``done``: what :meth:`run` did (:class:`Refined`, for the
+    report)."""
 
     def __init__(self, engine, reduce, complex_product: bool = False):
-        self.engine, self.reduce, self.active = engine, reduce, not complex_product
+        self.engine, self.reduce, self.complex = engine, reduce, complex_product
         self.kept, self.done = None, Refined()
 
     def keep(self, cert, ab, low, per_entry):
         """``(cert, ab, low)`` after a pass with C ``ab`` (``low``): the entries an earlier pass
         certified (and this one did not) taken from that pass, so no later pass loses one;
         ``per_entry()`` the pass's certificate with per-entry verdicts (the fused kernel keeps none)."""
-        if not cert.uncertified or not self.active:
+        if not cert.uncertified:
             self.kept = None
             return cert, ab, low
         if cert.passed is None:
@@ -111,12 +114,45 @@ class Refinement:
         exact value, rounded: no lift left in ``low``)."""
         xp = self.engine.xp
         failing = ~cert.passed
-        self.done = refine(self.engine, self.reduce, fin, k, k_index, bits, ab, failing, 1)
+        if self.complex:
+            self.done = self._run_complex(bits, failing, fin, k, k_index, ab)
+        else:
+            self.done = refine(self.engine, self.reduce, fin, k, k_index, bits, ab, failing, 1)
         if low is not None:
             low = xp.where(failing, xp.nan, low)
         worst = max(cert.passed_worst, self.done.worst)
         policy.refined(bits, worst)
         return certificate.Certificate(None, 0, worst, worst), low
+
+    def _run_complex(self, bits: int, failing, fin, k: int, k_index, ab) -> Refined:
+        """Both components of the failing entries of the complex ``ab``, in place: each the real
+        refinement of the rows as real rows of length 2k (:func:`complex_rows`; one scale per
+        complex row for both parts), whose ``|A||B|`` is the component's own bound's."""
+        xp = self.engine.xp
+        index = None if k_index is None else tuple(interleaved(np.asarray(ix)) for ix in k_index)
+        done = Refined()
+        for component in ("real", "imag"):
+            c = xp.ascontiguousarray(getattr(ab, component))
+            part = refine(self.engine, self.reduce, complex_rows(xp, *fin, component), 2 * k, index, bits, c,
+                          failing, 1)
+            setattr(ab, component, c)
+            done = Refined(max(done.levels, part.levels), done.exact + part.exact, part.refined,
+                           max(done.worst, part.worst))
+        return done
+
+
+def interleaved(index):
+    """Global k indices ``t`` of complex columns as the indices ``2t, 2t + 1`` of their parts."""
+    return np.stack([2 * index, 2 * index + 1], axis=-1).reshape(-1)
+
+
+def complex_rows(xp, a, b, component: str):
+    """Rows of op(A) and op(B)^T (complex, finite) as real rows of length 2k whose real product is one
+    component of ``op(A) op(B)``: ``[ar_t, ai_t]`` against ``[br_t, -bi_t]`` (Re) or ``[bi_t, br_t]``
+    (Im), part beside part for each t (by assignment: exact)."""
+    a = xp.ascontiguousarray(a, dtype=xp.complex128).view(xp.float64)
+    first, second = (b.real, -b.imag) if component == "real" else (b.imag, b.real)
+    return a, xp.stack([first, second], axis=-1).reshape(b.shape[0], 2 * b.shape[1])
 
 
 def failing_block(engine, reduce, failing) -> tuple[int, int]:
@@ -149,14 +185,18 @@ def whole_rows(engine, x, k: int, index, reduce_sum):
     return engine.asarray(np.asarray(reduce_sum(out)).view(np.float64))
 
 
-def inner_block(xp, a, b):
+def inner_block(engine, a, b, everywhere_max):
     """The failing block's rows of op(A) and op(B)^T (whole along k) on the k indices where both hold
-    something: the others add exact zeros to every entry (nor do they change ``|A||B|``), so levels,
-    bounds and exact dots see only the block's own terms (its rows' scales included). All of k where
-    no index is left (every entry is an exact 0)."""
-    inner = xp.flatnonzero((a != 0).any(axis=0) & (b != 0).any(axis=0))
+    something, over the whole block (every rank's rows, MAX-reduced: the same indices on every
+    grid, so each row's levels are): the others add exact zeros to every entry (nor do they change
+    ``|A||B|``), so levels, bounds and exact dots see only the block's own terms (its rows' scales
+    included). All of k where no index is left (every entry is an exact 0)."""
+    flags = np.stack([np.asarray(engine.to_host((x != 0).any(axis=0)), dtype=np.int64) for x in (a, b)])
+    flags = np.asarray(everywhere_max(flags))
+    inner = np.flatnonzero((flags[0] > 0) & (flags[1] > 0))
     if 0 < inner.size < a.shape[1]:
-        return a[:, inner], b[:, inner]
+        at = engine.asarray(inner)
+        return a[:, at], b[:, at]
     return a, b
 
 
@@ -177,8 +217,8 @@ def refine(engine, reduce, fin, k: int, k_index, bits: int, c, failing, factor: 
         return done
     ia, ib = (None, None) if k_index is None else k_index
     rows_at, cols_at = engine.asarray(rows), engine.asarray(cols)
-    a, b = inner_block(xp, whole_rows(engine, fin[0][rows_at], k, ia, r.a_sum),
-                       whole_rows(engine, fin[1][cols_at], k, ib, r.b_sum))
+    a, b = inner_block(engine, whole_rows(engine, fin[0][rows_at], k, ia, r.a_sum),
+                       whole_rows(engine, fin[1][cols_at], k, ib, r.b_sum), r.everywhere_max)
     block = failing[rows_at[:, None], cols_at[None, :]]
     stair = Staircase(engine, a, b, exponents(xp, row_abs_max(xp, a)), exponents(xp, row_abs_max(xp, b)), bits,
                       a.shape[1])
