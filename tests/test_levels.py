@@ -192,3 +192,36 @@ def test_entries_past_the_deepest_level_get_exact_dots():
     failing = ~np.eye(8, dtype=bool)
     done = rf.refine(ENGINE, LOCAL, (a, np.eye(8)), 8, None, 53, c, failing, 1, max_levels=1)
     assert c.tobytes() == a.tobytes() and (done.levels, done.exact, done.refined) == (1, 56, 56)
+
+
+def test_refinement_weighed_against_the_full_magnitude_plane():
+    """After a first pass that sampled its magnitudes: entries with no lower bound in a few rows
+    are refined instead of a pass of the full plane over every entry; a mild failure, or a failing
+    block that costs more than the plane, keeps the plane's pass."""
+    from ozhpc.ozaki.policy import EQUILIBRATE_RATIO, NextPass, Widening
+    from ozhpc.ozaki.settings import OzakiSettings
+
+    plan, sizes = exact_plan(55, 4096), (4096, 4096, 4096)
+    step = NextPass(bounds=("lower", "support"))
+    assert Widening(OzakiSettings()).refine_or(step, plan, math.inf, (41, 4096), sizes, 14).refine == 55
+    assert Widening(OzakiSettings()).refine_or(step, plan, 2 * EQUILIBRATE_RATIO, (41, 41), sizes, 14).refine
+    mild = NextPass(bounds=("lower",))
+    assert Widening(OzakiSettings()).refine_or(mild, plan, EQUILIBRATE_RATIO, (1, 1), sizes, 14) == mild
+    assert Widening(OzakiSettings()).refine_or(step, plan, math.inf, (2048, 2048), sizes, 14) == step
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_unit_rows_meeting_tiny_rows_take_one_refinement(scheme):
+    """Rows of A that pick single rows of B scaled by 2**-300, with k long enough that the first
+    pass samples its magnitudes: the refinement (on the block's own k indices and scales) follows
+    the first pass at once, and those rows of C are B's rows exactly; everything certified."""
+    rng = np.random.default_rng(3)
+    m, k, n = 400, 2048, 24
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    picks = rng.choice(k, 4, replace=False)
+    a[:4] = 0.0
+    a[np.arange(4), picks] = 1.0
+    b[picks] *= 2.0**-300
+    c, info = ozhpc.gemm(a, b, scheme=scheme, accuracy="strict", info=True)
+    assert info.certified and len(info.widths) == 2 and info.refined_entries == 4 * n, info.widths
+    assert c[:4].tobytes() == b[picks].tobytes()

@@ -19,11 +19,15 @@ added by a weighted ``bincount`` (FP64 sums of integers below ``2**20``: exact u
 rounds until :func:`round_nearest`.
 
 Written once against the array module ``xp`` (NumPy, or CuPy on a GPU): integer and exact FP64
-operations only, so both give the same limbs, hence the same bits.
+operations only, so both give the same limbs, hence the same bits. On CuPy the per-entry steps
+(carries, a level's parts, the rounding) run as one kernel each
+(:mod:`ozhpc.engines.superacc_kernels`): the same integer steps, one thread per entry.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from . import superacc_kernels
 
 LIMB_BITS = 18
 LIMB_MASK = (1 << LIMB_BITS) - 1
@@ -36,6 +40,8 @@ TERMS_PER_BATCH = 1 << 17
 """Products deposited per batch (each makes 7 pieces: some 20 MiB of temporaries)."""
 MIN_EXP, MAX_EXP = -1074, 1024
 """FP64's lowest bit and the first power of two it cannot hold."""
+LAYOUT = (LIMB_BITS, MIN_EXP)
+"""What the CuPy kernels are compiled for."""
 
 
 HEADROOM_LIMBS = 8
@@ -71,6 +77,11 @@ def window_for_products(qa_min: int, qa_max: int, qb_min: int, qb_max: int, term
     """The window of sums of at most ``terms`` products ``m_a m_b 2**(q_a + q_b)`` with ``q`` in the
     given ranges (each product below ``2**(q_a + q_b + 106)``)."""
     return Window.covering(qa_min + qb_min, qa_max + qb_max + 106 + max(int(terms), 1).bit_length() + 1)
+
+
+def _on_gpu(xp) -> bool:
+    """CuPy arrays: the per-entry steps run as one kernel each (:mod:`ozhpc.engines.superacc_kernels`)."""
+    return xp.__name__ == "cupy"
 
 
 def zeros(xp, entries: int, window: Window):
@@ -121,9 +132,16 @@ def deposit_values(xp, acc, window: Window, entry, values, shifts, unique: bool 
     """Add ``values * 2**shifts`` (FP64 ``values``, exact; int ``shifts`` may take the sum far
     outside FP64's range) to ``acc[entry]``, exactly. ``unique``: no entry appears twice (a level
     product's part, one value per entry of C): the pieces go straight to their limbs, with no
-    ``bincount`` over the whole accumulator (the same sum, so the same limbs)."""
+    ``bincount`` over the whole accumulator (the same sum, so the same limbs); zero values are
+    skipped (their exponents may lie outside the window)."""
     m, q = mantissas(xp, values)
     q = q + xp.asarray(shifts).astype(xp.int64)
+    if unique and _on_gpu(xp):   # the kernel skips the zeros
+        superacc_kernels.deposit_unique(xp, acc, LAYOUT, window.low, xp.asarray(entry), m, q)
+        return
+    if unique:
+        live = m != 0
+        entry, m, q = xp.asarray(entry)[live], m[live], q[live]
     if not unique:
         deposit(xp, acc, window, entry, m, q, xp.ones_like(m), xp.zeros_like(q))
         return
@@ -136,6 +154,9 @@ def deposit_values(xp, acc, window: Window, entry, values, shifts, unique: bool 
 def normalise(xp, acc) -> None:
     """Carry every limb but the top one into ``[0, 2**LIMB_BITS)``, in place (the value is unchanged; the
     top limb keeps the sign). Exact int64 shifts: each limb is below 2**62 in magnitude."""
+    if _on_gpu(xp):
+        superacc_kernels.normalise(acc, LAYOUT)
+        return
     for t in range(acc.shape[1] - 1):
         carry = acc[:, t] >> LIMB_BITS
         acc[:, t] -= carry << LIMB_BITS
@@ -150,6 +171,8 @@ def round_nearest(xp, acc, window: Window):
     """The FP64 nearest to each accumulator's exact value (ties to even; below half the smallest
     subnormal: +0.0; from ``2**1024 (1 - 2**-54)`` on: +-inf), as IEEE rounds an exact sum once.
     A zero sum is +0.0, as a BLAS that sums from +0.0 gives."""
+    if _on_gpu(xp):
+        return superacc_kernels.round_nearest(xp, acc, LAYOUT, window.low)
     acc = acc.copy()
     normalise(xp, acc)
     negative = acc[:, -1] < 0

@@ -27,6 +27,7 @@ every engine.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..engines import statistics, superacc
@@ -165,6 +166,9 @@ class Staircase:
             self._add_pair(l, self.depth - 1 - l)
 
     def _add_pair(self, l: int, m: int) -> None:
+        """``A_l B_m`` (0-based levels) added exactly to the accumulators, on the rows, columns and k
+        indices where both levels hold something (an exact plan for the k indices left: any exact
+        plan gives the same value)."""
         xp = self.xp
         xa, xb = self.a.grids[l], self.b.grids[m]
         rows = xp.flatnonzero((xa != 0).any(axis=1)) if xa.shape[1] else xp.zeros(0, dtype=xp.int64)
@@ -172,17 +176,23 @@ class Staircase:
         if rows.size == 0 or cols.size == 0:
             return
         eng = self.engine
-        plan = exact_plan(self.bits, self.k)
+        xa, xb = xa[rows], xb[cols]
+        inner = xp.flatnonzero((xa != 0).any(axis=0) & (xb != 0).any(axis=0))
+        if inner.size == 0:
+            return
+        if inner.size < xa.shape[1]:   # only the k indices where both levels hold something
+            xa, xb = xa[:, inner], xb[:, inner]
+        k = int(inner.size)
+        plan = exact_plan(self.bits, k)
         ea, eb = xp.asarray(self.a.exps[l])[rows], xp.asarray(self.b.exps[m])[cols]
-        acc = plan.zeros(eng, int(rows.size), int(cols.size), self.k)
-        plan.accumulate(eng, acc, plan.split(eng, xa[rows], ea), plan.split(eng, xb[cols], eb))
+        acc = plan.zeros(eng, int(rows.size), int(cols.size), k)
+        plan.accumulate(eng, acc, plan.split(eng, xa, ea), plan.split(eng, xb, eb))
         values, shifts = plan.exact_parts(xp, acc)
         base = ea.astype(xp.int64).reshape(-1, 1) + eb.astype(xp.int64).reshape(1, -1)
         entry = (rows.reshape(-1, 1) * self.shape[1] + cols.reshape(1, -1)).reshape(-1)
         for part, shift in zip(values, shifts):
-            live = (part != 0).reshape(-1)
-            superacc.deposit_values(xp, self.acc, self.window, entry[live], part.reshape(-1)[live],
-                                    (base + shift).reshape(-1)[live], unique=True)
+            superacc.deposit_values(xp, self.acc, self.window, entry, part.reshape(-1), (base + shift).reshape(-1),
+                                    unique=True)
 
     def values(self):
         """``fl(P_L)`` per entry of the block (m_f x n_f), rounded once."""
@@ -277,7 +287,7 @@ def _window(xp, a, b, e, f, k: int) -> superacc.Window:
     low = 0
     for x in (a, b):
         mag = xp.abs(x)
-        nz = mag[mag > 0]
-        low += int(max(int(xp.frexp(nz.min())[1]) - 53, -1074)) if nz.size else 0
+        least = float(xp.where(mag > 0, mag, xp.inf).min()) if mag.size else math.inf
+        low += int(max(math.frexp(least)[1] - 53, -1074)) if math.isfinite(least) else 0
     high = sum(int(v.max()) if v.size else 0 for v in (xp.asarray(e), xp.asarray(f))) + max(k, 1).bit_length() + 8
     return superacc.Window.covering(low - 54, max(high, low + 1))

@@ -18,7 +18,7 @@ data. In order, while some entry fails:
    (equilibration can also push an entry below every plan's reach: a row of op(A) that mixes a
    column scaled down with one scaled up), from their first plan, widened without step 2.
 
-Before the support digits of step 1, steps 2-4, and where none is left, :meth:`Widening.refine_or` weighs them against
+Before the digits of step 1, steps 2-4, and where none is left, :meth:`Widening.refine_or` weighs them against
 recomputing only the failing entries (``NextPass(refine=True)``: levels of scales, then exact dot
 products, :mod:`ozhpc.ozaki.refine`), by predicted int8 work: a few bad rows never widen the plan
 of the whole matrix, and where nothing is left every entry still ends certified. A pass never
@@ -137,9 +137,10 @@ class Widening:
     def refine_or(self, step: NextPass | None, plan, worst: float, block: tuple[int, int],
                   sizes: tuple[int, int, int], step_gemms: int) -> NextPass | None:
         """``step``, or the failing entries recomputed instead (``NextPass(refine=bits)``): always
-        where no step is left (None); never instead of the full magnitude plane ("lower"), nor of a wider plan after a
-        mild failure (``worst`` at most :data:`EQUILIBRATE_RATIO`: a few more bits close it, and
-        they carry every entry's accuracy in fact, as on heavy-tailed data); else where its
+        where no step is left (None); never instead of a wider plan or the full magnitude plane
+        ("lower") after a mild failure (``worst`` at most :data:`EQUILIBRATE_RATIO`: a few more bits
+        or the unsampled lower bound close it, and they carry every entry's accuracy in fact, as on
+        heavy-tailed data); else where its
         predicted int8 work is below the step's: :data:`REFINE_PAIRS` exact level products on the
         failing ``block`` (rows x columns, global) against ``step_gemms`` int8 GEMMs (the step's
         plan, resolved by the product; equilibrating: a first pass) of every entry (``sizes`` = m,
@@ -149,12 +150,12 @@ class Widening:
         bits = self.refine_bits(plan)
         if step is None:
             return NextPass(refine=bits)
-        if "lower" in step.bounds or (not step.bounds and not step.equilibrate and worst <= EQUILIBRATE_RATIO):
+        if ("lower" in step.bounds or not step.bounds) and not step.equilibrate and worst <= EQUILIBRATE_RATIO:
             return step
         m, n, k = sizes
         ours = REFINE_PAIRS * exact_plan(bits, k).int8_gemms * block[0] * block[1]
-        if step.bounds:   # support digits: one int8 GEMM of every entry, for entries with no lower bound
-            step_gemms = 1
+        if step.bounds:   # one int8 GEMM of every entry per digit plane (full magnitudes, support digits)
+            step_gemms = len(step.bounds)
         if ours >= step_gemms * m * n:
             return step
         if step.equilibrate:   # not taken: what step 2 would have done next is still open

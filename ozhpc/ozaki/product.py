@@ -18,8 +18,8 @@ A product runs one :class:`~ozhpc.ozaki.passes.Pass` at a time on one set of
 answer (:mod:`ozhpc.ozaki.policy`), a value. Every value that decides a bit of C is reduced
 across ranks with the exact, order-free callables of :class:`~ozhpc.ozaki.reductions.Reductions`,
 so every grid, block size and panel width gives the same bits. Entries a pass certified are kept
-through later passes (:class:`~ozhpc.ozaki.refine.Kept`); the entries no pass is predicted to
-certify cheaply are recomputed by levels of scales and exact dots (:func:`~ozhpc.ozaki.refine.refine`). What differs between the schemes
+through later passes, and the entries no pass is predicted to certify cheaply are recomputed by
+levels of scales and exact dots (:class:`~ozhpc.ozaki.refine.Refinement`). What differs between the schemes
 lives in the plan objects of :mod:`ozhpc.ozaki.plan`; what differs between devices in the engines.
 """
 from __future__ import annotations
@@ -42,9 +42,6 @@ def op_rows(x, trans, is_left: bool):
     if mode == "C" and x.dtype.kind == "c":
         x = x.conj()
     return (x if mode == "N" else x.T) if is_left else (x.T if mode == "N" else x)
-
-
-
 
 
 class Product:
@@ -94,7 +91,7 @@ class Product:
         complex product), 1 for "tight"."""
         self.clock = Stopwatch(engine)
         self.policy = Widening(settings)
-        self.cert, self.refined, self._kept = None, refine.Refined(), None
+        self.cert, self.refinement = None, refine.Refinement(engine, reduce, self.domain.complex)
         self._on_arrival = split_on_arrival
         self._given = (a_rows, b_rows) if self.certifying else None   # to equilibrate, should a pass fail
         self._begin(a_rows, b_rows, k_index)
@@ -191,29 +188,15 @@ class Product:
             self._combine()
             if not self.certifying:
                 return self._done(None)
-        cert = self._keep(self._certify(fused=self._kept is None))
+        cert, self._ab, self._low = self.refinement.keep(self._certify(fused=self.refinement.kept is None),
+                                                         self._ab, self._low, lambda: self._certify(fused=False))
         self.clock.lap("certificate")
         step = self.policy.after(cert, self.plan, sampled=self.sums.lower_stride > 1,
                                  support="support" in self.sums.digits)
-        if cert.uncertified and not self.domain.complex and (step is None or "lower" not in step.bounds):
-            block = refine.failing_block(self.engine, self.reduce, ~cert.passed)
+        if cert.uncertified:
             gemms = self.ops.plan(step.settings, step.width).int8_gemms if step and step.settings else self.plan.int8_gemms
-            step = self.policy.refine_or(step, self.plan, cert.worst, block, (*self.global_shape, self.k), gemms)
+            step = self.refinement.weigh(self.policy, step, cert, self.plan, (*self.global_shape, self.k), gemms)
         return self._start(step, cert)
-
-    def _keep(self, cert):
-        """``cert`` with the entries an earlier pass certified (and this one did not) taken from that
-        pass (:class:`~ozhpc.ozaki.refine.Kept`): no later pass loses a certified entry."""
-        if not cert.uncertified or self.domain.complex:   # levels and kept entries: real products
-            self._kept = None
-            return cert
-        if cert.passed is None:   # the fused kernel keeps no per-entry verdicts
-            cert = self._certify(fused=False)
-        r = self.reduce
-        self._kept, cert = refine.Kept.merge(self.xp, self._kept, self._ab, self._low, cert,
-                                             on_host(self.engine, r.everywhere_sum))
-        self._ab, self._low = self._kept.ab, self._kept.low
-        return cert
 
     def _start(self, step, cert) -> bool:
         """Start the pass ``step`` names (:class:`~ozhpc.ozaki.policy.NextPass`; None: done)."""
@@ -231,7 +214,10 @@ class Product:
         if step is None:
             return self._done(cert)
         if step.refine:
-            return self._done(self._refine(step.refine, cert))
+            cert, self._low = self.refinement.run(self.policy, step.refine, cert, (self.ops.fin_a, self.ops.fin_b),
+                                                  self.k, self.ops.k_index, self._ab, self._low)
+            self.clock.lap("refine")
+            return self._done(cert)
         if step.bounds:
             self.pass_ = bounds_pass(self.engine, self.ops, self.plan, step.bounds, on_arrival=self._on_arrival)
         else:
@@ -241,23 +227,10 @@ class Product:
         self.sums.start(self.pass_)
         return True
 
-    def _refine(self, bits: int, cert):
-        """The failing entries recomputed (:func:`~ozhpc.ozaki.refine.refine`), the others keep their
-        bits: returns the certificate after it (every entry passes)."""
-        failing = ~cert.passed
-        self.refined = refine.refine(self.engine, self.reduce, (self.ops.fin_a, self.ops.fin_b), self.k,
-                                     self.ops.k_index, bits, self._ab, failing, 1)
-        if self._low is not None:   # a recomputed entry's total is its exact value, rounded: no lift left
-            self._low = self.xp.where(failing, self.xp.nan, self._low)
-        worst = max(cert.passed_worst, self.refined.worst)
-        self.policy.refined(bits, worst)
-        self.clock.lap("refine")
-        return certificate.Certificate(None, 0, worst, worst)
-
     def _done(self, cert) -> bool:
         """The last pass settled: keep C and the verdict, drop the operands and the sums."""
         self.cert, self.pass_, self.sums, self._group_sums, self._given = cert, None, None, None, None
-        self._kept = None
+        self.refinement.kept = None
         self._stats = None
         self.ops.a = self.ops.b = self.ops.fin_a = self.ops.fin_b = None
         return False
@@ -336,8 +309,8 @@ class Product:
                         uncertified=0 if cert is None else cert.uncertified,
                         worst_ratio=0.0 if cert is None else cert.worst, widths=list(self.widths),
                         complex=self.domain.complex,
-                        refined_entries=self.refined.refined, levels=self.refined.levels,
-                        exact_entries=self.refined.exact)
+                        refined_entries=self.refinement.done.refined, levels=self.refinement.done.levels,
+                        exact_entries=self.refinement.done.exact)
 
     # -- finish ----------------------------------------------------------------------------
     def finish(self, alpha: float = 1.0, beta: float = 0.0, c=None):

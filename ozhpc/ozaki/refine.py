@@ -5,7 +5,9 @@ the rows of op(A) and op(B)^T that hold one (the failing block), by a
 :class:`~ozhpc.ozaki.levels.Staircase` deepened level by level until every failing entry passes
 its guarantee, and where a few entries still fail, by their exact dot products
 (:func:`ozhpc.engines.superacc.exact_dots`, correctly rounded: within both guarantees by
-construction). Entries that passed keep their bits. So C is certified for every finite input.
+construction). Entries that passed keep their bits. So C is certified for every finite input. A
+complex product's components are each a real product of rows of length 2k (:func:`complex_rows`),
+refined as such.
 
 Works on a rank's block of C with the product's reductions: the block's rows (columns) are agreed
 over the ranks that share them (MAX of flags) and gathered whole along k (a SUM of their bits, one
@@ -21,6 +23,7 @@ import numpy as np
 
 from . import certificate
 from .levels import MAX_LEVELS, Staircase, abs_sums
+from .reductions import on_host
 from .scales import exponents, row_abs_max
 
 EXACT_LOWER_TERMS = 1 << 22
@@ -75,6 +78,83 @@ class Kept:
         return cls(ab, low, passed, best), out
 
 
+class Refinement:
+    """One product's entries through its passes: those a pass certified kept through later passes
+    (:class:`Kept`), and the ones no pass certifies recomputed (:func:`refine`; a complex product's
+    components each as a real product of rows of length 2k, :func:`complex_rows`) where the policy
+    weighs that cheaper (:meth:`weigh`). ``done``: what :meth:`run` did (:class:`Refined`, for the
+    report)."""
+
+    def __init__(self, engine, reduce, complex_product: bool = False):
+        self.engine, self.reduce, self.complex = engine, reduce, complex_product
+        self.kept, self.done = None, Refined()
+
+    def keep(self, cert, ab, low, per_entry):
+        """``(cert, ab, low)`` after a pass with C ``ab`` (``low``): the entries an earlier pass
+        certified (and this one did not) taken from that pass, so no later pass loses one;
+        ``per_entry()`` the pass's certificate with per-entry verdicts (the fused kernel keeps none)."""
+        if not cert.uncertified:
+            self.kept = None
+            return cert, ab, low
+        if cert.passed is None:
+            cert = per_entry()
+        self.kept, cert = Kept.merge(self.engine.xp, self.kept, ab, low, cert,
+                                     on_host(self.engine, self.reduce.everywhere_sum))
+        return cert, self.kept.ab, self.kept.low
+
+    def weigh(self, policy, step, cert, plan, sizes, step_gemms: int):
+        """The policy's ``step`` after a failed ``cert``, or the refinement instead
+        (:meth:`~ozhpc.ozaki.policy.Widening.refine_or`, on the global failing block)."""
+        block = failing_block(self.engine, self.reduce, ~cert.passed)
+        return policy.refine_or(step, plan, cert.worst, block, sizes, step_gemms)
+
+    def run(self, policy, bits: int, cert, fin, k: int, k_index, ab, low):
+        """The failing entries of ``ab`` recomputed in place (:func:`refine`), the others keep their
+        bits: ``(certificate after it, low)`` (every entry passes; a recomputed entry's total is its
+        exact value, rounded: no lift left in ``low``)."""
+        xp = self.engine.xp
+        failing = ~cert.passed
+        if self.complex:
+            self.done = self._run_complex(bits, failing, fin, k, k_index, ab)
+        else:
+            self.done = refine(self.engine, self.reduce, fin, k, k_index, bits, ab, failing, 1)
+        if low is not None:
+            low = xp.where(failing, xp.nan, low)
+        worst = max(cert.passed_worst, self.done.worst)
+        policy.refined(bits, worst)
+        return certificate.Certificate(None, 0, worst, worst), low
+
+    def _run_complex(self, bits: int, failing, fin, k: int, k_index, ab) -> Refined:
+        """Both components of the failing entries of the complex ``ab``, in place: each the real
+        refinement of the rows as real rows of length 2k (:func:`complex_rows`; one scale per
+        complex row for both parts), whose ``|A||B|`` is the component's own bound's."""
+        xp = self.engine.xp
+        index = None if k_index is None else tuple(interleaved(np.asarray(ix)) for ix in k_index)
+        done = Refined()
+        for component in ("real", "imag"):
+            c = xp.ascontiguousarray(getattr(ab, component))
+            part = refine(self.engine, self.reduce, complex_rows(xp, *fin, component), 2 * k, index, bits, c,
+                          failing, 1)
+            setattr(ab, component, c)
+            done = Refined(max(done.levels, part.levels), done.exact + part.exact, part.refined,
+                           max(done.worst, part.worst))
+        return done
+
+
+def interleaved(index):
+    """Global k indices ``t`` of complex columns as the indices ``2t, 2t + 1`` of their parts."""
+    return np.stack([2 * index, 2 * index + 1], axis=-1).reshape(-1)
+
+
+def complex_rows(xp, a, b, component: str):
+    """Rows of op(A) and op(B)^T (complex, finite) as real rows of length 2k whose real product is one
+    component of ``op(A) op(B)``: ``[ar_t, ai_t]`` against ``[br_t, -bi_t]`` (Re) or ``[bi_t, br_t]``
+    (Im), part beside part for each t (by assignment: exact)."""
+    a = xp.ascontiguousarray(a, dtype=xp.complex128).view(xp.float64)
+    first, second = (b.real, -b.imag) if component == "real" else (b.imag, b.real)
+    return a, xp.stack([first, second], axis=-1).reshape(b.shape[0], 2 * b.shape[1])
+
+
 def failing_block(engine, reduce, failing) -> tuple[int, int]:
     """How many rows of op(A) and columns of op(B) hold a failing entry (global, exact: a row is
     counted once per rank that shares it, divided by how many do)."""
@@ -105,6 +185,21 @@ def whole_rows(engine, x, k: int, index, reduce_sum):
     return engine.asarray(np.asarray(reduce_sum(out)).view(np.float64))
 
 
+def inner_block(engine, a, b, everywhere_max):
+    """The failing block's rows of op(A) and op(B)^T (whole along k) on the k indices where both hold
+    something, over the whole block (every rank's rows, MAX-reduced: the same indices on every
+    grid, so each row's levels are): the others add exact zeros to every entry (nor do they change
+    ``|A||B|``), so levels, bounds and exact dots see only the block's own terms (its rows' scales
+    included). All of k where no index is left (every entry is an exact 0)."""
+    flags = np.stack([np.asarray(engine.to_host((x != 0).any(axis=0)), dtype=np.int64) for x in (a, b)])
+    flags = np.asarray(everywhere_max(flags))
+    inner = np.flatnonzero((flags[0] > 0) & (flags[1] > 0))
+    if 0 < inner.size < a.shape[1]:
+        at = engine.asarray(inner)
+        return a[:, at], b[:, at]
+    return a, b
+
+
 def refine(engine, reduce, fin, k: int, k_index, bits: int, c, failing, factor: int = 1,
            max_levels: int = MAX_LEVELS) -> Refined:
     """Recompute the failing entries of this rank's block ``c`` of op(A) op(B) in place, until each
@@ -114,17 +209,19 @@ def refine(engine, reduce, fin, k: int, k_index, bits: int, c, failing, factor: 
     among them), ``factor`` the guarantee's (k for "dgemm", 1 for "tight")."""
     xp = engine.xp
     r = reduce
-    host = np.asarray(engine.to_host(failing), dtype=bool)
-    rows = np.flatnonzero(agreed(host.any(axis=1), r.a_max))
-    cols = np.flatnonzero(agreed(host.any(axis=0), r.b_max))
+    row_flags, col_flags = (np.asarray(engine.to_host(failing.any(axis=axis)), dtype=bool) for axis in (1, 0))
+    rows = np.flatnonzero(agreed(row_flags, r.a_max))
+    cols = np.flatnonzero(agreed(col_flags, r.b_max))
     done = Refined()
-    if not int(r.everywhere_sum(np.array([int(host.sum())], dtype=np.int64))[0]):
+    if not int(r.everywhere_sum(np.array([int(row_flags.sum())], dtype=np.int64))[0]):
         return done
     ia, ib = (None, None) if k_index is None else k_index
-    a = whole_rows(engine, fin[0][engine.asarray(rows)], k, ia, r.a_sum)
-    b = whole_rows(engine, fin[1][engine.asarray(cols)], k, ib, r.b_sum)
-    block = engine.asarray(host[np.ix_(rows, cols)])
-    stair = Staircase(engine, a, b, exponents(xp, row_abs_max(xp, a)), exponents(xp, row_abs_max(xp, b)), bits, k)
+    rows_at, cols_at = engine.asarray(rows), engine.asarray(cols)
+    a, b = inner_block(engine, whole_rows(engine, fin[0][rows_at], k, ia, r.a_sum),
+                       whole_rows(engine, fin[1][cols_at], k, ib, r.b_sum), r.everywhere_max)
+    block = failing[rows_at[:, None], cols_at[None, :]]
+    stair = Staircase(engine, a, b, exponents(xp, row_abs_max(xp, a)), exponents(xp, row_abs_max(xp, b)), bits,
+                      a.shape[1])
     values, left, sums, worst = xp.zeros(block.shape), block, None, 0.0
     while True:
         c_block, passed, ratio = stair.verdicts(factor, sums)
@@ -145,8 +242,8 @@ def refine(engine, reduce, fin, k: int, k_index, bits: int, c, failing, factor: 
         at = xp.nonzero(left)
         values[at] = engine.exact_dots(a, b, at[0], at[1])
         done.exact = count
-    view = c[engine.asarray(rows)[:, None], engine.asarray(cols)[None, :]]
-    c[engine.asarray(rows)[:, None], engine.asarray(cols)[None, :]] = xp.where(block, values, view)
+    at = (rows_at[:, None], cols_at[None, :])
+    c[at] = xp.where(block, values, c[at])
     return done
 
 

@@ -370,8 +370,9 @@ ANYINPUT_LAYOUTS = [dict(block=(3, 2), kb=2), dict(block=(5, 7), kb=3, wire="fp6
 
 def anyinput(comm) -> dict:
     """tests/helpers/anyinput_cases.py (inputs no single scale per row reaches) on every grid of
-    this rank count, two layouts, both schemes and guarantees: certified, and C bit for bit equal
-    to ozhpc.gemm's (the levels and exact dots of a rank's entries read whole rows, agreed)."""
+    this rank count, two layouts, both schemes and guarantees: certified, C bit for bit equal to
+    ozhpc.gemm's, with the same levels and counts (the levels and exact dots of a rank's entries
+    read whole rows on the whole block's k indices, agreed)."""
     from anyinput_cases import cases as anyinput_cases
 
     failures, done = [], 0
@@ -387,9 +388,13 @@ def anyinput(comm) -> dict:
                         out = summa(a, bt, c)
                         whole, info = out.gather(0), summa.info
                 done += 1
+                counts = (info.levels, info.refined_entries, info.exact_entries)
                 if comm.Get_rank() == 0 and (not (info.certified and ref_info.certified)
+                                             or counts != (ref_info.levels, ref_info.refined_entries,
+                                                           ref_info.exact_entries)
                                              or sha256_of_matrix(whole) != sha256_of_matrix(ref)):
-                    failures.append(f"{name} {scheme} {guarantee} {dims} {layout}: certified {info.certified}")
+                    failures.append(f"{name} {scheme} {guarantee} {dims} {layout}: certified {info.certified}, "
+                                    f"levels, refined, exact {counts}")
     return {"cases": done, "failures": failures}
 
 
