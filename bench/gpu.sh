@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-MODES="tests accept pairs timeline certified table gemm transfer overflow e2e startup shared multi weak crt complex levels"
+MODES="tests accept pairs timeline fixed certified table gemm transfer overflow e2e startup shared multi weak crt complex levels"
 MODE=${MODE:-tests}
 OUT=${OUT:-/tmp/out}
 DRY=${DRY:-0}
@@ -91,6 +91,10 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
       # shellcheck disable=SC2086
       step "$(left)" python3 bench/speed/hw_speed.py --sizes --timeline ${TIMELINE:-2048 4096 16384} \
         --host-profile "${HOSTPROF:-0}" --out "$OUT/timeline" ;;
+    fixed)     # the call's time outside the products: default vs fixed bits, kernels in order, waits, cProfile
+      # shellcheck disable=SC2086
+      step "$(left)" python3 bench/speed/fixed_costs.py --sizes ${FIXED_SIZES:-2048 4096 8192 16384} \
+        --host-profile "${HOSTPROF:-2048}" --kernels ${FIXED_KERNELS:-16384} --out "$OUT/fixed" ;;
     certified) # the certified default against fixed plans and cuBLAS, and the certificate's steps
       # shellcheck disable=SC2086
       step "$(left)" python3 bench/speed/certified_gpu.py --sizes ${CERT_SIZES:-16384 32768} --reps 3 --samples 16 \
@@ -146,7 +150,7 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
 default_limit() {   # seconds per mode unless <MODE>_S says otherwise
   case $1 in
     tests|accept|gemm|e2e|startup|complex) echo 300 ;; pairs) echo 260 ;; certified|table) echo 240 ;;
-    timeline|crt|levels) echo 150 ;; transfer|overflow) echo 120 ;; shared|multi|weak) echo 420 ;;
+    timeline|fixed|crt|levels) echo 150 ;; transfer|overflow) echo 120 ;; shared|multi|weak) echo 420 ;;
   esac
 }
 

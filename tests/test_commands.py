@@ -86,3 +86,23 @@ def test_an_unavailable_engine_is_said_in_sentences():
         assert hint[0].isupper()
     else:
         pytest.skip("the cutile engine runs here")
+
+
+def test_an_unavailable_engine_is_tried_once_per_process(monkeypatch):
+    """A failed import is not cached by Python: "auto" must not retry it on every call."""
+    import importlib
+
+    from ozhpc import engines
+
+    try:
+        engines.get_engine("cutile")
+    except engines.EngineUnavailable as first:
+        tried = []
+        real = importlib.import_module
+        monkeypatch.setattr(importlib, "import_module", lambda name, *a: tried.append(name) or real(name, *a))
+        with pytest.raises(engines.EngineUnavailable) as again:
+            engines.get_engine("cutile")
+        assert str(again.value) == str(first) and tried == []
+        assert engines.get_engine("auto").name == "numpy" and tried == ["ozhpc.engines.numpy_engine"]
+    else:
+        pytest.skip("the cutile engine runs here")

@@ -87,3 +87,29 @@ def test_a_certified_product_longer_than_its_exact_sums_is_refused():
         Product(OzakiSettings(), get_engine("numpy"), a, b, k=MAX_CERTIFIED_K + 1)
     check_k(MAX_CERTIFIED_K)
     assert MAX_CERTIFIED_K * 2 * 2**certificate.NORM_BITS < 2**63   # a row's and a column's norm sum
+
+
+def test_relieved_rows_reach_the_device_in_one_copy():
+    """Rows of op(A) and columns of op(B) whose entries sit at their scale are relieved (their
+    exponents raised), both operands' moved statistics and exponents uploaded in ONE copy (it runs
+    while the device waits for the plan), and the moved rows are those and only those."""
+    from ozhpc.run.matrices import standard_matrix
+
+    rng = np.random.default_rng(0)
+    a, b = standard_matrix(64, 2048, 2.0, seed=1), standard_matrix(2048, 48, 2.0, seed=2)
+    a[5], b[:, 7] = rng.uniform(0.9, 1.0, 2048), rng.uniform(0.9, 1.0, 2048)
+
+    class Uploads(NumpyEngine):
+        uploads = 0
+
+        def asarray(self, x):
+            self.uploads += isinstance(x, np.ndarray)
+            return super().asarray(x)
+
+    eng = Uploads()
+    prod = Product(OzakiSettings(), eng, a, b.T)
+    plain = [np.ceil(np.log2(np.abs(x).max(axis=1))).astype(np.int64) for x in (a, b.T)]
+    assert np.flatnonzero(prod.ops.row_exps != plain[0]).tolist() == [5]
+    assert np.flatnonzero(prod.ops.col_exps != plain[1]).tolist() == [7]
+    assert eng.uploads == 1
+    assert prod.ops.row_exps.dtype == np.int32 and prod.ops.mags[0][0].dtype == np.int64

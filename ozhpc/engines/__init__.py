@@ -24,14 +24,23 @@ class EngineUnavailable(RuntimeError):
     """A requested engine cannot run here (missing package or device)."""
 
 
+_UNAVAILABLE: dict[str, tuple[str, BaseException]] = {}
+"""Engines found unavailable in this process: a failed import is not cached by Python, and
+retrying it (``engine="auto"`` on a machine without CuPy) cost milliseconds on every call."""
+
+
 def _load(name: str) -> Engine:
+    if name in _UNAVAILABLE:
+        why, cause = _UNAVAILABLE[name]
+        raise EngineUnavailable(why) from cause
     module, cls = ENGINES[name]
     try:
         engine_cls = getattr(importlib.import_module(module), cls)
         return engine_cls()
     except (ImportError, RuntimeError, OSError) as exc:
-        raise EngineUnavailable(f"engine {name!r} is not available: {exc}. "
-                                f"{INSTALL_HINT.get(name, '')}".strip()) from exc
+        _UNAVAILABLE[name] = (f"engine {name!r} is not available: {exc}. "
+                              f"{INSTALL_HINT.get(name, '')}".strip(), exc)
+        raise EngineUnavailable(_UNAVAILABLE[name][0]) from exc
 
 
 def get_engine(name="auto") -> Engine:

@@ -18,7 +18,11 @@ rounded values.
 from __future__ import annotations
 
 _SOURCE = r"""
+__device__ double ozhpc_ratio(double cv, long long ei, long long fj, double da, long long na_i, long long nza_i,
+                              double db, long long nb_i, long long nzb_i, LTYPE lsum, UTYPE usum) {
 const double c = cv;
+const double na = __dmul_rn((double)na_i, NORM_UNIT), nb = __dmul_rn((double)nb_i, NORM_UNIT);
+const double nza = (double)nza_i, nzb = (double)nzb_i;
 long long s = -(ei + fj);
 s = s < -2200 ? -2200 : (s > 2200 ? 2200 : s);
 const double mag = ldexp(fabs(c), (int)s);
@@ -52,44 +56,75 @@ if (FACTOR != 1.0) scaled = __dmul_rn(__ddiv_rn(scaled, FACTOR), UP);
 const bool passed = scaled <= lower;
 double r = (lower > 0.0) ? __ddiv_rn(scaled, lower) : CUDART_INF;
 r = (scaled > 0.0) ? r : 0.0;
-ratio = !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));
+return !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));
+}
 """
+_PARAMS = ("float64 q_c, I q_ei, J q_fj, float64 q_da, int64 q_na, int64 q_nza, float64 q_db, int64 q_nb, "
+           "int64 q_nzb, L q_lsum, U q_usum")
+_CALL = "ozhpc_ratio(q_c, q_ei, q_fj, q_da, q_na, q_nza, q_db, q_nb, q_nzb, q_lsum, q_usum)"
+# Parameter names are distinctive ("q_..."): CuPy renames them in the map expression by plain text
+# substitution (see _INNER_MAP).
+_C_TYPES = {"float64": "double", "int32": "int", "int64": "long long"}
 
 _KERNELS: dict = {}
 
 
-def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict):
+def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict, norm_bits: int, reduce: bool):
+    """The verdict's ratio per entry (``reduce`` False: an element-wise kernel writing every ratio)
+    or their maxima (``reduce``: a reduction, no m x n array)."""
     import cupy as cp
 
-    key = (has_l, has_u, l_type, u_type, tuple(sorted(constants.items())))
+    key = (has_l, has_u, l_type, u_type, tuple(sorted(constants.items())), norm_bits, reduce)
     if key not in _KERNELS:
         defines = "".join(f"#define {name} {value!r}\n" for name, value in constants.items())
         defines += (f"#define HAS_L {int(has_l)}\n#define HAS_U {int(has_u)}\n"
+                    f"#define LTYPE {_C_TYPES[l_type]}\n#define UTYPE {_C_TYPES[u_type]}\n"
+                    f"#define NORM_UNIT {2.0**-norm_bits!r}\n"
                     "#define CUDART_INF __longlong_as_double(0x7ff0000000000000LL)\n")
-        _KERNELS[key] = cp.ElementwiseKernel(
-            f"float64 cv, int64 ei, int64 fj, float64 da, float64 na, float64 nza, float64 db, float64 nb, "
-            f"float64 nzb, {l_type} lsum, {u_type} usum", "float64 ratio", _SOURCE,
-            "ozhpc_certify_entries", preamble=defines)
+        if reduce:   # the max propagates NaN as cupy.max does (a ratio is never NaN: kept for parity)
+            _KERNELS[key] = cp.ReductionKernel(_PARAMS, "float64 q_worst", _CALL, "(a != a || a > b) ? a : b",
+                                               "q_worst = a", "0.0", "ozhpc_worst_ratio", preamble=defines + _SOURCE)
+        else:
+            _KERNELS[key] = cp.ElementwiseKernel(_PARAMS, "float64 q_ratio", f"q_ratio = {_CALL}",
+                                                 "ozhpc_certify_entries", preamble=defines + _SOURCE)
     return _KERNELS[key]
 
 
-def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict, to_host=None):
+ROWWISE_ENTRIES = 2**28
+"""From this many entries of C the verdict reduces per row instead of writing every ratio: at n = 16384
+on the H200 3.1 ms against 3.8-4.0 (ratios and their max), at 2048 and 4096 0.15 / 0.29 ms against
+0.06 / 0.22 (``bench/results/fixed_costs_h200_2026-12-04.md``)."""
+
+
+def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict, to_host=None,
+                   norm_bits: int = 32):
     """``(failed, worst)`` over this block of C: how many entries have a ratio ``E / (c u L)``
     (:func:`ozhpc.ozaki.certificate.entry_ratio`) above 1 (they fail), and the largest ratio (0 for
-    inf/NaN entries). One element-wise pass and a max; the count only when some entry fails
-    (``row`` / ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B) as
-    float64 vectors; ``to_host``: the engine's copy, one per number read)."""
+    inf/NaN entries). One pass and a max (past :data:`ROWWISE_ENTRIES`, a reduction to the row
+    maxima: nothing m x n is written); a second pass counts only when some entry fails. ``row`` /
+    ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B): float64 deltas,
+    int64 norms in units of ``2**-norm_bits`` and counts, converted in the kernel as NumPy converts
+    them; ``e`` / ``f``: the integer exponents; ``to_host``: the engine's copy, one per number read."""
     get = to_host or (lambda x: x.get())
     if c.size == 0:
         return 0, 0.0
     zero = cp.zeros((), dtype=cp.float64)
     lsum = zero if lower_sums is None else lower_sums
     usum = zero if support_sums is None else support_sums
-    kern = _kernel(lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants)
-    ratio = kern(c, cp.asarray(e).astype(cp.int64).reshape(-1, 1), cp.asarray(f).astype(cp.int64).reshape(1, -1),
-                 *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
-    worst = float(get(ratio.max()))
-    return (int(get(cp.count_nonzero(ratio > 1.0))) if worst > 1.0 else 0), worst
+    args = (c, cp.asarray(e).reshape(-1, 1), cp.asarray(f).reshape(1, -1),
+            *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
+    kind = (lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants, norm_bits)
+    if c.size < ROWWISE_ENTRIES:   # the ratios written, then their max
+        ratio = _kernel(*kind, reduce=False)(*args)
+        worst = float(get(ratio.max()))
+    else:   # per row, then the max of m values (a full reduction of broadcast inputs runs in very few
+        # blocks: 449 ms at n = 16384; one row per output keeps the grid full)
+        ratio, worst = None, float(get(_kernel(*kind, reduce=True)(*args, axis=1).max()))
+    if not worst > 1.0:
+        return 0, worst
+    if ratio is None:
+        ratio = _kernel(*kind, reduce=False)(*args)
+    return int(get(cp.count_nonzero(ratio > 1.0))), worst
 
 
 def _ctype(x) -> str:

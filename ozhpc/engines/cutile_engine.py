@@ -329,11 +329,10 @@ class CutileEngine(CutileGaussian, Engine):
         return cert_kernels.inner_stats(cp, rows, NONE_EXP)
 
     def entry_verdicts(self, c, row_exps, col_exps, row, col, lower, support, constants):
-        """The certificate's verdicts in one CuPy pass (:func:`.certificate_kernels.entry_verdicts`)."""
-        vecs = [(delta, norm.astype(cp.float64) * 2.0**-NORM_BITS, nnz.astype(cp.float64))
-                for delta, norm, nnz in (row, col)]
-        return cert_kernels.entry_verdicts(cp, c, row_exps, col_exps, vecs[0], vecs[1], lower, support, constants,
-                                           self.to_host)
+        """The certificate's verdicts in one CuPy pass (:func:`.certificate_kernels.entry_verdicts`;
+        the row sizes converted inside it)."""
+        return cert_kernels.entry_verdicts(cp, c, row_exps, col_exps, row, col, lower, support, constants,
+                                           self.to_host, NORM_BITS)
 
     def entry_gaps(self, x, exps):
         """Gap codes by :mod:`ozhpc.engines.cutile.gaps`, columns padded with NO_GAP to a
@@ -636,7 +635,8 @@ class CutileEngine(CutileGaussian, Engine):
                                                        f"ozhpc_{key}_digits")
         x = cp.asarray(x, dtype=cp.float64)
         rows, cols = x.shape
-        buf = cp.zeros((1, _roundup(rows), _roundup(cols)), dtype=cp.int8)   # the pair kernel's layout
+        shape = (1, _roundup(rows), _roundup(cols))   # the pair kernel's layout: zeros where padded
+        buf = cp.empty(shape, dtype=cp.int8) if shape[1:] == (rows, cols) else cp.zeros(shape, dtype=cp.int8)
         out = buf[:, :rows, :cols]
         if rows and cols:
             _DIGIT_KERNELS[key](x, cp.asarray(exps).reshape(-1, 1), out[0])

@@ -146,8 +146,11 @@ def _relieve_rows(engine, mags, exps: list, host_exps: list, totals, host, k: in
     below 2 instead of about 3.5 needs one more modulus for all): "auto" scales them by
     ``2**-b`` (:func:`ozhpc.ozaki.scales.range_bumps`, exact and global), and their statistics
     by the same power of two, rounded up. ``exps`` (on the device) and ``host_exps`` (the same on
-    the host) are updated in place; returns ``(mags, host)`` as moved."""
+    the host) are updated in place; returns ``(mags, host)`` as moved. Whatever moved goes to the
+    device in one copy (this runs between the statistics' copy and the first launch, while the
+    device waits)."""
     mags, host = list(mags), list(host)
+    moved_sides = []
     for side in (0, 1):
         norm, nnz, sq, gaps = host[side]
         bump = range_bumps(sq, nnz, join_words(totals[4 + 2 * side:6 + 2 * side]), int(totals[2 * side + 1]), k)
@@ -157,9 +160,17 @@ def _relieve_rows(engine, mags, exps: list, host_exps: list, totals, host, k: in
         norm = np.where(moved, (norm - nnz) // step + 1 + 2 * nnz, norm)
         sq = np.where(moved, (sq - nnz) // (step * step) + 1 + 2 * nnz, sq)
         host[side] = (norm, nnz, sq, gaps)
-        mags[side] = tuple(engine.asarray(v) for v in host[side])
         host_exps[side] = host_exps[side] + bump
-        exps[side] = engine.asarray(host_exps[side].astype(np.int32))
+        moved_sides.append(side)
+    if moved_sides:
+        packed = engine.asarray(np.concatenate([np.stack([*host[side], host_exps[side]]).astype(np.int64)
+                                                for side in moved_sides], axis=1))
+        at = 0
+        for side in moved_sides:
+            block = packed[:, at:at + len(host_exps[side])]
+            mags[side] = tuple(block[i] for i in range(4))
+            exps[side] = block[4].astype(engine.xp.int32)
+            at += len(host_exps[side])
     return tuple(mags), host
 
 
