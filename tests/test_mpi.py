@@ -101,6 +101,17 @@ def test_every_finite_input_certified_with_the_same_bits(ranks):
     assert result["failures"] == [] and result["cases"] == 15 * 4 * 2 * {1: 1, 2: 2, 3: 2, 4: 3}[ranks]
 
 
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_in_fact_passes_give_the_same_bits_on_every_grid(ranks):
+    """Sparse, banded and triangular operands, where the default also checks accuracy in fact (its
+    bounds passes and wider plans read only global values): the same plans and C bit for bit on
+    every grid and layout as ozhpc.gemm."""
+    proc, _ = mpiexec(ranks, [WORKER, "infact"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["failures"] == [] and result["cases"] == 3 * 2 * 2 * {1: 1, 2: 2, 3: 2, 4: 3}[ranks]
+
+
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_hdf5_block_cyclic_io(data, ranks, tmp_path):
     """runner.execute: block-cyclic reads/writes, transposed datasets, report sha256 = file sha256."""

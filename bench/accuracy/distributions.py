@@ -7,12 +7,19 @@ ratio (at most 1: no worse than native). The residual ``C - AB`` is exact: each 
 with ``-C_ij`` appended, summed in the long accumulator (:func:`ozhpc.engines.superacc.exact_dots`),
 rounded once; ``|A||B|`` is NumPy's ``|A| @ |B|`` (FP64, within k u of it).
 
-    python3 bench/accuracy/distributions.py [--quick] [--out bench/results/distributions_cpu_DATE]
+What the in-fact check costs (``plan.IN_FACT_RATIO``, operands with a row or column at most half
+full): scheme II's bits, int8 GEMMs and passes with the check and without it (the same call with
+``DataSizes.few_products`` forced off), and ``--cost N``: the time of the default on N x N x N
+sparse, banded, triangular and dense data with and without it (best of ``--repeat``).
+
+    python3 bench/accuracy/distributions.py [--quick] [--cost N] [--out bench/results/distributions_cpu_DATE]
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -21,6 +28,7 @@ from common import command_line, cpu_run_line, markdown_table, parser, write_res
 
 import ozhpc  # noqa: E402
 from ozhpc.engines import superacc  # noqa: E402
+from ozhpc.ozaki import plan as ozaki_plan  # noqa: E402
 from ozhpc.run.matrices import standard_matrix  # noqa: E402
 
 
@@ -75,31 +83,96 @@ def worst_error(c, a, b) -> float:
     return float(ratio.max())
 
 
-def main(argv=None):
-    p = parser(__doc__)
-    p.add_argument("--quick", action="store_true", help="smaller shapes (about a minute)")
-    p.add_argument("--out", help="also write the table as markdown here")
-    args = p.parse_args(argv)
-    header = ["data", "NumPy", "ozaki2 auto", "ratio", "bits", "refined", "ozaki1 auto", "ratio", "slices"]
+@contextlib.contextmanager
+def in_fact_check(on: bool):
+    """The default as it is (``on``), or with the in-fact check off (no operands have few products)."""
+    if on:
+        yield
+        return
+    saved = ozaki_plan.DataSizes.few_products
+    ozaki_plan.DataSizes.few_products = property(lambda self: False)
+    try:
+        yield
+    finally:
+        ozaki_plan.DataSizes.few_products = saved
+
+
+def plan_cost(info) -> str:
+    """``bits/int8 GEMMs/passes`` of a scheme II call (passes: every plan the policy ran)."""
+    return f"{info.bits}/{info.int8_gemms}/{len(info.widths)}"
+
+
+def accuracy_table(quick: bool):
+    header = ["data", "NumPy", "ozaki2 auto", "ratio", "bits/GEMMs/passes", "without check", "ozaki1 auto",
+              "ratio", "slices (without)"]
     rows, worst = [], 0.0
-    for name, (a, b) in distributions(args.quick).items():
+    for name, (a, b) in distributions(quick).items():
         native = worst_error(a @ b, a, b)
         row = [name, f"{native:.2g}"]
         for scheme in ("ozaki2", "ozaki1"):
             c, info = ozhpc.gemm(a, b, engine="numpy", scheme=scheme, accuracy="strict", info=True)
+            with in_fact_check(False):
+                _, off = ozhpc.gemm(a, b, engine="numpy", scheme=scheme, accuracy="strict", info=True)
             ours = worst_error(c, a, b)
             ratio = ours / native if native else (0.0 if ours == 0 else float("inf"))
             worst = max(worst, ratio)
             row += [f"{ours:.2g}", f"{ratio:.2f}"]
-            row += [str(info.bits), str(info.refined_entries)] if scheme == "ozaki2" else [str(info.slices)]
+            row += ([plan_cost(info), plan_cost(off)] if scheme == "ozaki2"
+                    else [f"{info.slices} ({off.slices})"])
         rows.append(row)
         print(" | ".join(row), flush=True)
-    lines = markdown_table(header, rows) + ["", f"Worst ratio (ozhpc / NumPy): {worst:.2f}"]
+    return markdown_table(header, rows) + ["", f"Worst ratio (ozhpc / NumPy): {worst:.2f}"]
+
+
+def cost_table(n: int, repeat: int):
+    """Seconds of the default (scheme II) on n x n x n data, with and without the in-fact check (the
+    two calls alternate, so a change of the machine's load falls on both; best of ``repeat``)."""
+    rng = np.random.default_rng(8)
+    cases = {"phi 0.5 (dense)": (standard_matrix(n, n, 0.5, 21), standard_matrix(n, n, 0.5, 22)),
+             "density 0.02": (sparse(rng, (n, n), 0.02), sparse(rng, (n, n), 0.02)),
+             "density 0.2": (sparse(rng, (n, n), 0.2), sparse(rng, (n, n), 0.2)),
+             "banded (3)": (banded(rng, n, 3), banded(rng, n, 3)),
+             "triangular L U": (np.tril(rng.standard_normal((n, n))) + n * np.eye(n),
+                                np.triu(rng.standard_normal((n, n))))}
+    rows = []
+    for name, (a, b) in cases.items():
+        best, info = {False: float("inf"), True: float("inf")}, {}
+        ozhpc.gemm(a, b, engine="numpy")   # warm-up (first-call costs: tables, caches)
+        for _ in range(repeat):
+            for on in (False, True):
+                with in_fact_check(on):
+                    t0 = time.perf_counter()
+                    _, info[on] = ozhpc.gemm(a, b, engine="numpy", info=True)
+                    best[on] = min(best[on], time.perf_counter() - t0)
+        row = [f"{name}, {n}", f"{best[False]:.2f}", plan_cost(info[False]), f"{best[True]:.2f}", plan_cost(info[True]),
+               f"{best[True] / best[False]:.2f}"]
+        rows.append(row)
+        print(" | ".join(row), flush=True)
+    return markdown_table(["data", "s without check", "bits/GEMMs/passes", "s with check", "bits/GEMMs/passes",
+                           "time ratio"], rows)
+
+
+def main(argv=None):
+    p = parser(__doc__)
+    p.add_argument("--quick", action="store_true", help="smaller shapes (about a minute)")
+    p.add_argument("--cost", type=int, default=0, metavar="N", help="also time the default at n = N with and "
+                                                                      "without the in-fact check")
+    p.add_argument("--repeat", type=int, default=2, help="timed calls per case (best counts; default 2)")
+    p.add_argument("--out", help="also write the table as markdown here")
+    args = p.parse_args(argv)
+    lines = accuracy_table(args.quick)
     print(lines[-1])
-    write_result(args.out, "# Accuracy in fact on many distributions: certified \"auto\" vs NumPy\n\n"
-                 + cpu_run_line(command_line(argv))
-                 + "Max over every entry of |C - AB| / (|A||B|) (residual exact, rounded once); ratio = ozhpc / "
-                   "NumPy (0/0 counts 0). Guarantee \"dgemm\", accuracy \"strict\".\n\n" + "\n".join(lines))
+    text = ("# Accuracy in fact on many distributions: certified \"auto\" vs NumPy\n\n"
+            + cpu_run_line(command_line(argv))
+            + "Max over every entry of |C - AB| / (|A||B|) (residual exact, rounded once); ratio = ozhpc / "
+              "NumPy (0/0 counts 0). Guarantee \"dgemm\", accuracy \"strict\". \"bits/GEMMs/passes\": scheme II's "
+              "last plan, its int8 GEMMs (moduli) and the passes run (products, bounds passes of the certificate's "
+              "digits, wider plans); \"without check\": the same call with the in-fact check off "
+              "(`plan.IN_FACT_RATIO`, operands with a row or column at most half full).\n\n" + "\n".join(lines))
+    if args.cost:
+        text += ("\n\n## Cost: time of the default (scheme II), with and without the in-fact check\n\n"
+                 + f"Best of {args.repeat} calls, seconds, n x n x n.\n\n" + "\n".join(cost_table(args.cost, args.repeat)))
+    write_result(args.out, text)
 
 if __name__ == "__main__":
     main()

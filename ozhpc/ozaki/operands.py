@@ -101,7 +101,7 @@ def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduc
                                       (summary_a[NORM:], summary_b[NORM:]), reduce)
         if kind.reads_sizes and certifying:   # the sizes set the plan's range
             mags, host = _relieve_rows(engine, mags, exps, host_exps, gaps, host, k)
-    local = np.zeros(8, dtype=np.int64)
+    local = np.zeros(10, dtype=np.int64)
     if certifying and kind.reads_spread:   # scheme I's "auto" statistic
         local[0] = max(_spread(engine, real(a_rows), exps[0], reduce.a_sum),
                        _spread(engine, real(b_rows), exps[1], reduce.b_sum))
@@ -110,10 +110,12 @@ def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduc
         local[2 + side] = sq.max(initial=0)
         local[4 + side] = nnz.max(initial=0)
         local[6 + side] = -norm[nnz > 0].min(initial=2**62)   # MAX of minus: the smallest
+        local[8 + side] = -nnz[nnz > 0].min(initial=2**62)
     spread, nonfinite, *sizes = (int(v) for v in reduce.everywhere_max(local))
     data = (DataSizes(sq=tuple(sizes[0:2]), nnz=tuple(sizes[2:4]), norm_min=tuple(-v for v in sizes[4:6]),
                       k=k, norm_bits=certificate.NORM_BITS,
-                      mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[0:2], gaps[2:4])))
+                      mean_gap=max(int(g) / max(int(n), 1) for g, n in (gaps[0:2], gaps[2:4])),
+                      nnz_min=tuple(0 if -v >= 2**62 else -v for v in sizes[6:8]))
             if mags is not None else None)
     lift = tuple(headroom(np, e) for e in host_exps)   # on the host: no wait for the device
     lift = tuple(engine.asarray(v) for v in lift) if any(v.any() for v in lift) else None

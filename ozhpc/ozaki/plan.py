@@ -398,9 +398,11 @@ class DataSizes:
     """The operands' row sizes that scheme II's plans read, global and exact (MAX over every row of
     the SUM-reduced integers of :func:`ozhpc.engines.statistics.magnitude_stats`), per operand
     (op(A), op(B)^T): the largest ``||x_i 2**-e_i||_2**2`` and the smallest nonzero
-    ``||x_i 2**-e_i||_1`` (units ``2**-norm_bits``, rounded up), the largest row count; and the
+    ``||x_i 2**-e_i||_1`` (units ``2**-norm_bits``, rounded up), the largest row count; the
     larger of the two operands' mean gaps (bits from a row's scale to its entries, averaged over
-    every nonzero entry: "auto"'s statistic; a ratio of two exact global sums)."""
+    every nonzero entry: "auto"'s statistic; a ratio of two exact global sums); and the smallest
+    count of nonzeros in a row that has any (MIN over every row; 0: none), which says whether an
+    entry of C can sum few products (:attr:`few_products`)."""
 
     sq: tuple[int, int]
     nnz: tuple[int, int]
@@ -408,6 +410,7 @@ class DataSizes:
     k: int
     norm_bits: int = 32
     mean_gap: float = 0.0
+    nnz_min: tuple[int, int] = (0, 0)
 
     @classmethod
     def typical(cls, k: int) -> "DataSizes":
@@ -415,7 +418,17 @@ class DataSizes:
         before the data is read (memory, the run planner): a row's squared 2-norm over its scale
         about ``k / 64``, its entries about 4 bits below it."""
         k = max(int(k), 1)
-        return cls(sq=(k << 26, k << 26), nnz=(k, k), norm_min=(k << 29, k << 29), k=k, mean_gap=4.0)
+        return cls(sq=(k << 26, k << 26), nnz=(k, k), norm_min=(k << 29, k << 29), k=k, mean_gap=4.0,
+                   nnz_min=(k, k))
+
+    @property
+    def few_products(self) -> bool:
+        """Whether some row of op(A) or column of op(B) holds at most half of k nonzeros: then an
+        entry of C can sum a few products whose gaps below ``2**(e_i + f_j)`` the operands' mean gap
+        does not see (sparse, banded, triangular data), and "auto" under "dgemm" also checks
+        accuracy in fact on the certificate (:data:`IN_FACT_RATIO`). Dense operands (every row more
+        than half full) never: their plan and cost are the mean-gap rule's alone."""
+        return any(0 < count and 2 * count <= self.k for count in self.nnz_min)
 
     def product_bound(self, bits: int) -> int | None:
         """:func:`ozhpc.engines.crt.data_product_bound` (None when k is too long for the exact int64
@@ -433,6 +446,21 @@ the fewest such bits vary by one to three from one matrix to the next, hence the
 :meth:`ModularPlan.widest_for` adds what the same moduli hold). A typical entry sits ``mean_gap``
 bits below its row's scale; native DGEMM's own error grows with that spread too, more slowly:
 1.5 bits per bit of gap above 3.4, then 1 bit per bit above 8; never fewer than 53."""
+
+
+IN_FACT_RATIO = 1.0
+"""Accuracy in fact where an entry of C can sum few products (:attr:`DataSizes.few_products`): the
+certificate's per-entry bound must also meet ``E_ij <= IN_FACT_RATIO u L_ij`` (``L`` its lower bound
+of ``(|A||B|)_ij``), i.e. the "tight" level, before "auto" under "dgemm" stops widening
+(:meth:`ozhpc.ozaki.policy.Widening.in_fact_step`). An entry that sums a few products ``a_it b_tj``
+far below ``2**(e_i + f_j)`` errs by about ``2**-bits 2**(e_i + f_j)`` per product, where native
+DGEMM rounds each product to ``u`` of itself; the mean-gap rule, fitted on entries that sum k
+products of typical size, does not see them. The bound ``E`` is a worst case (the random walk of k
+rounding errors makes a dense entry's error about ``sqrt(k)`` smaller), so on dense data it would
+ask for bits that native DGEMM's accuracy does not need: dense operands are left to the mean-gap
+rule. Measured: bench/results/distributions_cpu_2026-12-04.md (at 1, the "tight" level, every
+distribution there is no worse than NumPy; without the check, sparse and banded data were up to
+9.7x worse)."""
 
 
 def in_fact_excess(gap: float) -> float:

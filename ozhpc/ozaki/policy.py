@@ -18,6 +18,11 @@ data. In order, while some entry fails:
    (equilibration can also push an entry below every plan's reach: a row of op(A) that mixes a
    column scaled down with one scaled up), from their first plan, widened without step 2.
 
+Where an entry of C can sum few products (:attr:`~ozhpc.ozaki.plan.DataSizes.few_products`) under
+"dgemm", a certified pass must also be accurate in fact (:meth:`Widening.in_fact_step`: ``E <=
+IN_FACT_RATIO u L``, the certificate's sharper bounds, then a wider plan), and step 3's wider plan
+closes that bound too.
+
 Before the digits of step 1, steps 2-4, and where none is left, :meth:`Widening.refine_or` weighs them against
 recomputing only the failing entries (``NextPass(refine=True)``: levels of scales, then exact dot
 products, :mod:`ozhpc.ozaki.refine`), by predicted int8 work: a few bad rows never widen the plan
@@ -38,7 +43,7 @@ import numpy as np
 
 from ..engines import crt
 from . import certificate
-from .plan import exact_plan
+from .plan import IN_FACT_RATIO, exact_plan
 
 EQUILIBRATE_MIN_SHIFT = 4
 """Columns of op(A) whose largest exponent is within 8 bits of the matching row of op(B) keep their
@@ -96,6 +101,9 @@ class Widening:
         self.equilibrated = False
         self._given_settings = None   # while the equilibrated problem runs: the settings to restore
         self.widths: list = []
+        self.in_fact = 0
+        """The guarantee's factor where a certified pass must also be accurate in fact
+        (:meth:`in_fact_step`; the product sets it per set of scales), 0 where not."""
 
     def after(self, cert, plan, *, sampled: bool, support: bool) -> NextPass | None:
         """The pass after certificate ``cert`` of ``plan`` (None: done, certified or not).
@@ -103,21 +111,41 @@ class Widening:
         digits were summed for these scales."""
         self.widths.append([plan.bits, cert.uncertified, cert.worst])
         if not cert.uncertified:
-            return None
+            return self.in_fact_step(cert, plan, sampled=sampled, support=support)
         bounds = (("lower",) if sampled else ()) + (("support",) if math.isinf(cert.worst) and not support else ())
         if bounds:
             return NextPass(bounds=bounds)
         return self.wider(cert, plan)
 
+    def in_fact_step(self, cert, plan, *, sampled: bool, support: bool) -> NextPass | None:
+        """After a certified pass, where accuracy in fact is checked (:attr:`in_fact`: operands on
+        which an entry of C can sum few products, :attr:`~ozhpc.ozaki.plan.DataSizes.few_products`):
+        None where every entry's bound meets ``E <= IN_FACT_RATIO u L`` (the certificate's worst
+        ratio times the guarantee's factor), else first the sharper bounds the certificate has for
+        these scales (the full magnitude plane where k was sampled, support digits: one int8 GEMM
+        each), then a plan wider by the bits that close it, up to the widest (then None: the
+        certified C stands)."""
+        ratio = cert.worst * self.in_fact
+        if not self.in_fact or ratio <= IN_FACT_RATIO:
+            return None
+        bounds = (("lower",) if sampled else ()) + (("support",) if not support else ())
+        if bounds:
+            return NextPass(bounds=bounds)
+        if plan.width >= plan.max_width:
+            return None
+        return NextPass(settings=self.settings, width=plan.next_width(bits_to_close(ratio / IN_FACT_RATIO)))
+
     def wider(self, cert, plan) -> NextPass | None:
         """Equilibrate once (a gross failure, or the widest plan reached), else a wider plan, else
         what the plan offers past its cap. The product asks again when equilibration changes
-        nothing (no column needs it): then this is past step 2."""
+        nothing (no column needs it): then this is past step 2. Where accuracy in fact is checked
+        (:attr:`in_fact`), the wider plan closes the in-fact bound at once, not only the guarantee's
+        (one pass fewer than widening twice)."""
         at_cap = plan.width >= plan.max_width
         if not self.equilibrated and (cert.worst > EQUILIBRATE_RATIO or at_cap):
             self.equilibrated, self._given_settings = True, self.settings
             return NextPass(equilibrate=True)
-        need = bits_to_close(cert.worst)
+        need = bits_to_close(cert.worst * self.in_fact / IN_FACT_RATIO if self.in_fact else cert.worst)
         if not at_cap:
             return NextPass(settings=self.settings, width=plan.next_width(need))
         beyond = plan.beyond_cap(self.settings, need)

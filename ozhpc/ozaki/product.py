@@ -102,6 +102,9 @@ class Product:
         settings = self.policy.settings
         self.ops = measure(self.engine, a_rows, b_rows, k=self.k, settings=settings, certifying=self.certifying,
                            reduce=self.reduce, k_index=k_index, domain=self.domain)
+        few = self.guarantee == "dgemm" and not self.domain.complex and self.ops.sizes is not None \
+            and self.ops.sizes.few_products
+        self.policy.in_fact = self.factor if few else 0   # accuracy in fact checked (policy.Widening.in_fact_step)
         self.plan = self.ops.plan(settings)
         self.clock.lap("scales")
         self.pass_ = first_pass(self.engine, self.ops, self.plan, guarantee=self.guarantee, on_arrival=self._on_arrival)

@@ -7,6 +7,7 @@
     mpiexec -n R python tests/helpers/mpi_worker.py wire [cutile]  # FP64 and int8-plane panels: the same bits
     mpiexec -n R python tests/helpers/mpi_worker.py complex DIR  # complex SUMMA and HDF5 runs vs ozhpc.gemm
     mpiexec -n R python tests/helpers/mpi_worker.py anyinput     # levels / exact dots: certified, the same bits
+    mpiexec -n R python tests/helpers/mpi_worker.py infact       # the in-fact check's passes: the same bits
 
 Every rank runs every configuration its rank count allows (grids with P*Q == R,
 block sizes 1..64, transposes, alpha/beta, inf/nan, a forced tiny MPI count limit, Ozaki
@@ -398,6 +399,33 @@ def anyinput(comm) -> dict:
     return {"cases": done, "failures": failures}
 
 
+def in_fact(comm) -> dict:
+    """Sparse, banded and triangular operands (the in-fact check's passes: the certificate's sharper
+    bounds, wider plans) on every grid of this rank count, both schemes: C bit for bit equal to
+    ozhpc.gemm's, and the same plans run."""
+    rng = np.random.default_rng(5)
+    i, j = np.indices((40, 40))
+    band = lambda: np.where(np.abs(i - j) <= 2, rng.standard_normal((40, 40)), 0.0)
+    sparse = lambda shape: np.where(rng.random(shape) < 0.05, rng.standard_normal(shape) * np.exp(rng.standard_normal(shape)), 0.0)
+    cases = {"sparse": (sparse((20, 96)), sparse((96, 18))), "banded": (band(), band()),
+             "L U": (np.tril(rng.standard_normal((40, 40))) + 40 * np.eye(40), np.triu(rng.standard_normal((40, 40))))}
+    failures, done = [], 0
+    for name, (A, B) in sorted(cases.items()):
+        for scheme in ("ozaki1", "ozaki2"):
+            ref, ref_info = ozhpc.gemm(A, B, engine="numpy", scheme=scheme, info=True)
+            for dims, layout in itertools.product(GRIDS[comm.Get_size()], ANYINPUT_LAYOUTS):
+                m, k = A.shape
+                with ProcessGrid(comm, dims) as grid:
+                    with Summa(grid, m, B.shape[1], k, engine="numpy", scheme=scheme, **layout) as summa:
+                        a, bt, c = summa.distribute(A, B, None)
+                        whole, info = summa(a, bt, c).gather(0), summa.info
+                done += 1
+                if comm.Get_rank() == 0 and (sha256_of_matrix(whole) != sha256_of_matrix(ref)
+                                             or [w[0] for w in info.widths] != [w[0] for w in ref_info.widths]):
+                    failures.append(f"{name} {scheme} {dims} {layout}: widths {info.widths} vs {ref_info.widths}")
+    return {"cases": done, "failures": failures}
+
+
 def main() -> int:
     comm = MPI.COMM_WORLD
     mode = sys.argv[1]
@@ -410,7 +438,7 @@ def main() -> int:
     elif mode == "pinned":
         result = pinned(comm, sys.argv[2])
     else:
-        result = {"repro": repro, "mismatch": mismatch, "anyinput": anyinput}[mode](comm)
+        result = {"repro": repro, "mismatch": mismatch, "anyinput": anyinput, "infact": in_fact}[mode](comm)
     if comm.Get_rank() == 0:
         print(json.dumps(result))
     ok = comm.bcast(not result["failures"] if comm.Get_rank() == 0 else None, root=0)
