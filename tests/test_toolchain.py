@@ -71,4 +71,6 @@ def test_warmup_runs_every_case_through_the_gemm_path(tmp_path, monkeypatch):
                                               "20x30x24 ozaki1 transa=True transb=True"]
     assert len(done) == 2 * len(warmup.CASES)
     assert any(name.startswith("20x30x24 ozaki2 bits=") and "bits=53" not in name for name, _ in done)
+    complex_cases = [name for name, _ in done if name.endswith(" complex")]   # Gaussian kernels of their own
+    assert len(complex_cases) == 2 * 4 and "16x32x48 ozaki2 transa=C transb=C complex" in complex_cases
     assert not list(tmp_path.iterdir())

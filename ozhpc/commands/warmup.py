@@ -23,9 +23,12 @@ CASES = (
     ("ozaki2", {}), ("ozaki2", {"bits": 53}), ("ozaki2", {"transa": True, "transb": True}),
     ("ozaki1", {"nonfinite": True}), ("ozaki2", {"nonfinite": True}),
     ("ozaki1", {"slices": 16}), ("ozaki2", {"moduli": 16}),
+    ("ozaki2", {"complex": True}), ("ozaki2", {"complex": True, "transa": "C", "transb": "C"}),
+    ("ozaki2", {"complex": True, "moduli": 16}), ("ozaki1", {"complex": True}),
 )
 """The warm-up products. Slice and modulus counts are array extents too: 16 of them (as "auto"
-reaches when it widens a plan) is a variant of its own."""
+reaches when it widens a plan) is a variant of its own. Complex operands take kernels of their
+own (Gaussian residues and CRT: 16 moduli, 32 residue planes, is the default at large k)."""
 SHAPES = ((256, 320, 288), (250, 300, 270), (251, 301, 271))
 """(m, k, n) of the warm-up products: extents that are multiples of 16; even extents that are not
 (rows of 16-byte multiples); odd extents (rows that are not)."""
@@ -41,15 +44,19 @@ def _inputs(directory: str, m: int, k: int, n: int) -> str:
     a, b = standard_matrix(m, k, 0.5, 1), standard_matrix(k, n, 0.5, 2)
     with h5py.File(path, "w") as f:
         f["A"], f["B"], f["At"], f["Bt"] = a, b, a.T, b.T
+        az = a + 1j * standard_matrix(m, k, 0.5, 3)
+        bz = b + 1j * standard_matrix(k, n, 0.5, 4)
+        f["Az"], f["Bz"], f["Azt"], f["Bzt"] = az, bz, az.T.conj(), bz.T.conj()
         a[1, 2], b[3, 1] = np.inf, np.nan
         f["Anf"], f["Bnf"] = a, b
     return path
 
 
-def _bits_for(moduli: int, k: int) -> int:
-    from ..engines import crt
+def _bits_for(moduli: int, k: int, complex_: bool = False) -> int:
+    from ..engines import crt, gaussian
 
-    return next(b for b in range(crt.MIN_BITS, crt.MAX_BITS + 1) if crt.moduli_needed(b, k) >= moduli)
+    needed = gaussian.moduli_needed if complex_ else crt.moduli_needed
+    return next(b for b in range(crt.MIN_BITS, crt.MAX_BITS + 1) if needed(b, k) >= moduli)
 
 
 def warm(engine_name: str = "cutile", shapes=SHAPES, log=print) -> list[tuple[str, float]]:
@@ -67,17 +74,21 @@ def warm(engine_name: str = "cutile", shapes=SHAPES, log=print) -> list[tuple[st
             for i, (scheme, opts) in enumerate(CASES):
                 opts = dict(opts)
                 suffix = "nf" if opts.pop("nonfinite", False) else ""
+                complex_ = opts.pop("complex", False)
                 if "moduli" in opts:   # the bits that take exactly that many moduli at this k
-                    opts["bits"] = _bits_for(opts.pop("moduli"), shape[1])
-                a = "At" if opts.get("transa") else "A" + suffix
-                b = "Bt" if opts.get("transb") else "B" + suffix
+                    opts["bits"] = _bits_for(opts.pop("moduli"), shape[1], complex_)
+                if complex_:
+                    suffix = "z"
+                a = "A" + suffix + ("t" if opts.get("transa") else "")
+                b = "B" + suffix + ("t" if opts.get("transb") else "")
                 cfg = RunConfig(a=DatasetRef(path, "/" + a), b=DatasetRef(path, "/" + b),
                                 out=DatasetRef(os.path.join(tmp, "out.h5"), f"/C{i}_{'x'.join(map(str, shape))}"),
                                 scheme=scheme, engine=engine_name, progress="off", **opts)
                 t0 = time.perf_counter()
                 execute(cfg, comm=MPI.COMM_SELF)
                 name = f"{'x'.join(map(str, shape))} {scheme} " + \
-                    (" ".join(f"{k}={v}" for k, v in opts.items()) or "auto") + (" inf/nan" if suffix else "")
+                    (" ".join(f"{k}={v}" for k, v in opts.items()) or "auto") + \
+                    {"": "", "nf": " inf/nan", "z": " complex"}[suffix]
                 out.append((name, time.perf_counter() - t0))
                 log(f"  {name}: {out[-1][1]:.1f} s")
     return out
