@@ -12,16 +12,14 @@ ozhpc runs its certified default (``ozhpc gemm A B -o C``) after ``ozhpc warmup`
 """
 from __future__ import annotations
 
-import json
 import os
-import platform
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import parser  # noqa: E402
-from end_to_end import baseline, ozhpc, run_ozhpc, table, targets  # noqa: E402
+from end_to_end import baseline, ozhpc, run_ozhpc  # noqa: E402
+from end_to_end import main as e2e_main  # noqa: E402
 
 
 def complex_inputs(directory: str, n: int) -> str:
@@ -69,28 +67,8 @@ def measure(args) -> list[dict]:
 
 
 def main() -> None:
-    p = parser(__doc__)
-    p.add_argument("--n", type=int, nargs="+", help="sizes (default 8192; 256 512 with --cpu-smoke)")
-    p.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "ozhpc-ze2e"),
-                   help="working directory on local disk (inputs are kept there)")
-    p.add_argument("--engine", help="ozhpc engine (default cutile; numpy with --cpu-smoke)")
-    p.add_argument("--cpu-smoke", action="store_true", help="tiny sizes, NumPy engine and NumPy baseline")
-    p.add_argument("--json", help="also write the measurements here")
-    p.add_argument("--out", help="also write the Markdown here")
-    args = p.parse_args()
-    args.n = args.n or ([256, 512] if args.cpu_smoke else [8192])
-    args.engine = args.engine or ("numpy" if args.cpu_smoke else "cutile")
-    rows = measure(args)
-    text = [f"# bench/end_to_end/complex_e2e.py, {time.strftime('%Y-%m-%d', time.gmtime())}", "",
-            f"Command: `python {' '.join(sys.argv)}`", f"Machine: {platform.node()}, {os.cpu_count()} cores, "
-            f"engine {rows[0]['engine'] if rows else args.engine}; complex128 inputs and outputs in {args.dir}", "",
-            "Baseline: h5py read, `cupy.matmul` of complex128 (cuBLAS ZGEMM), h5py write, in this process.", ""]
-    text += table(rows) + ["", "Targets of the real job, for comparison (largest n):"] + targets(rows)
-    print("\n".join(text))
-    for path, body in ((args.out, "\n".join(text) + "\n"), (args.json, json.dumps(rows, indent=1))):
-        if path:
-            with open(path, "w") as f:
-                f.write(body)
+    e2e_main(__doc__, measure, default_n=(8192,), dir_name="ozhpc-ze2e", what="complex128 inputs and outputs",
+             baseline_line="Baseline: h5py read, `cupy.matmul` of complex128 (cuBLAS ZGEMM), h5py write, in this process.")
 
 
 if __name__ == "__main__":

@@ -161,23 +161,29 @@ def targets(rows: list[dict]) -> list[str]:
     return out
 
 
-def main() -> None:
-    p = parser(__doc__)
-    p.add_argument("--n", type=int, nargs="+", help="sizes (default 8192 16384; 256 512 with --cpu-smoke)")
-    p.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), "ozhpc-e2e"),
+def main(doc: str = __doc__, measure=measure, default_n=(8192, 16384), dir_name: str = "ozhpc-e2e",
+         what: str = "inputs and outputs", baseline_line: str = "") -> None:
+    """The command line of an end-to-end benchmark (this one's, or a variant's such as complex_e2e.py)."""
+    p = parser(doc)
+    p.add_argument("--n", type=int, nargs="+",
+                   help=f"sizes (default {' '.join(map(str, default_n))}; 256 512 with --cpu-smoke)")
+    p.add_argument("--dir", default=os.path.join(os.environ.get("TMPDIR", "/tmp"), dir_name),
                    help="working directory on local disk (inputs are kept there)")
     p.add_argument("--engine", help="ozhpc engine (default cutile; numpy with --cpu-smoke)")
     p.add_argument("--cpu-smoke", action="store_true", help="tiny sizes, NumPy engine and NumPy baseline")
     p.add_argument("--json", help="also write the measurements here")
     p.add_argument("--out", help="also write the Markdown here")
     args = p.parse_args()
-    args.n = args.n or ([256, 512] if args.cpu_smoke else [8192, 16384])
+    args.n = args.n or ([256, 512] if args.cpu_smoke else list(default_n))
     args.engine = args.engine or ("numpy" if args.cpu_smoke else "cutile")
     rows = measure(args)
-    text = [f"# bench/end_to_end/end_to_end.py, {time.strftime('%Y-%m-%d', time.gmtime())}", "",
+    script = os.path.relpath(os.path.abspath(sys.argv[0]), REPO)
+    text = [f"# {script}, {time.strftime('%Y-%m-%d', time.gmtime())}", "",
             f"Command: `python {' '.join(sys.argv)}`", f"Machine: {platform.node()}, {os.cpu_count()} cores, "
-            f"engine {rows[0]['engine'] if rows else args.engine}; inputs and outputs in {args.dir}", ""]
-    text += table(rows) + ["", "Targets (largest n):"] + targets(rows)
+            f"engine {rows[0]['engine'] if rows else args.engine}; {what} in {args.dir}", ""]
+    text += ([baseline_line, ""] if baseline_line else []) + table(rows)
+    text += ["", "Targets" + (" of the real job, for comparison" if baseline_line else "") + " (largest n):"]
+    text += targets(rows)
     print("\n".join(text))
     for path, body in ((args.out, "\n".join(text) + "\n"), (args.json, json.dumps(rows, indent=1))):
         if path:
