@@ -5,11 +5,33 @@ import cuda.tile as ct
 
 from ..kernel_store import stored_kernel
 from .config import cdiv
+from .ieee import EXP_MASK, field
 from .tile_math import ZERO, ConstBool, ConstInt
 
 ROW_STATS_TILE = (32, 64)
 """The row-statistics kernel's tile (rows, columns): 167-201 registers, no spills; 32 x 128
 spills 40 B when transposed (CPU AOT, sm_90)."""
+
+
+def rows_tile(X, bi, j, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+    """Tile j of the block's rows in the loaded layout: (TR, TC), or (TC, TR) for TRANS."""
+    if TRANS:
+        return ct.load(X, (j, bi), (TC, TR), padding_mode=ZERO)
+    return ct.load(X, (bi, j), (TR, TC), padding_mode=ZERO)
+
+
+def max_and_bad_start(X, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+    """The tiles along the block's rows, and zero accumulators of max |x| and of inf/NaN counts in
+    the loaded layout (elementwise: reduced once at the end, no transposed tile)."""
+    if TRANS:
+        return ct.cdiv(X.shape[0], TC), ct.zeros((TC, TR), ct.float64), ct.zeros((TC, TR), ct.int32)
+    return ct.cdiv(X.shape[1], TC), ct.zeros((TR, TC), ct.float64), ct.zeros((TR, TC), ct.int32)
+
+
+def max_and_bad_step(amax, bad, x):
+    """One tile into the accumulators: |x| where finite, and a count of the inf/NaN entries."""
+    finite = field(x) != EXP_MASK
+    return ct.maximum(amax, ct.where(finite, ct.abs(x), 0.0)), bad + (~finite).astype(ct.int32)
 
 
 @stored_kernel
@@ -24,22 +46,9 @@ def _row_stats_kernel(X, AMAX, BAD, TR: ConstInt, TC: ConstInt, TRANS: ConstBool
     bi = ct.bid(0)
     part = ct.bid(1)
     parts = ct.num_blocks(1)
-    if TRANS:
-        ntiles = ct.cdiv(X.shape[0], TC)
-        amax = ct.zeros((TC, TR), ct.float64)
-        bad = ct.zeros((TC, TR), ct.int32)
-    else:
-        ntiles = ct.cdiv(X.shape[1], TC)
-        amax = ct.zeros((TR, TC), ct.float64)
-        bad = ct.zeros((TR, TC), ct.int32)
+    ntiles, amax, bad = max_and_bad_start(X, TR, TC, TRANS)
     for j in range(part, ntiles, parts):
-        if TRANS:
-            x = ct.load(X, (j, bi), (TC, TR), padding_mode=ZERO)
-        else:
-            x = ct.load(X, (bi, j), (TR, TC), padding_mode=ZERO)
-        finite = ((ct.bitcast(x, ct.int64) >> 52) & 0x7FF) != 0x7FF
-        amax = ct.maximum(amax, ct.where(finite, ct.abs(x), 0.0))
-        bad = bad + (~finite).astype(ct.int32)
+        amax, bad = max_and_bad_step(amax, bad, rows_tile(X, bi, j, TR, TC, TRANS))
     if TRANS:
         ct.store(AMAX, (part, bi), ct.max(amax, axis=0).reshape((1, TR)))
         ct.store(BAD, (part, bi), ct.sum(bad, axis=0).reshape((1, TR)))

@@ -14,20 +14,14 @@ from ..kernel_store import stored_kernel
 from ..statistics import EXP, GAPS, GAP_MAX, NNZ, NONFINITE, NORM, NORM_BITS, SQ
 from .config import cdiv
 from .ieee import EXP_MASK, FRAC_MASK, as_int, field, frexp_exponent, kept, ldexp_rne
-from .tile_math import ZERO, ConstBool, ConstInt, pow2
+from .row_stats import max_and_bad_start, max_and_bad_step, rows_tile
+from .tile_math import ConstBool, ConstInt, pow2
 
 SUMMARY_TILE = (16, 64)
 """Rows per block and columns per load (transposed rows: the loaded tile is (64, 16))."""
 SUMMARY_OCCUPANCY = 4
 """Blocks per SM: 64 registers and no stack for either layout (CPU AOT, sm_90); without the hint
 tileiras takes 255 registers (one block per SM), at 8 it spills 440-776 B."""
-
-
-def _tile(X, bi, j, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
-    """Tile j of the block's rows in the loaded layout: (TR, TC), or (TC, TR) for TRANS."""
-    if TRANS:
-        return ct.load(X, (j, bi), (TC, TR), padding_mode=ZERO)
-    return ct.load(X, (bi, j), (TR, TC), padding_mode=ZERO)
 
 
 def exponent_of(r):
@@ -66,26 +60,16 @@ def _row_summary_kernel(X, OUT, EXPS, TR: ConstInt, TC: ConstInt, TRANS: ConstBo
     the fields of :data:`ozhpc.engines.statistics.FIELDS` (int64) and ``EXPS[rows]`` (int32).
     Elementwise accumulators in the loaded layout, reduced once per pass."""
     bi = ct.bid(0)
-    if TRANS:
-        ntiles = ct.cdiv(X.shape[0], TC)
-        amax = ct.zeros((TC, TR), ct.float64)
-        bad = ct.zeros((TC, TR), ct.int32)
-    else:
-        ntiles = ct.cdiv(X.shape[1], TC)
-        amax = ct.zeros((TR, TC), ct.float64)
-        bad = ct.zeros((TR, TC), ct.int32)
+    ntiles, amax, bad = max_and_bad_start(X, TR, TC, TRANS)
     for j in range(ntiles):
-        x = _tile(X, bi, j, TR, TC, TRANS)
-        finite = field(x) != EXP_MASK
-        amax = ct.maximum(amax, ct.where(finite, ct.abs(x), 0.0))
-        bad = bad + (~finite).astype(ct.int32)
+        amax, bad = max_and_bad_step(amax, bad, rows_tile(X, bi, j, TR, TC, TRANS))
     e = exponent_of(_rows(amax, TRANS, ct.max))
     norm = ct.zeros(amax.shape, ct.int64)
     sq = ct.zeros(amax.shape, ct.int64)
     nnz = ct.zeros(amax.shape, ct.int32)
     gaps = ct.zeros(amax.shape, ct.int32)
     for j in range(ntiles):
-        keep, n_t, s_t, g_t = _terms(_tile(X, bi, j, TR, TC, TRANS), e)
+        keep, n_t, s_t, g_t = _terms(rows_tile(X, bi, j, TR, TC, TRANS), e)
         norm = norm + ct.where(keep, n_t, 0)
         sq = sq + ct.where(keep, s_t, 0)
         nnz = nnz + keep.astype(ct.int32)
