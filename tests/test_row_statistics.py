@@ -87,6 +87,12 @@ def test_a_certified_product_longer_than_its_exact_sums_is_refused():
         Product(OzakiSettings(), get_engine("numpy"), a, b, k=MAX_CERTIFIED_K + 1)
     check_k(MAX_CERTIFIED_K)
     assert MAX_CERTIFIED_K * 2 * 2**certificate.NORM_BITS < 2**63   # a row's and a column's norm sum
+    # complex rows are summed as real rows of length 2k: half the k
+    z = np.ones((2, 3), dtype=complex)
+    with pytest.raises(InputError, match=r"^k = 536870912 is longer than the certified \(.auto.\) product of "
+                                         r"complex operands takes \(at most 536870911 = \(2\*\*30 - 1\) // 2,"):
+        Product(OzakiSettings(), get_engine("numpy"), z, z, k=MAX_CERTIFIED_K // 2 + 1)
+    check_k(MAX_CERTIFIED_K // 2, 2)
 
 
 def test_relieved_rows_reach_the_device_in_one_copy():

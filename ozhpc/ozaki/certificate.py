@@ -46,11 +46,14 @@ MAX_CERTIFIED_K = 2**30 - 1
 wrap and a bound be read too small, so a longer "auto" product is refused, not certified."""
 
 
-def check_k(k: int) -> None:
-    """InputError for a certified ("auto") product whose k the certificate's exact sums cannot hold."""
-    if k > MAX_CERTIFIED_K:
-        raise InputError(f"k = {k} is longer than the certified (\"auto\") product takes (at most "
-                         f"{MAX_CERTIFIED_K} = 2**30 - 1, where its exact sums hold); give fixed bits or slices")
+def check_k(k: int, width: int = 1) -> None:
+    """InputError for a certified ("auto") product whose k the certificate's exact sums cannot hold.
+    ``width``: real entries per entry of a row (2 for complex rows, whose sums run over 2k)."""
+    limit = MAX_CERTIFIED_K // width
+    if k > limit:
+        which = "" if width == 1 else " of complex operands"
+        raise InputError(f"k = {k} is longer than the certified (\"auto\") product{which} takes (at most "
+                         f"{limit} = (2**30 - 1) // {width}, where its exact sums hold); give fixed bits or slices")
 
 
 def _ident(x):

@@ -36,6 +36,9 @@ class RealDomain:
     """What the product's operands and C are held as."""
     digit_planes = 1
     """int8 planes per operand of each certificate digit plane and of the special-value codes."""
+    width = 1
+    """Real entries per entry: a :meth:`realified` row, over which the certificate's exact sums
+    run, is ``width * k`` long."""
 
     def operand(self, xp, x):
         """This rank's rows as the product holds them (the given array)."""
@@ -147,6 +150,7 @@ class ComplexDomain(RealDomain):
     complex = True
     dtype = "complex128"
     digit_planes = 2
+    width = 2
 
     def operand(self, xp, x):
         return xp.ascontiguousarray(x, dtype=xp.complex128)

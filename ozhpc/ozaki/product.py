@@ -84,7 +84,7 @@ class Product:
         self.global_shape = self.shape if global_shape is None else tuple(int(v) for v in global_shape)
         self.reduce, self.certifying = reduce, settings.auto
         if self.certifying:
-            certificate.check_k(self.k)
+            certificate.check_k(self.k, self.domain.width)
         self.guarantee = settings.guarantee if self.certifying else None
         self.factor = self.domain.factor(self.k) if self.guarantee == "dgemm" else 1
         """The certified bound is ``factor u (|A||B|)_ij``: k for "dgemm" (k + 1 per component of a
