@@ -87,8 +87,11 @@ def test_passed_entries_meet_the_guarantee(plan):
     assert cert.uncertified == int((~passed).sum())
     if plan.bits >= 60:
         assert cert.uncertified == 0 and 0 < cert.worst <= 1
+        assert cert.passed_worst == cert.worst   # every entry passed
     if plan.bits <= 40:                   # too few bits for u |A||B|: some entries fail, none wrongly
         assert cert.uncertified > 0 and cert.worst > 1
+        if passed.any():                  # the headroom of what stays when the failing ones are refined
+            assert 0 < cert.passed_worst <= 1
 
 
 def test_real_and_imaginary_operands_need_no_support_pass():

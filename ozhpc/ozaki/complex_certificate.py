@@ -27,15 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .certificate import (CERTIFY_CHUNK, UP, Certificate, OperandStats, bound_verdicts, certify_entries, error_bound,
-                          normalised_c, operand_stats, support_bound)
+from .certificate import (CERTIFY_CHUNK, UP, Certificate, OperandStats, _ident, _reduced, bound_verdicts,
+                          certify_entries, error_bound, normalised_c, operand_stats, support_bound)
 
 TERMS = (((0, 0), (1, 1)), ((0, 1), (1, 0)))
 """Per component (Re, Im), its two terms as (part of op(A), part of op(B)^T): 0 real, 1 imaginary."""
-
-
-def _ident(x):
-    return x
 
 
 class PartStats:
@@ -124,7 +120,8 @@ def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=
              for comp, part in enumerate(PARTS)]
     if all(cert.uncertified == 0 for cert in certs):
         passed = None if certs[0].passed is None or certs[1].passed is None else certs[0].passed & certs[1].passed
-        return Certificate(passed, 0, max(cert.worst for cert in certs))
+        worst = max(cert.worst for cert in certs)
+        return Certificate(passed, 0, worst, worst)   # every entry passed: the worst is a passed one
     return precise_entries(xp, c, mags, tuple(s.parts for s in stats), e, f, plan, acc, supp, lifted, reduce_sum,
                            reduce_max, factor)
 
@@ -143,7 +140,7 @@ def precise_entries(xp, c, mags, stats, e, f, plan, acc, supp, lifted, reduce_su
     m, n = c.shape
     step = max(1, CERTIFY_CHUNK // max(1, n))
     passed = xp.ones(c.shape, dtype=bool)
-    count, worst = 0, 0.0
+    count, worst, passed_worst = 0, 0.0, 0.0
     with np.errstate(invalid="ignore", over="ignore"):
         for r0 in range(0, m, step):
             rows = slice(r0, r0 + step)
@@ -158,10 +155,10 @@ def precise_entries(xp, c, mags, stats, e, f, plan, acc, supp, lifted, reduce_su
                 ok, ratio = ok & done, xp.maximum(ratio, r)
             passed[rows] = ok
             count += int((~ok).sum())
-            worst = max(worst, float(ratio.max()) if ratio.size else 0.0)
-    worst = float(reduce_max(xp.asarray([worst]))[0])
-    count = int(reduce_sum(xp.asarray([count], dtype=xp.int64))[0])
-    return Certificate(passed, count, worst)
+            if ratio.size:
+                worst = max(worst, float(ratio.max()))
+                passed_worst = max(passed_worst, float(xp.where(ok, ratio, 0.0).max()))
+    return _reduced(passed, count, worst, reduce_sum, reduce_max, passed_worst)
 
 
 def _component(xp, c, stats, terms, e, f, plan, acc, magnitudes, support, factor, lifted):
