@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from ..engines import statistics
 from ..engines.base import BITS, VERDICT_CONSTANTS, Verdicts, final_scale, ldexp_by
-from ..engines.statistics import GAP_MAX, NONE_EXP, NORM_BITS, TINY  # noqa: F401  (re-exported)
+from ..engines.statistics import NONE_EXP, NORM_BITS  # noqa: F401  (re-exported)
 from ..errors import InputError
 
 U = 2.0**-53

@@ -24,6 +24,7 @@ from ..engines import gaussian as _gaussian
 from ..errors import InputError
 from .plan import DataSizes, ModularPlan, SlicePlan
 from .settings import OzakiSettings
+from .special import assemble
 
 
 @dataclass(frozen=True)
@@ -164,11 +165,6 @@ class DeferredPlanes:
         return self.eng.gaussian_residues(self.rows[rows, cols], self.exps[rows], self.tables)
 
 
-def _made(planes):
-    """The planes as an array (deferred ones made whole)."""
-    return planes[:, :, :] if isinstance(planes, DeferredPlanes) else planes
-
-
 @dataclass(frozen=True)
 class ComplexSlicePlan(SlicePlan):
     """Scheme I on complex operands: ``slices`` digits of each part (planes ``[Dr_0 .. Dr_{s-1},
@@ -229,7 +225,7 @@ class ComplexSlicePlan(SlicePlan):
 
     def _per_component(self, eng, acc, row_exps, col_exps, combine):
         re, im = (combine(eng, part, row_exps, col_exps) for part in acc)
-        return _as_complex(eng.xp, re, im)
+        return assemble(eng.xp, re, im)
 
     def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
         return self._per_component(eng, acc, row_exps, col_exps, super().combine)
@@ -244,12 +240,6 @@ class ComplexSlicePlan(SlicePlan):
         return self._per_component(eng, acc, row_exps, col_exps, super().certified_combine)
 
 
-def _as_complex(xp, re, im):
-    """complex128 from its exact parts (no arithmetic: ``re + 1j * im`` would turn ``-0.0 + 0j`` and
-    an inf part's NaN products into other values)."""
-    out = xp.empty(re.shape, dtype=xp.complex128)
-    out.real, out.imag = re, im
-    return out
 
 
 COMPLEX_FORM = {ModularPlan: GaussianPlan, SlicePlan: ComplexSlicePlan}

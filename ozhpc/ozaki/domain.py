@@ -124,24 +124,17 @@ def _parts(z):
     return z.real, z.imag
 
 
-def _assemble(xp, re, im):
-    """complex128 from its parts, by assignment (no arithmetic that could touch a sign or a NaN)."""
-    out = xp.empty(re.shape, dtype=xp.complex128)
-    out.real, out.imag = re, im
-    return out
-
-
 def _times(xp, alpha, z):
     """``alpha * z`` by the schoolbook rule, every product and sum rounded apart (NumPy's and
     CuPy's own complex multiply may fuse them): ``(ar zr - ai zi, ar zi + ai zr)``."""
     ar, ai = float(alpha.real), float(alpha.imag)
     zr, zi = _parts(z)
     if ai == 0.0:
-        return _assemble(xp, ar * zr, ar * zi)
+        return special.assemble(xp, ar * zr, ar * zi)
     re, im = ar * zr, ar * zi
     re = re - ai * zi
     im = im + ai * zr
-    return _assemble(xp, re, im)
+    return special.assemble(xp, re, im)
 
 
 class ComplexDomain(RealDomain):
@@ -185,7 +178,7 @@ class ComplexDomain(RealDomain):
         return stats.reshape(2, rows.shape[1], 2).max(axis=2)
 
     def ldexp_columns(self, xp, rows, shifts):
-        return _assemble(xp, *(certificate.ldexp_columns(xp, part, shifts) for part in _parts(rows)))
+        return special.assemble(xp, *(certificate.ldexp_columns(xp, part, shifts) for part in _parts(rows)))
 
     def times(self, xp, alpha, x):
         return _times(xp, complex(alpha), x)
@@ -204,7 +197,7 @@ class ComplexDomain(RealDomain):
         return complex_certificate.certify_complex_entries(engine, c, lower, stats, e, f, plan, acc, support, **kwargs)
 
     def scaled(self, xp, low, shift):
-        return _assemble(xp, *(final_scale(xp, part, shift) for part in _parts(low)))
+        return special.assemble(xp, *(final_scale(xp, part, shift) for part in _parts(low)))
 
     def epilogue(self, xp, ab, alpha, beta, c):
         """As :meth:`RealDomain.epilogue`, with complex alpha, beta and C multiplied part by part."""
@@ -218,8 +211,8 @@ class ComplexDomain(RealDomain):
         out = ab if alpha == 1 else _times(xp, alpha, ab)
         if beta != 0:
             add = c if beta == 1 else _times(xp, beta, c)
-            out = _assemble(xp, out.real + add.real, out.imag + add.imag)
-        return _assemble(xp, out.real + 0.0, out.imag + 0.0)
+            out = special.assemble(xp, out.real + add.real, out.imag + add.imag)
+        return special.assemble(xp, out.real + 0.0, out.imag + 0.0)
 
 
 COMPLEX = ComplexDomain()

@@ -77,14 +77,19 @@ _NEGATED = (ZERO, NEG, POS, NINF, PINF, NAN)
 """The class of ``-x`` by the class of ``x``."""
 
 
+def assemble(xp, re, im):
+    """complex128 from its parts, by assignment (``re + 1j * im`` would turn ``-0.0 + 0j`` and an
+    inf part's NaN products into other values)."""
+    out = xp.empty(re.shape, dtype=xp.complex128)
+    out.real, out.imag = re, im
+    return out
+
+
 def finite_parts(xp, z, nonfinite=None):
     """Complex ``z`` with each non-finite part replaced by 0 (``z`` itself when all are finite)."""
     if not (has_nonfinite(xp, z) if nonfinite is None else nonfinite):
         return z
-    out = xp.empty(z.shape, dtype=xp.complex128)
-    out.real = xp.where(xp.isfinite(z.real), z.real, 0.0)
-    out.imag = xp.where(xp.isfinite(z.imag), z.imag, 0.0)
-    return out
+    return assemble(xp, xp.where(xp.isfinite(z.real), z.real, 0.0), xp.where(xp.isfinite(z.imag), z.imag, 0.0))
 
 
 def classify_parts(xp, z):
@@ -108,7 +113,4 @@ def accumulate_complex_counts(xp, counts, codes_a, codes_bt) -> None:
 
 def apply_complex_counts(xp, c, counts):
     """Both components of the complex product ``c`` with the special values of :func:`apply_counts`."""
-    out = xp.empty(c.shape, dtype=xp.complex128)
-    out.real = apply_counts(xp, c.real, counts[0])
-    out.imag = apply_counts(xp, c.imag, counts[1])
-    return out
+    return assemble(xp, apply_counts(xp, c.real, counts[0]), apply_counts(xp, c.imag, counts[1]))
