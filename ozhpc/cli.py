@@ -159,7 +159,7 @@ def add_tool_commands(sub) -> None:
 
     w = sub.add_parser("warmup", help="compile the GPU kernels ahead of time into the kernel cache",
                        description="Compile the cuTile kernels for this node's GPU into the kernel cache (both "
-                                   "schemes), so that jobs start without compiling. Run once per node or shared "
+                                   "schemes, real and complex products), so that jobs start without compiling. Run once per node or shared "
                                    "cache directory; without a usable GPU engine it says so and exits 0.")
     w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
     plan.add_arguments(sub.add_parser(
@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "scheme I or II (int8 slices or int8 moduli, exact integer products), on CPUs or GPUs,\n"
                     "one process or MPI.")
     parser.add_argument("--version", action="version", version=f"ozhpc {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what is chosen (engine, slices)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what is chosen (engine, plan)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_gen_command(sub)
     add_gemm_command(sub)
@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_info_and_demo_commands(sub)
     for command in sub.choices.values():  # -v also after the command (`ozhpc gemm ... -v`)
         command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                             help="log what is chosen (engine, slices)")
+                             help="log what is chosen (engine, plan)")
     return parser
 
 

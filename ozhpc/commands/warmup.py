@@ -4,11 +4,11 @@ The cutile engine compiles each kernel variant on its first launch (tileiras: se
 variant). Run once per node (or once per shared cache directory) before the jobs: it runs small
 products from HDF5 to HDF5 through the very path of ``ozhpc gemm`` (:func:`ozhpc.run.runner.execute`,
 one rank; the operands reach the kernels in the layouts a real run gives them, e.g. op(B)^T as a
-transposed view), for both schemes, "auto" and fixed accuracy, transposed operands, and inputs
-with inf/NaN (the special-value kernels). cuTile specialises a kernel on whether each extent is
+transposed view), for both schemes, "auto" and fixed accuracy, transposed operands, inputs
+with inf/NaN (the special-value kernels) and complex operands (conjugate transposes too). cuTile specialises a kernel on whether each extent is
 a multiple of 16 and whether each stride is a multiple of 16 bytes, not on the sizes themselves,
 so three small shapes (extents that are multiples of 16, as 8192 or 16384; even ones that are
-not; odd ones) cover every size (one known exception: docs/gpu.md, "What is left").
+not; odd ones) cover every size.
 """
 from __future__ import annotations
 
