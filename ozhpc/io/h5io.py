@@ -142,6 +142,11 @@ def reading(path: str, what: str = "input"):
         yield f
 
 
+def any_complex(*refs: DatasetRef) -> bool:
+    """Whether any of the datasets holds complex numbers."""
+    return any(dataset_info(ref)[1].kind == "c" for ref in refs)
+
+
 def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int], np.dtype]:
     """Shape and dtype of a 2-D dataset of floating-point, integer or complex numbers (complex as
     h5py writes them: a compound of ``r`` and ``i``) that can be read as stored, or an InputError

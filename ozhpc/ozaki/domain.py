@@ -89,7 +89,8 @@ class RealDomain:
     def part_stats(self, engine, fin, exps, plan, reduce_max, mags, reduce_sum=None):
         """The certificate's statistics of one operand (``reduce_sum``: of its rows' sums over every
         rank that holds a piece of them, where the statistics are made afresh)."""
-        return certificate.operand_stats(engine, fin, exps, plan, reduce_max, mags=mags[:2])
+        return certificate.operand_stats(engine, fin, exps, plan, reduce_max, reduce_sum or (lambda x: x),
+                                         mags=None if mags is None else mags[:2])
 
     def certify(self, engine, c, lower, stats, e, f, plan, acc, support, **kwargs):
         """:func:`ozhpc.ozaki.certificate.certify_entries` (``lower`` / ``support``: the digit sums)."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..engines import get_engine
 from ..errors import require_c, scalars, trans_mode
+from .domain import domain_of
 from .product import GemmInfo, Product, enforce_accuracy, op_rows  # noqa: F401  (GemmInfo re-exported)
 from .settings import DEFAULT_GUARANTEE, OzakiSettings
 
@@ -123,8 +124,8 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     transa, transb = trans_mode(transa, "transa"), trans_mode(transb, "transb")
     eng = get_engine(engine)
     A, B = as_matrix(A, "A", True), as_matrix(B, "B", True)
-    a_rows = op_rows(eng.asarray(A).astype(_kind(A), copy=False), transa, True)
-    b_rows = op_rows(eng.asarray(B).astype(_kind(B), copy=False), transb, False)
+    a_rows = op_rows(eng.asarray(A).astype(domain_of(A).dtype, copy=False), transa, True)
+    b_rows = op_rows(eng.asarray(B).astype(domain_of(B).dtype, copy=False), transb, False)
     (m, k), (n, kb) = a_rows.shape, b_rows.shape
     if k != kb:
         raise ValueError(f"inner dimensions differ: op(A) is {m}x{k}, op(B) is {kb}x{n}")
@@ -145,13 +146,8 @@ def gemm(A, B, C=None, *, alpha=1.0, beta=0.0, transa=False, transb=False,
     return (out, details) if info else out
 
 
-def _kind(x) -> str:
-    """What an operand is computed in: complex128 for complex numbers, else float64."""
-    return "complex128" if x.dtype.kind == "c" else "float64"
-
-
 def _input_c(eng, C, shape):
     C = as_matrix(C, "C", True)
     if tuple(C.shape) != shape:
         raise ValueError(f"C has shape {tuple(C.shape)}, expected {shape}")
-    return eng.asarray(C).astype(_kind(C), copy=False)
+    return eng.asarray(C).astype(domain_of(C).dtype, copy=False)

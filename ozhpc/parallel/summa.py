@@ -42,7 +42,7 @@ from .mpi import MPI
 from ..engines import get_engine
 from ..errors import InputError, OptionError, literal, require_c, scalars
 from ..ozaki.info import GemmInfo, enforce_accuracy
-from ..ozaki.domain import COMPLEX, REAL
+from ..ozaki.domain import COMPLEX, REAL, domain_of
 from ..ozaki.passes import assumed_depth
 from ..ozaki.product import Product, op_rows
 from ..ozaki.reductions import Reductions
@@ -213,7 +213,7 @@ class Summa:
             raise ValueError("C is not in this Summa's layout (Summa.c_layout)")
         eng = self.engine
         g = self.grid
-        kind = _kind(a.local, bt.local)   # the dtype is the dataset's: the same on every rank
+        kind = domain_of(a.local, bt.local).dtype   # the dtype is the dataset's: the same on every rank
         product = Product(self.settings, eng, eng.asarray(a.local).astype(kind, copy=False),
                           eng.asarray(bt.local).astype(kind, copy=False), k=self.k,
                           reduce=grid_reductions(g), k_index=(self.a_layout.cols.global_indices(g.mycol),
@@ -224,7 +224,7 @@ class Summa:
         wait_s = self._panel_loop(product, timer)
         while product.settle():   # "auto": a wider plan until every entry is certified (a global decision)
             wait_s += self._panel_loop(product, timer)
-        c_loc = None if beta == 0.0 else eng.asarray(c.local).astype(_kind(c.local), copy=False)
+        c_loc = None if beta == 0.0 else eng.asarray(c.local).astype(domain_of(c.local).dtype, copy=False)
         out = product.finish(alpha, beta, c_loc)
         if isinstance(a.local, np.ndarray) and not on_device:
             out = eng.to_host(out)
@@ -299,11 +299,6 @@ class Summa:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _kind(*arrays) -> str:
-    """What operands are computed in: complex128 when any of them is complex, else float64."""
-    return "complex128" if any(x.dtype.kind == "c" for x in arrays) else "float64"
 
 
 def overlap_fraction(seconds: dict) -> float | None:

@@ -221,13 +221,13 @@ def run_check(args, comm) -> dict:
 
 def complex_product(args) -> bool:
     """Whether op(A) op(B) is complex (A or B is): its transa / transb attributes say C, not T."""
-    return any(h5io.dataset_info(ref)[1].kind == "c" for ref in (args.a, args.b))
+    return h5io.any_complex(args.a, args.b)
 
 
 def is_complex(args) -> bool:
     """Whether the product is complex: a complex dataset, alpha or beta."""
     refs = [args.result, args.a, args.b] + ([args.c] if args.beta != 0.0 else [])
-    return (any(h5io.dataset_info(ref)[1].kind == "c" for ref in refs)
+    return (h5io.any_complex(*refs)
             or any(np.iscomplexobj(v) for v in (args.alpha, args.beta)))
 
 

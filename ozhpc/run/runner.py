@@ -43,7 +43,7 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
 def complex_inputs(cfg: RunConfig) -> bool:
     """Whether the product is complex: A or B is (C0 alone makes only alpha*AB + beta*C0 complex,
     which the product learns from C0's blocks)."""
-    return any(h5io.dataset_info(ref)[1].kind == "c" for ref in (cfg.a, cfg.b))
+    return h5io.any_complex(cfg.a, cfg.b)
 
 
 def check_outputs(cfg: RunConfig) -> None:
