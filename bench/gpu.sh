@@ -128,7 +128,7 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
       local keep=0; [ -z "${ZGEMM_E2E-8192}" ] || keep=${ZGEMM_E2E_S:-90}   # seconds kept for the HDF5 job
       # shellcheck disable=SC2086
       step "$(( $(left) - keep ))" python3 bench/speed/zgemm_gpu.py --sizes ${ZGEMM_SIZES:-8192 16384 32768} \
-        --reps "${ZGEMM_REPS:-3}" --out "$OUT/complex"
+        --reps "${ZGEMM_REPS:-3}" ${ZGEMM_KERNELS:+--kernels "$ZGEMM_KERNELS"} --out "$OUT/complex"
       # shellcheck disable=SC2086
       [ -z "${ZGEMM_E2E-8192}" ] || OZHPC_CACHE_DIR=${ZGEMM_E2E_DIR:-/tmp/ozhpc-ze2e}/kernel-cache step "$(left)" \
         python3 bench/end_to_end/complex_e2e.py --dir "${ZGEMM_E2E_DIR:-/tmp/ozhpc-ze2e}" --n ${ZGEMM_E2E-8192} \

@@ -11,7 +11,9 @@ the exact product (integer sums of the parts' products); the int8 products' rate
 product next to the real product's of the same n (``int8_gemms * 2 n^3`` over the engine's
 product time); the GPU memory the calls held (CuPy's pool) and how many operands' planes were
 made a block at a time (n = 32768: they do not fit at once). A size that runs out of memory is
-recorded as such and the next one runs.
+recorded as such and the next one runs. ``--kernels N``: one warm certified call at N under PyTorch's
+profiler, its kernels grouped by name (launches, device ms) with the GPU's idle time, and the same
+for the real product of the same n: where the time outside the products goes.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import time
 from fractions import Fraction
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from common import parser, sample_indices, time_events  # noqa: E402
 
 from ozhpc.run.reference import exact_dot  # noqa: E402
@@ -110,6 +113,32 @@ def bench_size(cp, ozhpc, n: int, phi: float, reps: int, samples: int, seed: int
     return row
 
 
+def kernel_table(cp, ozhpc, n: int, phi: float, seed: int = 7) -> str:
+    """One warm call's kernels at ``n`` grouped by name, complex then real (see the module docstring)."""
+    from fixed_costs import profile_call
+    a, b = complex_inputs(cp, n, phi, seed)
+    lines = []
+    for label, x, y in (("complex", a, b), ("real", cp.ascontiguousarray(a.real), cp.ascontiguousarray(b.real))):
+        ozhpc.gemm(x, y, engine="cutile")   # warm-up: compiled kernels, the pool's blocks
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        kernels, _ = profile_call(lambda: ozhpc.gemm(x, y, engine="cutile"))
+        wall = (time.perf_counter() - t0) * 1e3
+        groups: dict[str, list] = {}
+        for name, ms in kernels:
+            g = groups.setdefault(name[:60], [0, 0.0])
+            g[0] += 1
+            g[1] += ms
+        busy = sum(ms for _, ms in kernels)
+        lines += [f"### {label}, n = {n}: {len(kernels)} kernels, {busy:.1f} ms on the device, "
+                  f"{wall:.1f} ms wall under the profiler (idle {wall - busy:.1f} ms)", "",
+                  "| kernel | launches | ms | share |", "|---|---|---|---|"]
+        for name, (count, ms) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+            lines.append(f"| `{name}` | {count} | {ms:.2f} | {ms / busy:.1%} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def markdown(result) -> str:
     lines = [f"# ZGEMM: ozhpc (certified default, scheme II) vs cuBLAS ZGEMM, {result['device']}", "",
              f"date {result['date']}, command `{result['command']}`", "",
@@ -137,6 +166,8 @@ def main(argv=None) -> int:
     p.add_argument("--phi", type=float, default=0.5)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--samples", type=int, default=16)
+    p.add_argument("--kernels", type=int, default=None, metavar="N",
+                   help="also one call at N under the profiler, kernels grouped by name (complex and real)")
     p.add_argument("--out", default=None, help="write OUT.json and OUT.md")
     args = p.parse_args(argv)
     import cupy as cp
@@ -155,6 +186,8 @@ def main(argv=None) -> int:
             print(json.dumps(result["failed"][-1]), flush=True)
         cp.get_default_memory_pool().free_all_blocks()
     text = markdown(result)
+    if args.kernels:
+        text += "\n" + kernel_table(cp, ozhpc, args.kernels, args.phi)
     print(text)
     if args.out:
         with open(args.out + ".json", "w") as f:
