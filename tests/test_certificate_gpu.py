@@ -95,15 +95,10 @@ def test_row_summaries_match_numpy(gpu, layout):
         same_bits(cp.asnumpy(got_e), want_e)
 
 
-@pytest.mark.parametrize("rowwise", [False, True])
 @pytest.mark.parametrize("support", [False, True])
-def test_entry_verdicts(gpu, support, rowwise, monkeypatch):
-    """The fused per-entry kernel against the NumPy operations: same count, same worst ratio; the
-    ratios written then their max, or (``rowwise``, what C of 2**28 entries and more take) reduced
-    per row."""
-    from ozhpc.engines import certificate_kernels
-
-    monkeypatch.setattr(certificate_kernels, "ROWWISE_ENTRIES", 0 if rowwise else 2**62)
+def test_entry_verdicts(gpu, support):
+    """The one-pass verdict kernel against the NumPy operations: same count, same worst ratio
+    (layouts, sums of every dtype, complex C: tests/test_certificate_kernels_gpu.py)."""
     engine, cp = gpu
     rng = np.random.default_rng(3)
     a, b = awkward(rng, 40, 64), awkward(rng, 64, 48).T.copy()

@@ -9,7 +9,7 @@ call under PyTorch's profiler: the kernels in launch order with their device tim
 device-to-host copies; ``sync``: stream, event and device synchronisations), and the GPU's idle
 time (the call's wall time minus the kernels'). ``--host-profile N``: cProfile of one warm default
 call at N, functions by their own time and by cumulative time. ``--kernels N``: the certificate's
-representation-error pass and its verdict pass two ways at N (:func:`kernel_probes`). ``--graph N``:
+representation-error pass and its verdict pass, real and complex, at N (:func:`kernel_probes`). ``--graph N``:
 whether the engine's launches capture into a CUDA graph, and what a replay saves (:func:`graph_probe`).
 """
 from __future__ import annotations
@@ -158,9 +158,10 @@ def graph_probe(n: int, reps: int = 20) -> dict:
 
 
 def kernel_probes(n: int, reps: int = 5) -> dict:
-    """At n (phi = 0.5, 55 bits): the certificate's representation-error pass over one operand, and
-    its verdict pass two ways (element-wise ratios then their max, against one row-wise reduction
-    then the max of m values), with equal answers checked."""
+    """At n (phi = 0.5, 55 bits): the certificate's representation-error pass over one operand (rows
+    contiguous, and transposed: op(B)^T of a row-major B), and its verdict pass (one launch, the
+    answer copied to the host) over a real C with int32 magnitude sums and over a complex C with its
+    three digit groups (both components in one launch)."""
     import cupy as cp
 
     from ozhpc.engines import certificate_kernels as ckern
@@ -173,22 +174,24 @@ def kernel_probes(n: int, reps: int = 5) -> dict:
     a, _ = make_inputs(cp, n, 0.5, 0)
     e = exponents(cp, row_abs_max(cp, a)).astype(cp.int32)
     out = dict(n=n, error_pass_ms=time_events(cp, lambda: ckern.representation_error_max(
-        cp, a, e, 55, 0, 2.0**-800), reps) * 1e3)
+        cp, a, e, 55, 0, 2.0**-800), reps) * 1e3,
+        error_pass_transposed_ms=time_events(cp, lambda: ckern.representation_error_max(
+            cp, a.T, e, 55, 0, 2.0**-800), reps) * 1e3)
     plan = ModularPlan.for_k(55, n)
-    stats = [cf.OperandStats(ckern.representation_error_max(cp, a, e, 55, 0, 2.0**-800),
-                             *eng.magnitude_stats(a, e)[:2])] * 2
+    stats = cf.OperandStats(ckern.representation_error_max(cp, a, e, 55, 0, 2.0**-800), *eng.magnitude_stats(a, e)[:2])
+    row = (stats.delta, stats.norm, stats.nnz)
     c = a @ a.T
     lower = cp.zeros(c.shape, dtype=cp.int32)
     constants = cf.verdict_constants(plan, n)
-    row, col = ((s.delta, s.norm, s.nnz) for s in stats)
-    args = (c, e.reshape(-1, 1), e.reshape(1, -1), *(v.reshape(-1, 1) for v in row),
-            *(v.reshape(1, -1) for v in col), lower, cp.zeros((), dtype=cp.float64))
-    kind = (True, False, "int32", "float64", constants, 32)
-    old = (lambda: ckern._kernel(*kind, reduce=False)(*args).max())
-    new = (lambda: ckern._kernel(*kind, reduce=True)(*args, axis=1).max())
-    out.update(verdicts_elementwise_ms=time_events(cp, old, reps) * 1e3,
-               verdicts_rowwise_ms=time_events(cp, new, reps) * 1e3,
-               verdicts_equal=bool(old() == new()))
+    out["verdicts_ms"] = time_events(cp, lambda: eng.entry_verdicts(c, e, e, row, row, lower, None, constants),
+                                     reps) * 1e3
+    del lower
+    z = c + 1j * c[::-1]
+    del c
+    groups = cp.zeros((3, n, n), dtype=cp.int32)
+    out["complex_verdicts_ms"] = time_events(
+        cp, lambda: eng.complex_entry_verdicts(z, e, e, row, row, groups, None, cf.verdict_constants(plan, n + 1)),
+        reps) * 1e3
     print(json.dumps(out), flush=True)
     return out
 

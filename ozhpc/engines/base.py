@@ -238,7 +238,10 @@ class Engine(ABC):
         return statistics.magnitude_stats(self.xp, x, exps)
 
     def representation_errors(self, x, exps, steps):
-        """Row maxima of :func:`ozhpc.engines.statistics.representation_error` (float64)."""
+        """Row maxima of :func:`ozhpc.engines.statistics.representation_error` (float64); a complex
+        ``x``: of its rows read as real rows of length 2k (each entry's parts adjacent)."""
+        if x.dtype.kind == "c":
+            x = self.xp.ascontiguousarray(x).view(x.real.dtype).reshape(x.shape[0], 2 * x.shape[1])
         return statistics.representation_errors(self.xp, x, exps, steps)
 
     def inner_stats(self, rows):
@@ -250,6 +253,13 @@ class Engine(ABC):
         pass (:class:`Verdicts` for the arguments; ``support``: the support digits' sums or None),
         or None: the engine has no such kernel, and the certificate's array code (the reference)
         runs instead."""
+        return None
+
+    def complex_entry_verdicts(self, c, row_exps, col_exps, row, col, lower, support, constants):
+        """:meth:`entry_verdicts` of both components of the complex ``c`` in one pass, ``((failed,
+        worst) of Re, (failed, worst) of Im)``; ``lower`` / ``support``: the three groups ``(3, m, n)``
+        of the parts' digit products (Re's sums are groups 0 + 2, Im's group 1) or None. None: no such
+        kernel (the certificate's array code runs instead)."""
         return None
 
     def entry_gaps(self, x, exps):

@@ -1,19 +1,23 @@
-"""The certificate's element-wise steps as CuPy kernels, bitwise equal to the NumPy reference
-(:mod:`ozhpc.engines.statistics`, and the array code of :mod:`ozhpc.ozaki.certificate`); the cuTile
-engine runs them behind :class:`ozhpc.engines.base.Engine`'s statistics methods.
+"""The certificate's passes over C and over the operands as CUDA kernels, bitwise equal to the
+NumPy reference (:mod:`ozhpc.engines.statistics`, and the array code of :mod:`ozhpc.ozaki.certificate`);
+the cuTile engine runs them behind :class:`ozhpc.engines.base.Engine`'s statistics methods.
 
 :func:`ozhpc.ozaki.certificate.certify_entries` on CuPy arrays would run some forty element-wise
 kernels over m x n (0.13 s at n = 16384 on an H200, more than the product's certificate budget).
-:func:`entry_verdicts` does the same operations in the same order in one pass (where the CRT kernel
-does not already answer them as it writes C: a pass without products, the support digits). Every operation is written
-with an explicitly rounded intrinsic (``__dmul_rn``, ``__dadd_rn``, ...), which the compiler
-never contracts into an FMA, so each rounds exactly like NumPy's separate operations and the
-verdicts -- hence the plan "auto" ends at, hence C -- are the same on every engine.
+:func:`entry_verdicts` does the same operations in the same order in one pass that writes nothing
+m x n (both components of a complex C in one pass, from the three digit groups). Every operation
+is written with an explicitly rounded intrinsic (``__dmul_rn``, ``__dadd_rn``, ...), which the
+compiler never contracts into an FMA, so each rounds exactly like NumPy's separate operations and
+the verdicts -- hence the plan "auto" ends at, hence C -- are the same on every engine.
+The passes over C and the representation errors are raw kernels with 2-D indexing over the
+arrays' strides: CuPy's element-wise and reduction kernels over broadcast (m, 1) / (1, n) inputs
+pay integer divisions per element for their generic indexing (the verdict pass took 4.1 ms at n =
+16384 on the H200 that way, a real C; bench/results/certificate_kernels_h200_2026-12-04.md).
 The per-entry step is scheme II's only (its combine bound is a formula of |C|; scheme I's comes
 from its group sums and stays with the NumPy-style path); the per-k and per-row statistics
-(:func:`inner_stats`, :func:`row_stats`) serve both. All integer results (exponents, sums of
-integers) are exact; the one float statistic, the representation error, is a max of exactly
-rounded values.
+(:func:`inner_stats`, :func:`magnitude_sums`, :func:`representation_error_max`) serve both. All integer results (exponents, sums of
+integers) are exact; the float results (the worst ratio, the representation errors) are maxima of
+exactly rounded values, so atomics in any order give the reference's bits.
 """
 from __future__ import annotations
 
@@ -59,72 +63,156 @@ r = (scaled > 0.0) ? r : 0.0;
 return !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));
 }
 """
-_PARAMS = ("float64 q_c, I q_ei, J q_fj, float64 q_da, int64 q_na, int64 q_nza, float64 q_db, int64 q_nb, "
-           "int64 q_nzb, L q_lsum, U q_usum")
-_CALL = "ozhpc_ratio(q_c, q_ei, q_fj, q_da, q_na, q_nza, q_db, q_nb, q_nzb, q_lsum, q_usum)"
-# Parameter names are distinctive ("q_..."): CuPy renames them in the map expression by plain text
-# substitution (see _INNER_MAP).
+_VERDICTS = r"""
+/* One block: ROWS rows of C by a chunk of its columns, threads along the columns (C row-major:
+   coalesced). Each thread holds its column's sizes while it walks the block's rows; the row sizes sit
+   in shared memory. Per component, the block's largest ratio and failing count go to out[2 comp],
+   out[2 comp + 1] by one atomicMax (on the bits of a ratio >= 0, which order like the values; a NaN
+   would win, as cupy.max propagates it) and one atomicAdd. COMPONENTS 2: c is complex (re, im
+   adjacent), the digit sums three groups (Re: 0 + 2, exact in FP64; Im: 1). */
+__device__ __forceinline__ double ozhpc_larger(double a, double b) { return (a != a || a > b) ? a : b; }
+
+extern "C" __global__ void ozhpc_verdicts(const double* c, long long c_rs, long long c_cs,
+        const ETYPE* e, const FTYPE* f, const double* da, const long long* na, const long long* nza,
+        const double* db, const long long* nb, const long long* nzb,
+        const LTYPE* l, long long l_gs, long long l_rs, long long l_cs,
+        const UTYPE* u, long long u_gs, long long u_rs, long long u_cs,
+        long long m, long long n, long long chunk, unsigned long long* out) {
+    __shared__ long long s_e[ROWS], s_na[ROWS], s_nza[ROWS];
+    __shared__ double s_da[ROWS];
+    __shared__ double s_worst[COMPONENTS][32];
+    __shared__ unsigned long long s_fail[COMPONENTS][32];
+    const long long i0 = (long long)blockIdx.x * ROWS;
+    if (threadIdx.x < ROWS && i0 + threadIdx.x < m) {
+        const long long i = i0 + threadIdx.x;
+        s_e[threadIdx.x] = (long long)e[i]; s_da[threadIdx.x] = da[i];
+        s_na[threadIdx.x] = na[i]; s_nza[threadIdx.x] = nza[i];
+    }
+    __syncthreads();
+    double worst[COMPONENTS];
+    unsigned long long fail[COMPONENTS];
+    for (int q = 0; q < COMPONENTS; ++q) { worst[q] = 0.0; fail[q] = 0; }
+    const long long j1 = min(n, ((long long)blockIdx.y + 1) * chunk);
+    for (long long j = (long long)blockIdx.y * chunk + threadIdx.x; j < j1; j += blockDim.x) {
+        const long long fj = (long long)f[j];
+        const double dbj = db[j];
+        const long long nbj = nb[j], nzbj = nzb[j];
+        for (int r = 0; r < ROWS; ++r) {
+            const long long i = i0 + r;
+            if (i >= m) break;
+            const long long at = i * c_rs + j * c_cs, lat = i * l_rs + j * l_cs, uat = i * u_rs + j * u_cs;
+            for (int q = 0; q < COMPONENTS; ++q) {
+#if COMPONENTS == 1
+                const LTYPE lsum = HAS_L ? l[lat] : (LTYPE)0;
+                const UTYPE usum = HAS_U ? u[uat] : (UTYPE)0;
+#else
+                const LTYPE lsum = !HAS_L ? 0.0 : (q == 0 ? __dadd_rn((double)l[lat], (double)l[lat + 2 * l_gs])
+                                                          : (double)l[lat + l_gs]);
+                const UTYPE usum = !HAS_U ? 0.0 : (q == 0 ? __dadd_rn((double)u[uat], (double)u[uat + 2 * u_gs])
+                                                          : (double)u[uat + u_gs]);
+#endif
+                const double v = ozhpc_ratio(c[at + q], s_e[r], fj, s_da[r], s_na[r], s_nza[r], dbj, nbj, nzbj,
+                                             lsum, usum);
+                worst[q] = ozhpc_larger(v, worst[q]);
+                fail[q] += v > 1.0;
+            }
+        }
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int q = 0; q < COMPONENTS; ++q) {
+        for (int width = 16; width > 0; width /= 2) {
+            worst[q] = ozhpc_larger(__shfl_down_sync(0xffffffffu, worst[q], width), worst[q]);
+            fail[q] += __shfl_down_sync(0xffffffffu, fail[q], width);
+        }
+        if (lane == 0) { s_worst[q][warp] = worst[q]; s_fail[q][warp] = fail[q]; }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int q = 0; q < COMPONENTS; ++q) {
+            double w = 0.0;
+            unsigned long long k = 0;
+            for (int t = 0; t < (int)(blockDim.x >> 5); ++t) { w = ozhpc_larger(s_worst[q][t], w); k += s_fail[q][t]; }
+            if (w != 0.0) atomicMax(&out[2 * q], (unsigned long long)__double_as_longlong(w));   /* -0.0 is 0 */
+            if (k) atomicAdd(&out[2 * q + 1], k);
+        }
+    }
+}
+"""
 _C_TYPES = {"float64": "double", "int32": "int", "int64": "long long"}
+VERDICT_THREADS, VERDICT_ROWS, VERDICT_CHUNK = 256, 4, 1024
+"""A block of the verdict pass: 256 threads, 4 rows by 1024 columns of C (4 entries a thread per
+row; at n = 16384 65536 blocks)."""
 
 _KERNELS: dict = {}
 
 
-def _kernel(has_l: bool, has_u: bool, l_type: str, u_type: str, constants: dict, norm_bits: int, reduce: bool):
-    """The verdict's ratio per entry (``reduce`` False: an element-wise kernel writing every ratio)
-    or their maxima (``reduce``: a reduction, no m x n array)."""
-    import cupy as cp
-
-    key = (has_l, has_u, l_type, u_type, tuple(sorted(constants.items())), norm_bits, reduce)
+def _verdict_kernel(cp, types: tuple, has_l: bool, has_u: bool, components: int, constants: dict, norm_bits: int):
+    key = ("verdicts", types, has_l, has_u, components, tuple(sorted(constants.items())), norm_bits)
     if key not in _KERNELS:
+        e_type, f_type, l_type, u_type = (_C_TYPES[t] for t in types)
+        if components == 2:   # the Re sums are two groups added in FP64
+            l_type = u_type = "double"
         defines = "".join(f"#define {name} {value!r}\n" for name, value in constants.items())
         defines += (f"#define HAS_L {int(has_l)}\n#define HAS_U {int(has_u)}\n"
-                    f"#define LTYPE {_C_TYPES[l_type]}\n#define UTYPE {_C_TYPES[u_type]}\n"
+                    f"#define LTYPE {l_type}\n#define UTYPE {u_type}\n#define ETYPE {e_type}\n"
+                    f"#define FTYPE {f_type}\n#define COMPONENTS {components}\n#define ROWS {VERDICT_ROWS}\n"
                     f"#define NORM_UNIT {2.0**-norm_bits!r}\n"
                     "#define CUDART_INF __longlong_as_double(0x7ff0000000000000LL)\n")
-        if reduce:   # the max propagates NaN as cupy.max does (a ratio is never NaN: kept for parity)
-            _KERNELS[key] = cp.ReductionKernel(_PARAMS, "float64 q_worst", _CALL, "(a != a || a > b) ? a : b",
-                                               "q_worst = a", "0.0", "ozhpc_worst_ratio", preamble=defines + _SOURCE)
-        else:
-            _KERNELS[key] = cp.ElementwiseKernel(_PARAMS, "float64 q_ratio", f"q_ratio = {_CALL}",
-                                                 "ozhpc_certify_entries", preamble=defines + _SOURCE)
+        # the sums' element types as stored (LTYPE / UTYPE are what ozhpc_ratio reads)
+        store = {"l": _C_TYPES[types[2]], "u": _C_TYPES[types[3]]}
+        source = (defines + _SOURCE + _VERDICTS.replace("const LTYPE* l,", f"const {store['l']}* l,")
+                  .replace("const UTYPE* u,", f"const {store['u']}* u,"))
+        _KERNELS[key] = cp.RawModule(code=source).get_function("ozhpc_verdicts")
     return _KERNELS[key]
 
 
-ROWWISE_ENTRIES = 2**28
-"""From this many entries of C the verdict reduces per row instead of writing every ratio: at n = 16384
-on the H200 3.1 ms against 3.8-4.0 (ratios and their max), at 2048 and 4096 0.15 / 0.29 ms against
-0.06 / 0.22 (``bench/results/fixed_costs_h200_2026-12-04.md``)."""
-
-
 def entry_verdicts(cp, c, e, f, row, col, lower_sums, support_sums, constants: dict, to_host=None,
-                   norm_bits: int = 32):
+                   norm_bits: int = 32, components: int = 1):
     """``(failed, worst)`` over this block of C: how many entries have a ratio ``E / (c u L)``
     (:func:`ozhpc.ozaki.certificate.entry_ratio`) above 1 (they fail), and the largest ratio (0 for
-    inf/NaN entries). One pass and a max (past :data:`ROWWISE_ENTRIES`, a reduction to the row
-    maxima: nothing m x n is written); a second pass counts only when some entry fails. ``row`` /
-    ``col``: the per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B): float64 deltas,
-    int64 norms in units of ``2**-norm_bits`` and counts, converted in the kernel as NumPy converts
-    them; ``e`` / ``f``: the integer exponents; ``to_host``: the engine's copy, one per number read."""
+    inf/NaN entries), in one pass over C and the digit sums (nothing m x n written; C and the sums
+    read through their strides) and one copy of the answer to the host. ``row`` / ``col``: the
+    per-row ``(delta, norm, nnz)`` of op(A) and per-column of op(B): float64 deltas, int64 norms in
+    units of ``2**-norm_bits`` and counts, converted in the kernel as NumPy converts them; ``e`` /
+    ``f``: the integer exponents; ``to_host``: the engine's copy. ``components`` 2: ``c`` is
+    complex and the sums are the three groups ``(3, m, n)`` of the parts' digit products
+    (:func:`ozhpc.ozaki.complex_certificate.component_sums`: Re = groups 0 + 2, Im = group 1);
+    the answer is then one ``(failed, worst)`` per component."""
     get = to_host or (lambda x: x.get())
+    m, n = c.shape
     if c.size == 0:
-        return 0, 0.0
-    zero = cp.zeros((), dtype=cp.float64)
-    lsum = zero if lower_sums is None else lower_sums
-    usum = zero if support_sums is None else support_sums
-    args = (c, cp.asarray(e).reshape(-1, 1), cp.asarray(f).reshape(1, -1),
-            *(v.reshape(-1, 1) for v in row), *(v.reshape(1, -1) for v in col), lsum, usum)
-    kind = (lower_sums is not None, support_sums is not None, _ctype(lsum), _ctype(usum), constants, norm_bits)
-    if c.size < ROWWISE_ENTRIES:   # the ratios written, then their max
-        ratio = _kernel(*kind, reduce=False)(*args)
-        worst = float(get(ratio.max()))
-    else:   # per row, then the max of m values (a full reduction of broadcast inputs runs in very few
-        # blocks: 449 ms at n = 16384; one row per output keeps the grid full)
-        ratio, worst = None, float(get(_kernel(*kind, reduce=True)(*args, axis=1).max()))
-    if not worst > 1.0:
-        return 0, worst
-    if ratio is None:
-        ratio = _kernel(*kind, reduce=False)(*args)
-    return int(get(cp.count_nonzero(ratio > 1.0))), worst
+        return ((0, 0.0),) * components if components == 2 else (0, 0.0)
+    unit = 16 if components == 2 else 8
+    if c.dtype != (cp.complex128 if components == 2 else cp.float64) or any(s % unit for s in c.strides):
+        raise TypeError(f"entry_verdicts: C of dtype {c.dtype} and strides {c.strides} for {components} component(s)")
+    c_rs, c_cs = (s // 8 for s in c.strides)   # in doubles (a complex entry's parts: +0, +1)
+    e, f = (cp.ascontiguousarray(cp.asarray(v).ravel()) for v in (e, f))
+    row, col = (tuple(cp.ascontiguousarray(v, dtype=t) for v, t in zip(vs, (cp.float64, cp.int64, cp.int64)))
+                for vs in (row, col))
+    out = cp.zeros(2 * components, dtype=cp.uint64)
+    sums = [_strided(s, components, out) for s in (lower_sums, support_sums)]
+    types = (_ctype(e), _ctype(f), *(("float64" if s is None else _ctype(s)) for s in (lower_sums, support_sums)))
+    kernel = _verdict_kernel(cp, types, lower_sums is not None, support_sums is not None, components, constants,
+                             norm_bits)
+    chunk = max(VERDICT_CHUNK, -(-n // 65535))
+    kernel((-(-m // VERDICT_ROWS), -(-n // chunk)), (VERDICT_THREADS,),
+           (c, c_rs, c_cs, e, f, *row, *col, *sums[0], *sums[1], m, n, chunk, out))
+    found = get(out)
+    answer = tuple((int(found[2 * q + 1]), float(found[2 * q:2 * q + 1].view("float64")[0]))
+                   for q in range(components))
+    return answer if components == 2 else answer[0]
+
+
+def _strided(sums, components: int, unread) -> tuple:
+    """A digit-sum array as ``(array, group stride, row stride, column stride)`` in elements (for
+    none, ``unread``: a pointer the kernel never reads)."""
+    if sums is None:
+        return (unread, 0, 0, 0)
+    if components == 2:
+        g, r, col = (s // sums.itemsize for s in sums.strides)
+    else:
+        (r, col), g = (s // sums.itemsize for s in sums.strides), 0
+    return (sums, g, r, col)
 
 
 def _ctype(x) -> str:
@@ -168,15 +256,76 @@ __device__ double ozhpc_delta(double x, long long e) {
 """
 
 
+_DELTA_MAX = r"""
+/* Element t of row r: x[r rs + (t / WIDTH) cs + t % WIDTH] (WIDTH 2: a complex row read as the real
+   row of its re/im pairs). The row maxima go to out by atomicMax on the bits of values >= 0. */
+__device__ __forceinline__ double ozhpc_at(const double* x, long long r, long long t, long long rs, long long cs) {
+    return x[r * rs + (t / WIDTH) * cs + t % WIDTH];
+}
+
+/* the columns along the threads (rows contiguous), one row and column chunk per block */
+extern "C" __global__ void ozhpc_delta_by_col(const double* x, const ETYPE* e, long long rows, long long cols,
+                                              long long rs, long long cs, long long chunk, unsigned long long* out) {
+    __shared__ double part[32];
+    const long long r = blockIdx.x;
+    const long long er = (long long)e[r];
+    double y = 0.0;
+    const long long c1 = min(cols, ((long long)blockIdx.y + 1) * chunk);
+    for (long long t = (long long)blockIdx.y * chunk + threadIdx.x; t < c1; t += blockDim.x)
+        y = fmax(y, ozhpc_delta(ozhpc_at(x, r, t, rs, cs), er));
+    for (int width = 16; width > 0; width /= 2) y = fmax(y, __shfl_down_sync(0xffffffffu, y, width));
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = y;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < (int)(blockDim.x >> 5); ++w) y = fmax(y, part[w]);
+        if (y > 0.0) atomicMax(&out[r], (unsigned long long)__double_as_longlong(y));
+    }
+}
+
+/* the rows along the threads (rows adjacent in memory: op(B)^T of a row-major B), a column chunk per
+   blockIdx.y */
+extern "C" __global__ void ozhpc_delta_by_row(const double* x, const ETYPE* e, long long rows, long long cols,
+                                              long long rs, long long cs, long long chunk, unsigned long long* out) {
+    const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const long long er = (long long)e[r];
+    double y = 0.0;
+    const long long c1 = min(cols, ((long long)blockIdx.y + 1) * chunk);
+    for (long long t = (long long)blockIdx.y * chunk; t < c1; ++t) y = fmax(y, ozhpc_delta(ozhpc_at(x, r, t, rs, cs), er));
+    if (y > 0.0) atomicMax(&out[r], (unsigned long long)__double_as_longlong(y));
+}
+"""
+DELTA_THREADS = 256
+
+
 def representation_error_max(cp, x, exps, shift: int, slices: int, tiny: float):
     """Row maxima of :func:`ozhpc.engines.statistics.representation_error` (scheme II: ``slices``
-    0 and ``shift`` = bits; scheme I: the slices and ``shift`` 0)."""
-    key = ("delta", shift, slices, tiny)
+    0 and ``shift`` = bits; scheme I: the slices and ``shift`` 0), float64 per row, in one pass over
+    ``x`` through its strides (no copy of a transposed or strided operand). A complex ``x`` is read as
+    real rows of length 2k, each entry's parts adjacent (what a complex operand's certificate
+    statistics take). The errors are >= 0 and every one is rounded exactly as the reference, so the
+    maxima (atomics in any order) are its bits."""
+    width = 2 if x.dtype == cp.complex128 else 1
+    x = x if width == 2 else cp.asarray(x, dtype=cp.float64)
+    e = cp.ascontiguousarray(cp.asarray(exps).ravel())
+    key = ("delta", shift, slices, tiny, width, _ctype(e))
     if key not in _KERNELS:
-        _KERNELS[key] = cp.ReductionKernel(
-            "float64 qv, E qe", "float64 y", "ozhpc_delta(qv, qe)", "max(a, b)", "y = a", "0.0", "ozhpc_delta_max",
-            preamble=f"#define SHIFT {shift}\n#define SLICES {slices}\n#define TINY {tiny!r}\n" + _DELTA)
-    return _KERNELS[key](x, cp.asarray(exps).reshape(-1, 1), axis=1)   # int32 or int64 exponents
+        module = cp.RawModule(code=f"#define SHIFT {shift}\n#define SLICES {slices}\n#define TINY {tiny!r}\n"
+                                   f"#define WIDTH {width}LL\n#define ETYPE {_C_TYPES[_ctype(e)]}\n"
+                                   + _DELTA + _DELTA_MAX)
+        _KERNELS[key] = (module.get_function("ozhpc_delta_by_row"), module.get_function("ozhpc_delta_by_col"))
+    by_row, by_col = _KERNELS[key]
+    rows, cols = x.shape[0], width * x.shape[1]
+    out = cp.zeros(rows, dtype=cp.uint64)
+    rs, cs = (st // 8 for st in x.strides)   # in doubles (a complex entry: two)
+    if rows and cols:
+        if rows > 1 and abs(rs) < abs(cs):   # rows adjacent in memory
+            chunk = 256
+            by_row((-(-rows // DELTA_THREADS), -(-cols // chunk)), (DELTA_THREADS,), (x, e, rows, cols, rs, cs, chunk, out))
+        else:
+            chunk = 4096
+            by_col((rows, -(-cols // chunk)), (DELTA_THREADS,), (x, e, rows, cols, rs, cs, chunk, out))
+    return out.view(cp.float64)
 
 
 _ROW_SUMS = r"""
@@ -246,7 +395,7 @@ def magnitude_sums(cp, x, exps, norm_bits: int, gap_max: int):
     e = cp.ascontiguousarray(cp.asarray(exps).astype(cp.int64).ravel())
     out = cp.zeros((4, rows), dtype=cp.int64)
     rs, cs = (st // x.itemsize for st in x.strides)
-    if cs == 1 and rs != 1:
+    if abs(cs) < abs(rs) or rows == 1:   # along a row (a row-major op(A); a complex part: every other double)
         chunk = 4096
         by_col((rows, -(-cols // chunk)), (ROW_SUMS_THREADS,), (x, e, rows, cols, rs, cs, chunk, out))
     else:

@@ -329,10 +329,15 @@ class CutileEngine(CutileGaussian, Engine):
         return cert_kernels.inner_stats(cp, rows, NONE_EXP)
 
     def entry_verdicts(self, c, row_exps, col_exps, row, col, lower, support, constants):
-        """The certificate's verdicts in one CuPy pass (:func:`.certificate_kernels.entry_verdicts`;
-        the row sizes converted inside it)."""
+        """The certificate's verdicts in one pass (:func:`.certificate_kernels.entry_verdicts`; the
+        row sizes converted inside it)."""
         return cert_kernels.entry_verdicts(cp, c, row_exps, col_exps, row, col, lower, support, constants,
                                            self.to_host, NORM_BITS)
+
+    def complex_entry_verdicts(self, c, row_exps, col_exps, row, col, lower, support, constants):
+        """Both components' verdicts in one pass over the complex C and the digit groups."""
+        return cert_kernels.entry_verdicts(cp, c, row_exps, col_exps, row, col, lower, support, constants,
+                                           self.to_host, NORM_BITS, components=2)
 
     def entry_gaps(self, x, exps):
         """Gap codes by :mod:`ozhpc.engines.cutile.gaps`, columns padded with NO_GAP to a

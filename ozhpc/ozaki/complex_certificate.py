@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .certificate import (CERTIFY_CHUNK, UP, Certificate, OperandStats, _ident, _reduced, bound_verdicts,
-                          certify_entries, error_bound, normalised_c, operand_stats, support_bound)
+                          certify_entries, error_bound, normalised_c, operand_stats, support_bound, verdict_constants)
 
 TERMS = (((0, 0), (1, 1)), ((0, 1), (1, 0)))
 """Per component (Re, Im), its two terms as (part of op(A), part of op(B)^T): 0 real, 1 imaginary."""
@@ -52,19 +52,19 @@ class PartStats:
 
 def part_stats(engine, fin, exps, plan, reduce_max=_ident, reduce_sum=_ident, mags=None) -> PartStats:
     """:func:`~ozhpc.ozaki.certificate.operand_stats` of the finite complex rows ``fin`` as real rows
-    of length 2k (one pass over them; ``mags``: their ``(norm, nnz, ...)`` row sizes, reduced, when the
+    of length 2k (one pass over them, in place; ``mags``: their ``(norm, nnz, ...)`` row sizes, reduced, when the
     caller measured them, as :func:`ozhpc.ozaki.operands.measure` does), and, when asked for, of
     each part apart. The joint statistics equal :func:`joint` of the parts' (a row's largest
     representation error and its entries' norm units and counts over both parts)."""
     xp, reduce_sum = engine.xp, reduce_sum or _ident
-    fin = xp.ascontiguousarray(fin)
-    rows = fin.view(fin.real.dtype).reshape(fin.shape[0], 2 * fin.shape[1])
 
-    def parts():
-        return tuple(operand_stats(engine, xp.ascontiguousarray(part), exps, plan, reduce_max, reduce_sum)
-                     for part in (fin.real, fin.imag))
-    together = operand_stats(engine, rows, exps, plan, reduce_max, reduce_sum,
-                             mags=None if mags is None else tuple(mags[:2]))
+    def parts():   # the engines read the parts' strided views (no copies)
+        return tuple(operand_stats(engine, part, exps, plan, reduce_max, reduce_sum) for part in (fin.real, fin.imag))
+    if mags is None:   # the row sizes afresh, of the real rows
+        rows = xp.ascontiguousarray(fin).view(fin.real.dtype).reshape(fin.shape[0], 2 * fin.shape[1])
+        together = operand_stats(engine, rows, exps, plan, reduce_max, reduce_sum)
+    else:   # the engine reads the complex rows as real rows of length 2k through their strides
+        together = operand_stats(engine, fin, exps, plan, reduce_max, reduce_sum, mags=tuple(mags[:2]))
     return PartStats(together, parts)
 
 
@@ -105,23 +105,34 @@ def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=
     switch, without effect here (a complex product that fails anywhere always gets per-entry verdicts).
 
     First each component by the real certificate with the parts' joint statistics (``joint``:
-    the rows as real rows of length 2k, a valid and looser bound of both terms; on a GPU one fused
-    kernel each); only when some entry fails there, every entry again term by term
+    the rows as real rows of length 2k, a valid and looser bound of both terms; where the engine
+    has the kernel (:meth:`~ozhpc.engines.base.Engine.complex_entry_verdicts`), both components in
+    one pass over C and the digit groups, the same verdicts); only when some entry fails there, every entry again term by term
     (:func:`precise_entries`), which certifies what the joint bound cannot see (a part that is all
     zero contributes nothing). Both steps are global decisions with the same roundings on every
     engine, so every rank and engine takes the same one."""
     xp = engine.xp
-    mags = None if magnitude_groups is None else component_sums(xp, magnitude_groups)
-    supp = None if support_groups is None else component_sums(xp, support_groups)
     joint_stats = tuple(s.joint for s in stats)
-    certs = [certify_entries(engine, part(c), _at(mags, comp), joint_stats, e, f, plan, _at(acc, comp), _at(supp, comp),
-                             lifted=None if lifted is None else (part(lifted[0]), *lifted[1:]),
-                             reduce_sum=reduce_sum, reduce_max=reduce_max, factor=factor)
-             for comp, part in enumerate(PARTS)]
+
+    def sums():
+        return tuple(None if g is None else component_sums(xp, g) for g in (magnitude_groups, support_groups))
+    found = None
+    if acc is None and lifted is None and plan.combine_rounding_terms is not None:
+        found = engine.complex_entry_verdicts(c, e, f, *((s.delta, s.norm, s.nnz) for s in joint_stats),
+                                              magnitude_groups, support_groups, verdict_constants(plan, factor))
+    if found is not None:   # one pass over C and the groups: the m x n sums made only if some entry fails
+        certs = [_reduced(None, *answer, reduce_sum, reduce_max) for answer in found]
+    else:
+        mags, supp = sums()
+        certs = [certify_entries(engine, part(c), _at(mags, comp), joint_stats, e, f, plan, _at(acc, comp),
+                                 _at(supp, comp), lifted=None if lifted is None else (part(lifted[0]), *lifted[1:]),
+                                 reduce_sum=reduce_sum, reduce_max=reduce_max, factor=factor)
+                 for comp, part in enumerate(PARTS)]
     if all(cert.uncertified == 0 for cert in certs):
         passed = None if certs[0].passed is None or certs[1].passed is None else certs[0].passed & certs[1].passed
         worst = max(cert.worst for cert in certs)
         return Certificate(passed, 0, worst, worst)   # every entry passed: the worst is a passed one
+    mags, supp = sums() if found is not None else (mags, supp)
     return precise_entries(xp, c, mags, tuple(s.parts for s in stats), e, f, plan, acc, supp, lifted, reduce_sum,
                            reduce_max, factor)
 
