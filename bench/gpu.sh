@@ -148,7 +148,7 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
       # shellcheck disable=SC2086
       step "$(left)" python3 bench/scaling/multi_gpu.py --machine "${MULTI_MACHINE:-2 x NVIDIA H200}" \
         --budget $(( $(left) - 60 )) --out "$OUT/weak" --runs ${WEAK_RUNS:-16384:1x1 20736:1x2 20736:2x1 16384:1x1 20736:1x2 20736:2x1 16384:1x1 20736:1x2 20736:2x1} ;;
-    crt)       # the CRT kernel alone: moduli per load x occupancy, with and without the verdicts
+    crt)       # the CRT kernel alone: moduli per load x occupancy
       step "$(left)" python3 bench/speed/crt_kernel.py --out "$OUT/crt" ;;
   esac
 }
