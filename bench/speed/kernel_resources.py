@@ -49,7 +49,7 @@ def sass_counts(cubin: pathlib.Path) -> tuple[dict, str]:
 
 LARGE_ARRAYS = {"split": (0, 1, 2), "gaps": (0, 1, 2), "residue": (0, 1, 3), "pair": (0, 1, 2),
                 "pair_int64": (0, 1, 2), "combine": (0, 1, 2, 3), "crt": (0, 1, 2, 6),
-                "row_stats": (0,), "count": (0,)}
+                "row_stats": (0,), "row_summary": (0,), "count": (0,)}
 """Parameters that are the engine's large, 16-aligned arrays (matrices, padded slices and
 exponents), per kernel; the small tables (moduli, limits, per-part statistics) get no facts."""
 

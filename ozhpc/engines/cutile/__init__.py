@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from .config import CONFIGS, PAIR_HINTS, TileConfig, config_for  # noqa: F401
 from .count import COUNT_FIELD_BITS, COUNT_FIELD_MASK, COUNT_MAX_FIELDS, COUNT_MAX_TILES, COUNT_TILE  # noqa: F401
-from .crt import CRT_GROUP, CRT_WIDE_PIECES, VERDICT_COLS  # noqa: F401
+from .crt import CRT_GROUP, CRT_WIDE_PIECES  # noqa: F401
 from .gaps import GAP_COLS  # noqa: F401
 from .launcher import Launcher  # noqa: F401
 from .pair import (INT32_INDEX_LIMIT, K_PAIR_LIMIT, MOD_COLS, PAIR_INDEX_FALLBACK,  # noqa: F401

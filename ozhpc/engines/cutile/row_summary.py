@@ -19,9 +19,12 @@ from .tile_math import ConstBool, ConstInt, pow2
 
 SUMMARY_TILE = (16, 64)
 """Rows per block and columns per load (transposed rows: the loaded tile is (64, 16))."""
-SUMMARY_OCCUPANCY = 4
-"""Blocks per SM: 64 registers and no stack for either layout (CPU AOT, sm_90); without the hint
-tileiras takes 255 registers (one block per SM), at 8 it spills 440-776 B."""
+SUMMARY_OCCUPANCY = 2
+"""Blocks per SM: 128 registers and no stack for either layout with the 16-aligned arrays' facts
+(CPU AOT, sm_90; at 4 the C-ordered layout spills 304 B, the transposed 120 B; without the hint
+tileiras takes 255 registers). H200, n = 16384 (``bench/speed/row_summary_kernel.py``,
+2026-12-04), the same bits: 1.40 ms along rows, 1.40 transposed, 2.79 for complex rows of 2n,
+against 2.61 / 2.08 / 5.11 at occupancy 4."""
 
 
 def exponent_of(r):
