@@ -161,7 +161,7 @@ def kernel_probes(n: int, reps: int = 5) -> dict:
     """At n (phi = 0.5, 55 bits): the certificate's representation-error pass over one operand (rows
     contiguous, and transposed: op(B)^T of a row-major B), and its verdict pass (one launch, the
     answer copied to the host) over a real C with int32 magnitude sums and over a complex C with its
-    three digit groups (both components in one launch)."""
+    three digit groups (both components in one launch), its row loop unrolled or not."""
     import cupy as cp
 
     from ozhpc.engines import certificate_kernels as ckern
@@ -183,15 +183,17 @@ def kernel_probes(n: int, reps: int = 5) -> dict:
     c = a @ a.T
     lower = cp.zeros(c.shape, dtype=cp.int32)
     constants = cf.verdict_constants(plan, n)
-    out["verdicts_ms"] = time_events(cp, lambda: eng.entry_verdicts(c, e, e, row, row, lower, None, constants),
-                                     reps) * 1e3
-    del lower
     z = c + 1j * c[::-1]
-    del c
     groups = cp.zeros((3, n, n), dtype=cp.int32)
-    out["complex_verdicts_ms"] = time_events(
-        cp, lambda: eng.complex_entry_verdicts(z, e, e, row, row, groups, None, cf.verdict_constants(plan, n + 1)),
-        reps) * 1e3
+    default = ckern.VERDICT_UNROLL
+    for unroll in sorted({default, 1, ckern.VERDICT_ROWS}):   # the rows a thread's loop unrolls
+        ckern.VERDICT_UNROLL = unroll
+        out[f"verdicts_unroll{unroll}_ms"] = time_events(
+            cp, lambda: eng.entry_verdicts(c, e, e, row, row, lower, None, constants), reps) * 1e3
+        out[f"complex_verdicts_unroll{unroll}_ms"] = time_events(
+            cp, lambda: eng.complex_entry_verdicts(z, e, e, row, row, groups, None, cf.verdict_constants(plan, n + 1)),
+            reps) * 1e3
+    ckern.VERDICT_UNROLL = default
     print(json.dumps(out), flush=True)
     return out
 

@@ -22,14 +22,28 @@ exactly rounded values, so atomics in any order give the reference's bits.
 from __future__ import annotations
 
 _SOURCE = r"""
-__device__ double ozhpc_ratio(double cv, long long ei, long long fj, double da, long long na_i, long long nza_i,
-                              double db, long long nb_i, long long nzb_i, LTYPE lsum, UTYPE usum) {
+/* 2**s exactly, for s in [-1074, 1023] (normal or subnormal); ldexp(1.0, s) elsewhere */
+__device__ __forceinline__ double ozhpc_pow2(int s) {
+    if (s >= -1022 && s <= 1023) return __longlong_as_double((long long)(s + 1023) << 52);
+    if (s >= -1074 && s < -1022) return __longlong_as_double(1LL << (s + 1074));
+    return ldexp(1.0, s);
+}
+
+/* ldexp(x, s), correctly rounded: where 2**s is a double, one multiplication by it rounds the same
+   exact product once (CUDA's ldexp multiplies by up to four powers of two, some twenty instructions) */
+__device__ __forceinline__ double ozhpc_ldexp(double x, int s) {
+    return (s >= -1074 && s <= 1023) ? __dmul_rn(x, ozhpc_pow2(s)) : ldexp(x, s);
+}
+
+/* The ratio of one entry. eij = e_i + f_j clamped to [-4000, 4000] (the clamps below to +-2200 give
+   the same s and t as from the sum itself); na / nb: the norms as doubles (int64 units times
+   NORM_UNIT), nza / nzb: the counts as doubles -- converted once per row and column by the caller,
+   each exactly as NumPy's astype and multiply round it. */
+__device__ __forceinline__ double ozhpc_ratio(double cv, int eij, double da, double na, double nza,
+                                              double db, double nb, double nzb, LTYPE lsum, UTYPE usum) {
 const double c = cv;
-const double na = __dmul_rn((double)na_i, NORM_UNIT), nb = __dmul_rn((double)nb_i, NORM_UNIT);
-const double nza = (double)nza_i, nzb = (double)nzb_i;
-long long s = -(ei + fj);
-s = s < -2200 ? -2200 : (s > 2200 ? 2200 : s);
-const double mag = ldexp(fabs(c), (int)s);
+const int s = min(max(-eij, -2200), 2200);
+const double mag = ozhpc_ldexp(fabs(c), s);
 const double c_lo = fmax(__dsub_rn(__dmul_rn(mag, DOWN), TINYSUB), 0.0);
 const double c_up = __dadd_rn(__dmul_rn(mag, UP), TINYSUB);
 double comb = __dadd_rn(COMB0, __dmul_rn(c_up, COMB1));
@@ -47,9 +61,8 @@ if (HAS_U) {
 }
 bound = __dadd_rn(bound, comb);
 if (!(na > 0.0) || !(nb > 0.0)) bound = 0.0;   /* a zero row or column: C_ij is exactly 0 */
-long long t = -1074 - (ei + fj);
-t = t < -2200 ? -2200 : (t > 2200 ? 2200 : t);
-const double sub = __dadd_rn(ldexp(1.0, (int)t), TINYSUB);
+const int t = min(max(-1074 - eij, -2200), 2200);
+const double sub = __dadd_rn(ozhpc_pow2(t), TINYSUB);
 const double fin = __dadd_rn(__dmul_rn(__dmul_rn(RHOU, c_up), UP), sub);
 const double raw = __dsub_rn(__dsub_rn(c_lo, bound), fin);
 const double slack = __dmul_rn(FOURU, __dadd_rn(__dadd_rn(c_up, bound), fin));
@@ -78,29 +91,32 @@ extern "C" __global__ void ozhpc_verdicts(const double* c, long long c_rs, long 
         const LTYPE* l, long long l_gs, long long l_rs, long long l_cs,
         const UTYPE* u, long long u_gs, long long u_rs, long long u_cs,
         long long m, long long n, long long chunk, unsigned long long* out) {
-    __shared__ long long s_e[ROWS], s_na[ROWS], s_nza[ROWS];
-    __shared__ double s_da[ROWS];
+    __shared__ long long s_e[ROWS];
+    __shared__ double s_da[ROWS], s_na[ROWS], s_nza[ROWS];
     __shared__ double s_worst[COMPONENTS][32];
     __shared__ unsigned long long s_fail[COMPONENTS][32];
     const long long i0 = (long long)blockIdx.x * ROWS;
     if (threadIdx.x < ROWS && i0 + threadIdx.x < m) {
         const long long i = i0 + threadIdx.x;
         s_e[threadIdx.x] = (long long)e[i]; s_da[threadIdx.x] = da[i];
-        s_na[threadIdx.x] = na[i]; s_nza[threadIdx.x] = nza[i];
+        s_na[threadIdx.x] = __dmul_rn((double)na[i], NORM_UNIT); s_nza[threadIdx.x] = (double)nza[i];
     }
     __syncthreads();
+    const int rows = (int)min((long long)ROWS, m - i0);
     double worst[COMPONENTS];
     unsigned long long fail[COMPONENTS];
     for (int q = 0; q < COMPONENTS; ++q) { worst[q] = 0.0; fail[q] = 0; }
     const long long j1 = min(n, ((long long)blockIdx.y + 1) * chunk);
     for (long long j = (long long)blockIdx.y * chunk + threadIdx.x; j < j1; j += blockDim.x) {
         const long long fj = (long long)f[j];
-        const double dbj = db[j];
-        const long long nbj = nb[j], nzbj = nzb[j];
+        const double dbj = db[j], nbj = __dmul_rn((double)nb[j], NORM_UNIT), nzbj = (double)nzb[j];
+        const double* cj = c + i0 * c_rs + j * c_cs;
+#pragma unroll UNROLL_ROWS
         for (int r = 0; r < ROWS; ++r) {
-            const long long i = i0 + r;
-            if (i >= m) break;
-            const long long at = i * c_rs + j * c_cs, lat = i * l_rs + j * l_cs, uat = i * u_rs + j * u_cs;
+            if (r >= rows) break;
+            const long long i = i0 + r, lat = i * l_rs + j * l_cs, uat = i * u_rs + j * u_cs;
+            const int eij = (int)min(max(s_e[r] + fj, -4000LL), 4000LL);
+#pragma unroll
             for (int q = 0; q < COMPONENTS; ++q) {
 #if COMPONENTS == 1
                 const LTYPE lsum = HAS_L ? l[lat] : (LTYPE)0;
@@ -111,7 +127,7 @@ extern "C" __global__ void ozhpc_verdicts(const double* c, long long c_rs, long 
                 const UTYPE usum = !HAS_U ? 0.0 : (q == 0 ? __dadd_rn((double)u[uat], (double)u[uat + 2 * u_gs])
                                                           : (double)u[uat + u_gs]);
 #endif
-                const double v = ozhpc_ratio(c[at + q], s_e[r], fj, s_da[r], s_na[r], s_nza[r], dbj, nbj, nzbj,
+                const double v = ozhpc_ratio(cj[r * c_rs + q], eij, s_da[r], s_na[r], s_nza[r], dbj, nbj, nzbj,
                                              lsum, usum);
                 worst[q] = ozhpc_larger(v, worst[q]);
                 fail[q] += v > 1.0;
@@ -142,12 +158,15 @@ _C_TYPES = {"float64": "double", "int32": "int", "int64": "long long"}
 VERDICT_THREADS, VERDICT_ROWS, VERDICT_CHUNK = 256, 4, 1024
 """A block of the verdict pass: 256 threads, 4 rows by 1024 columns of C (4 entries a thread per
 row; at n = 16384 65536 blocks)."""
+VERDICT_UNROLL = 1
+"""How many of a block's rows a thread's loop unrolls (1: 70 registers, more blocks per SM; 4: 112,
+more entries in flight per thread)."""
 
 _KERNELS: dict = {}
 
 
 def _verdict_kernel(cp, types: tuple, has_l: bool, has_u: bool, components: int, constants: dict, norm_bits: int):
-    key = ("verdicts", types, has_l, has_u, components, tuple(sorted(constants.items())), norm_bits)
+    key = ("verdicts", types, has_l, has_u, components, tuple(sorted(constants.items())), norm_bits, VERDICT_UNROLL)
     if key not in _KERNELS:
         e_type, f_type, l_type, u_type = (_C_TYPES[t] for t in types)
         if components == 2:   # the Re sums are two groups added in FP64
@@ -161,7 +180,8 @@ def _verdict_kernel(cp, types: tuple, has_l: bool, has_u: bool, components: int,
         # the sums' element types as stored (LTYPE / UTYPE are what ozhpc_ratio reads)
         store = {"l": _C_TYPES[types[2]], "u": _C_TYPES[types[3]]}
         source = (defines + _SOURCE + _VERDICTS.replace("const LTYPE* l,", f"const {store['l']}* l,")
-                  .replace("const UTYPE* u,", f"const {store['u']}* u,"))
+                  .replace("const UTYPE* u,", f"const {store['u']}* u,")
+                  .replace("UNROLL_ROWS", str(VERDICT_UNROLL)))   # a pragma's argument: not macro-expanded
         _KERNELS[key] = cp.RawModule(code=source).get_function("ozhpc_verdicts")
     return _KERNELS[key]
 
