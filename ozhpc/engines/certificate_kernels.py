@@ -22,11 +22,13 @@ exactly rounded values, so atomics in any order give the reference's bits.
 from __future__ import annotations
 
 _SOURCE = r"""
-/* 2**s exactly, for s in [-1074, 1023] (normal or subnormal); ldexp(1.0, s) elsewhere */
+/* ldexp(1.0, s) without a call: 2**s exactly for s in [-1074, 1023] (normal or subnormal); 0 below
+   (2**-1075 is half the smallest subnormal: to even, 0), inf above. The free bound's 2**-1074 / 2**(e+f)
+   lands below -1074 for every entry whose scales multiply to 2 or more. */
 __device__ __forceinline__ double ozhpc_pow2(int s) {
-    if (s >= -1022 && s <= 1023) return __longlong_as_double((long long)(s + 1023) << 52);
-    if (s >= -1074 && s < -1022) return __longlong_as_double(1LL << (s + 1074));
-    return ldexp(1.0, s);
+    const long long normal = (long long)(s + 1023) << 52, subnormal = 1LL << (min(max(s, -1074), -1023) + 1074);
+    const double p = __longlong_as_double(s >= -1022 ? normal : subnormal);
+    return s > 1023 ? CUDART_INF : (s < -1074 ? 0.0 : p);
 }
 
 /* ldexp(x, s), correctly rounded: where 2**s is a double, one multiplication by it rounds the same
