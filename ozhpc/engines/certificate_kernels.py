@@ -161,13 +161,15 @@ VERDICT_THREADS, VERDICT_ROWS, VERDICT_CHUNK = 256, 4, 1024
 """A block of the verdict pass: 256 threads, 4 rows by 1024 columns of C (4 entries a thread per
 row; at n = 16384 65536 blocks)."""
 VERDICT_UNROLL = 1
-"""How many of a block's rows a thread's loop unrolls (1: 70 registers, more blocks per SM; 4: 112,
-more entries in flight per thread)."""
+"""How many of a block's rows a thread's loop unrolls (1: about 70 registers, more blocks per SM; 4:
+112, more entries in flight per thread, 40% slower for a real C on the H200)."""
 
 _KERNELS: dict = {}
 
 
 def _verdict_kernel(cp, types: tuple, has_l: bool, has_u: bool, components: int, constants: dict, norm_bits: int):
+    """The compiled verdict kernel for these element types (exponents, sums), sums present, components
+    and constants (one module each, cached)."""
     key = ("verdicts", types, has_l, has_u, components, tuple(sorted(constants.items())), norm_bits, VERDICT_UNROLL)
     if key not in _KERNELS:
         e_type, f_type, l_type, u_type = (_C_TYPES[t] for t in types)
