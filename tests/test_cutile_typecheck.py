@@ -79,8 +79,6 @@ def _signatures(cfg: ck.TileConfig):
                   cfg.split_rows, cfg.split_cols, trans]) for trans in (False, True)]
     count = [_sig([_array(ct.int32, 2, big), _array(ct.int32, 2), _array(ct.int32, 3),
                    *ck.COUNT_TILE, width]) for width in (1, COUNT_WIDTH)]
-    row_stats = [_sig([_array(ct.float64, 2), _array(ct.float64, 2), _array(ct.int32, 2),
-                       *ck.ROW_STATS_TILE, trans]) for trans in (False, True)]
     gaussian_residue = [
         _sig([_array(ct.float64, 3), _array(ct.int32, 1), _array(ct.float64, 2), _array(ct.int8, 3, big),
               _int(), _int(), _int(), *ck.gaussian_residues.RESIDUE_TILE, trans, short, f32, conj])
@@ -93,7 +91,7 @@ def _signatures(cfg: ck.TileConfig):
     row_summary = [_sig([_array(ct.float64, 2), _array(ct.int64, 2), _array(ct.int32, 1), *ck.SUMMARY_TILE, trans])
                    for trans in (False, True)]
     return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine,
-            "residue": residue, "crt": crt, "gaps": gaps, "count": count, "row_stats": row_stats,
+            "residue": residue, "crt": crt, "gaps": gaps, "count": count,
             "row_summary": row_summary, "gaussian_residue": gaussian_residue, "gaussian_crt": gaussian_crt}
 
 
