@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-MODES="tests accept pairs timeline fixed certified table gemm transfer overflow e2e startup shared multi weak crt complex levels"
+MODES="tests accept pairs timeline fixed certified table gemm transfer overflow e2e startup shared multi weak crt rows complex levels"
 MODE=${MODE:-tests}
 OUT=${OUT:-/tmp/out}
 DRY=${DRY:-0}
@@ -148,15 +148,18 @@ print(' '.join(k for k, x in VARIANTS.items() if x.get('big')))")}
       # shellcheck disable=SC2086
       step "$(left)" python3 bench/scaling/multi_gpu.py --machine "${MULTI_MACHINE:-2 x NVIDIA H200}" \
         --budget $(( $(left) - 60 )) --out "$OUT/weak" --runs ${WEAK_RUNS:-16384:1x1 20736:1x2 20736:2x1 16384:1x1 20736:1x2 20736:2x1 16384:1x1 20736:1x2 20736:2x1} ;;
-    crt)       # the CRT kernel alone: moduli per load x occupancy, with and without the verdicts
+    crt)       # the CRT kernel alone: moduli per load x occupancy
       step "$(left)" python3 bench/speed/crt_kernel.py --out "$OUT/crt" ;;
+    rows)      # the row-summary kernel alone: tile x occupancy along rows, transposed and complex rows
+      # shellcheck disable=SC2086
+      step "$(left)" python3 bench/speed/row_summary_kernel.py ${ROWS_VARIANTS:+--variants $ROWS_VARIANTS} --out "$OUT/rows" ;;
   esac
 }
 
 default_limit() {   # seconds per mode unless <MODE>_S says otherwise
   case $1 in
     tests|accept|gemm|e2e|startup|complex) echo 300 ;; pairs) echo 260 ;; certified|table) echo 240 ;;
-    timeline|fixed|crt|levels) echo 150 ;; transfer|overflow) echo 120 ;; shared|multi|weak) echo 420 ;;
+    timeline|fixed|crt|rows|levels) echo 150 ;; transfer|overflow) echo 120 ;; shared|multi|weak) echo 420 ;;
   esac
 }
 

@@ -123,49 +123,6 @@ def test_entry_verdicts(gpu, support, rowwise, monkeypatch):
             assert (got.uncertified, got.worst) == (want.uncertified, want.worst), (bits, factor)
 
 
-@pytest.mark.parametrize("lower_dtype", [None, "int32", "float64"])
-def test_crt_kernel_answers_the_verdicts(gpu, lower_dtype):
-    """The CRT kernel's verdicts of the C it writes (one pass, atomics over its blocks) against
-    the certificate's array code on the NumPy engine's C: the same count and worst ratio, for
-    scales that make C normal, subnormal, zero and inf, "tight" and "dgemm", with and without
-    magnitude sums; C keeps its bits."""
-    from dataclasses import replace
-
-    from ozhpc.engines import crt
-    from ozhpc.engines.base import Verdicts
-    from ozhpc.engines.cutile_engine import CutileEngine
-
-    engine, cp = gpu
-    engine = CutileEngine(config=replace(engine.config, crt_verdicts=True))   # off by default: slower
-    rng = np.random.default_rng(8)
-    m, n, k = 45, 70, 64
-    a, b = awkward(rng, m, k), awkward(rng, k, n).T.copy()
-    for bits, count in ((53, 15), (58, 16), (90, 25)):
-        tables = crt.crt_tables(bits, count)
-        plan = ModularPlan.for_k(bits, k)
-        primes = np.array(tables.primes).reshape(-1, 1, 1)
-        acc = (rng.integers(-2**40, 2**40, size=(count, m, n)) % primes)
-        acc = np.where(acc > primes - 1 - primes // 2, acc - primes, acc).astype(np.int8)   # balanced
-        acc[:, 3, :] = 0
-        e = exponents(np, row_abs_max(np, a)).astype(np.int32)
-        f = exponents(np, row_abs_max(np, b)).astype(np.int32)
-        e[:3] = (-1000, 600, 470)         # with f: zero, subnormal and overflowing entries
-        f[:2] = (-600, 470)
-        lower = None if lower_dtype is None else rng.integers(0, 2**20, size=(m, n)).astype(lower_dtype)
-        stats = [cf.operand_stats(NUMPY, x, ex, plan) for x, ex in ((a, e), (b, f))]
-        want_c = NUMPY.combine_moduli(acc, e, f, tables)
-        for factor in (1, k):
-            want = cf.certify_entries(NUMPY, want_c, lower, stats, e, f, plan, factor=factor)
-            request = cf.verdicts_request([cf.OperandStats(*(cp.asarray(v) for v in (s.delta, s.norm, s.nnz)))
-                                           for s in stats], plan, None if lower is None else cp.asarray(lower),
-                                          factor)
-            got_c = engine.combine_moduli(cp.asarray(acc), cp.asarray(e), cp.asarray(f), tables, request)
-            same_bits(cp.asnumpy(got_c), want_c)
-            got = cf.answered(engine, request)
-            assert isinstance(request, Verdicts) and got is not None
-            assert (got.uncertified, got.worst) == (want.uncertified, want.worst), (bits, factor)
-
-
 def structured(name, rng):
     n, k = 24, 40
     a = phi_matrix(rng, n, k, 1.0)

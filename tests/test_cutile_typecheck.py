@@ -70,24 +70,15 @@ def _signatures(cfg: ck.TileConfig):
               _int(), _int(), cfg.residue_rows, cfg.residue_cols, trans, short, f32])
         for trans in (False, True) for short, f32 in ((False, False), (True, False), (True, True))
     ]
-    def crt_sig(acc_dtype, pieces, verdict=False, lower=False, lsum=ct.int32):
-        vec = [_array(ct.float64, 1), _array(ct.int64, 1), _array(ct.int64, 1)]
-        return _sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
-                     _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
-                     _array(ct.float64, 2), _int(), *vec, *vec, _array(lsum, 2, big), _array(ct.float64, 2),
-                     _array(ct.int64, 1), cfg.crt_rows, cfg.crt_cols, pieces, acc_dtype == ct.int8, ck.CRT_GROUP,
-                     verdict, lower])
-    crt = [crt_sig(acc_dtype, pieces) for acc_dtype in (ct.float64, ct.int32, ct.int8)
-           for pieces in range(1, crt_tables.MAX_PIECES + 1)]
-    # the certificate's verdicts (scheme II's int8 residues; magnitude sums int32, or float64 past one chunk)
-    crt += [crt_sig(ct.int8, pieces, True, lower, lsum) for pieces in range(1, crt_tables.MAX_PIECES + 1)
-            for lower, lsum in ((True, ct.int32), (False, ct.int32), (True, ct.float64))]
+    crt = [_sig([_array(acc_dtype, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
+                 _array(ct.float64, 2), _array(ct.float64, 2), _array(ct.float64, 2),
+                 _array(ct.float64, 2), _int(), cfg.crt_rows, cfg.crt_cols, pieces, acc_dtype == ct.int8,
+                 ck.CRT_GROUP])
+           for acc_dtype in (ct.float64, ct.int32, ct.int8) for pieces in range(1, crt_tables.MAX_PIECES + 1)]
     gaps = [_sig([_array(ct.float64, 2), _array(ct.int32, 1), _array(ct.int8, 2, big),
                   cfg.split_rows, cfg.split_cols, trans]) for trans in (False, True)]
     count = [_sig([_array(ct.int32, 2, big), _array(ct.int32, 2), _array(ct.int32, 3),
                    *ck.COUNT_TILE, width]) for width in (1, COUNT_WIDTH)]
-    row_stats = [_sig([_array(ct.float64, 2), _array(ct.float64, 2), _array(ct.int32, 2),
-                       *ck.ROW_STATS_TILE, trans]) for trans in (False, True)]
     gaussian_residue = [
         _sig([_array(ct.float64, 3), _array(ct.int32, 1), _array(ct.float64, 2), _array(ct.int8, 3, big),
               _int(), _int(), _int(), *ck.gaussian_residues.RESIDUE_TILE, trans, short, f32, conj, narrow])
@@ -101,7 +92,7 @@ def _signatures(cfg: ck.TileConfig):
     row_summary = [_sig([_array(ct.float64, 2), _array(ct.int64, 2), _array(ct.int32, 1), *ck.SUMMARY_TILE, trans])
                    for trans in (False, True)]
     return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine,
-            "residue": residue, "crt": crt, "gaps": gaps, "count": count, "row_stats": row_stats,
+            "residue": residue, "crt": crt, "gaps": gaps, "count": count,
             "row_summary": row_summary, "gaussian_residue": gaussian_residue, "gaussian_crt": gaussian_crt}
 
 

@@ -3,12 +3,11 @@
     python3 bench/speed/crt_kernel.py --n 16384 --moduli 15 --variants 1:4 2:4 4:2 8:2 --out $OUT/crt
     python3 bench/speed/crt_kernel.py --warm --variants 1:4 4:2     # compile only (a small shape, same facts)
 
-Each variant is ``GROUP:OCCUPANCY`` (moduli per load, CTAs per SM), run without and with the
-certificate's verdicts (``VERDICT``, with the magnitude sums). Inputs: random balanced int8 residues
-of the default plan at n (54 bits, ``--moduli``), the scales of phi = 0.5 data. Every variant's C
-and verdict are checked against the engine's own launch (bit for bit) before it is timed; times
+Each variant is ``GROUP:OCCUPANCY`` (moduli per load, CTAs per SM). Inputs: random balanced int8
+residues of the default plan at n (54 bits, ``--moduli``), the scales of phi = 0.5 data. Every
+variant's C is checked against the engine's own launch (bit for bit) before it is timed; times
 are medians of CUDA-event timings. Reads ``moduli * n**2`` bytes of residues and writes
-``8 n**2`` of C (``GB/s`` counts those, and the verdict's int32 magnitude sums).
+``8 n**2`` of C (``GB/s`` counts those).
 """
 from __future__ import annotations
 
@@ -32,9 +31,7 @@ def _inputs(cp, n: int, moduli: int, bits: int, seed: int = 0):
         plane[...] = cp.where(r > crt.balanced_range(p)[1], r - p, r).astype(cp.int8)
     e = rng.integers(-3, 4, n).astype(cp.int32)
     f = rng.integers(-3, 4, n).astype(cp.int32)
-    row = (cp.full(n, 0.49, dtype=cp.float64), cp.full(n, n << 30, dtype=cp.int64), cp.full(n, n, dtype=cp.int64))
-    lower = rng.integers(0, 2**20, size=(n, n), dtype=cp.int32)
-    return tables, acc, e, f, row, lower
+    return tables, acc, e, f
 
 
 def main() -> None:
@@ -52,54 +49,39 @@ def main() -> None:
     import cuda.tile as ct
 
     from ozhpc.engines import get_engine
-    from ozhpc.engines.base import Verdicts
     from ozhpc.engines.cutile import crt as crt_kernel
-    from ozhpc.ozaki import certificate
-    from ozhpc.ozaki.plan import ModularPlan
     from common import time_events
 
     eng = get_engine("cutile")
     n = 256 if args.warm else args.n
-    tables, acc, e, f, row, lower = _inputs(cp, n, args.moduli, args.bits)
-    plan = ModularPlan(args.bits, args.moduli)
-    constants = certificate.verdict_constants(plan, n)
+    tables, acc, e, f = _inputs(cp, n, args.moduli, args.bits)
     dev = eng._device_tables(tables)
     stream = cp.cuda.get_current_stream()
 
     kernels, c = {}, cp.empty((n, n), dtype=cp.float64)   # one kernel object per occupancy: compiled once
 
-    def launch(group, occupancy, verdict):
+    def launch(group, occupancy):
         if occupancy not in kernels:
             kernels[occupancy] = crt_kernel._crt_kernel.replace_hints(occupancy=occupancy)
-        kernel = kernels[occupancy]
-        request = Verdicts(row, row, lower, constants) if verdict else None
-        args_v = eng._verdict_args(request)
         grid = (n // eng.config.crt_rows, n // eng.config.crt_cols, 1)
-        ct.launch(stream, grid, kernel, (acc, e, f, *dev.crt_args, c, int(tables.shift), *args_v[:-2],
-                                         eng.config.crt_rows, eng.config.crt_cols, int(tables.pieces), True,
-                                         int(group), bool(verdict), bool(verdict)))
-        return c, request
+        ct.launch(stream, grid, kernels[occupancy], (acc, e, f, *dev.crt_args, c, int(tables.shift),
+                                                     eng.config.crt_rows, eng.config.crt_cols, int(tables.pieces),
+                                                     True, int(group)))
+        return c
 
     want_c = eng.combine_moduli(acc, e, f, tables)
-    want_request = Verdicts(row, row, lower, constants)
-    eng.combine_moduli(acc, e, f, tables, want_request)
-    want_found = cp.asnumpy(want_request.found)
     rows = []
     for spec in args.variants:
         group, occupancy = (int(v) for v in spec.split(":"))
-        for verdict in (False, True):
-            c.fill(0)
-            c, request = launch(group, occupancy, verdict)
-            same = bool(cp.array_equal(c.view(cp.int64), want_c.view(cp.int64)))
-            if verdict:
-                same = same and bool((cp.asnumpy(request.found) == want_found).all())
-            row_out = dict(n=n, moduli=args.moduli, group=group, occupancy=occupancy, verdict=verdict, same_bits=same)
-            if not args.warm:
-                t = time_events(cp, lambda: launch(group, occupancy, verdict), args.reps)
-                moved = args.moduli * n * n + 8 * n * n + (4 * n * n if verdict else 0)
-                row_out.update(ms=round(t * 1e3, 3), gb_s=round(moved / t / 1e9, 1))
-            rows.append(row_out)
-            print(json.dumps(row_out), flush=True)
+        c.fill(0)
+        same = bool(cp.array_equal(launch(group, occupancy).view(cp.int64), want_c.view(cp.int64)))
+        row_out = dict(n=n, moduli=args.moduli, group=group, occupancy=occupancy, same_bits=same)
+        if not args.warm:
+            t = time_events(cp, lambda: launch(group, occupancy), args.reps)
+            moved = args.moduli * n * n + 8 * n * n
+            row_out.update(ms=round(t * 1e3, 3), gb_s=round(moved / t / 1e9, 1))
+        rows.append(row_out)
+        print(json.dumps(row_out), flush=True)
     if args.out:
         with open(args.out + ".json", "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -5,7 +5,7 @@ Needs ``cuda-tile[tileiras]`` and the CUDA binary utilities (cuobjdump, nvdisasm
 
     pip install "cuda-tile[tileiras]==1.7.0" "nvidia-cuda-cuobjdump==13.4.*" "nvidia-cuda-nvdisasm==13.4.*"
     export PATH=$(python3 -c "import nvidia, os; print(os.path.join(nvidia.__path__[0], 'cu13', 'bin'))"):$PATH
-    python3 bench/speed/kernel_resources.py [--arch sm_90] [--kernels count row_stats] [--sass DIR]
+    python3 bench/speed/kernel_resources.py [--arch sm_90] [--kernels count row_summary] [--sass DIR]
 
 Signatures are those of ``tests/test_cutile_typecheck.py`` (what the engine launches), with the
 facts ``ct.launch`` infers for the engine's large arrays when they are 16-aligned (strides but the
@@ -49,7 +49,7 @@ def sass_counts(cubin: pathlib.Path) -> tuple[dict, str]:
 
 LARGE_ARRAYS = {"split": (0, 1, 2), "gaps": (0, 1, 2), "residue": (0, 1, 3), "pair": (0, 1, 2),
                 "pair_int64": (0, 1, 2), "combine": (0, 1, 2, 3), "crt": (0, 1, 2, 6),
-                "row_stats": (0,), "count": (0,), "gaussian_residue": (0, 1, 3), "gaussian_crt": (0, 1, 2, 7)}
+                "row_summary": (0,), "count": (0,), "gaussian_residue": (0, 1, 3), "gaussian_crt": (0, 1, 2, 7)}
 """Parameters that are the engine's large, 16-aligned arrays (matrices, padded slices and
 exponents), per kernel; the small tables (moduli, limits, per-part statistics) get no facts."""
 COMPLEX_LAYOUT = {"gaussian_residue": 0, "gaussian_crt": 7}

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 
 from . import statistics, superacc
 from .digits import MAX_GAP, NO_GAP, count_gaps_le, row_abs_max
@@ -49,27 +48,10 @@ class HostTimer:
         return self.total
 
 
-@dataclass
-class Verdicts:
-    """What the certificate asks of a scheme II combine: the per-entry verdicts of the C it makes
-    (:func:`ozhpc.ozaki.certificate.certify_entries`, its combine rounding ``a + b |C|``), computed
-    as C is written. ``row`` / ``col``: ``(delta, norm, nnz)`` per row of op(A) / column of op(B)
-    (device arrays: float64, int64, int64), ``lower``: the magnitude digits' sums (m x n, or None),
-    ``constants``: the formula's numbers by name (:data:`VERDICT_CONSTANTS`). An engine that
-    computes them adds this block's ``[worst ratio's bits, failing count]`` into ``found`` (int64
-    (2,) on the device: the ratios are >= 0, so their bits order like them); one that does not
-    leaves ``found`` None, and the certificate computes them from C afterwards."""
-
-    row: tuple
-    col: tuple
-    lower: object
-    constants: dict
-    found: object = None
-
-
 VERDICT_CONSTANTS = ("DOWN", "UP", "TINYSUB", "COMB0", "COMB1", "PW", "P2W", "FLOOR", "SUW", "TAU", "RHOU",
                      "FOURU", "MAGUNIT", "FACTOR", "FAIL_MIN")
-"""The numbers of the per-entry verdict (:class:`Verdicts`), in the order an engine's table holds them."""
+"""The numbers of scheme II's per-entry verdict by name (:meth:`Engine.entry_verdicts`' ``constants``:
+:func:`ozhpc.ozaki.certificate.verdict_constants`)."""
 
 
 class Engine(ABC):
@@ -120,10 +102,9 @@ class Engine(ABC):
         first), so an engine may keep reduced residues (the cuTile engine: int8)."""
 
     @abstractmethod
-    def combine_moduli(self, acc, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
+    def combine_moduli(self, acc, row_exps, col_exps, tables):
         """Scheme II: the CRT reconstruction of :mod:`ozhpc.engines.crt`, scaled by
-        ``2**(e_i + f_j + tables.shift)``; ``verdicts``: the certificate's request, which an engine
-        may answer as it writes C (:class:`Verdicts`)."""
+        ``2**(e_i + f_j + tables.shift)``."""
 
     def multiply_combine_groups(self, da, eb, ngroups: int, row_exps, col_exps):
         """Scheme I pair products over the whole k, then :meth:`combine_groups` (one panel).
@@ -136,12 +117,12 @@ class Engine(ABC):
             self.accumulate_groups(acc, da, eb)
         return self.combine_groups(acc, row_exps, col_exps)
 
-    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
+    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables):
         """Scheme II products over the whole k, then :meth:`combine_moduli` (one panel)."""
         acc = self.zeros_moduli(tables, da.shape[1], eb.shape[1])
         if da.shape[2]:
             self.accumulate_moduli(acc, da, eb, tables)
-        return self.combine_moduli(acc, row_exps, col_exps, tables, verdicts)
+        return self.combine_moduli(acc, row_exps, col_exps, tables)
 
     def group_sums(self, da, eb, ngroups: int = 1):
         """Fresh scheme I group sums of one whole k (:meth:`zeros_groups`, then
@@ -210,13 +191,6 @@ class Engine(ABC):
         """A timer of device work (:class:`HostTimer` for engines that compute on the host)."""
         return HostTimer()
 
-    def row_stats(self, x):
-        """``(row_abs_max(x), whether x holds inf or NaN)``: the scales' input and the
-        special-value flag, both needed before the split. The flag may be a 0-d device array
-        (``bool()`` reads it), so a caller can ask for several before it waits for any."""
-        xp = self.xp
-        return row_abs_max(xp, x), bool(x.size) and not bool(xp.isfinite(x).all())
-
     def row_summaries(self, operands):
         """:func:`ozhpc.engines.statistics.row_summary` of each operand (rows of 2-D FP64 arrays),
         one pass over each, and one copy to the host for all of them: the scales (row exponents of
@@ -247,7 +221,10 @@ class Engine(ABC):
 
     def entry_verdicts(self, c, row_exps, col_exps, row, col, lower, support, constants):
         """``(failing count, worst ratio)`` of the certificate's per-entry verdicts over ``c`` in one
-        pass (:class:`Verdicts` for the arguments; ``support``: the support digits' sums or None),
+        pass (:func:`ozhpc.ozaki.certificate.certify_entries`, its combine rounding ``a + b |C|``):
+        ``row`` / ``col``: ``(delta, norm, nnz)`` per row of op(A) / column of op(B) (float64, int64,
+        int64), ``lower``: the magnitude digits' sums (m x n, or None), ``support``: the support
+        digits' sums or None, ``constants``: the formula's numbers by name (:data:`VERDICT_CONSTANTS`);
         or None: the engine has no such kernel, and the certificate's array code (the reference)
         runs instead."""
         return None

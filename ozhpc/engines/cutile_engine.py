@@ -39,7 +39,7 @@ if _NDEV < 1:
 from . import certificate_kernels as cert_kernels
 from . import cutile as ck
 from . import host_copy
-from .base import VERDICT_CONSTANTS, Engine, Verdicts
+from .base import Engine
 from .crt import balanced_range
 from .cutile_gaussian import CutileGaussian
 from .digits import NO_GAP
@@ -173,13 +173,8 @@ class CutileEngine(CutileGaussian, Engine):
         self._padded: dict[int, tuple] = {}
         self._padded_exps_of: dict[int, tuple] = {}
         self._crt_tables: dict[tuple[int, int, int], tuple] = {}
-        self._verdict_tables: dict[tuple, object] = {}
         with self.device:
             self._no_mods = cp.zeros((1, ck.MOD_COLS), dtype=cp.int32)   # scheme I's unused MODS
-            f64, i64 = cp.zeros(1, dtype=cp.float64), cp.zeros(1, dtype=cp.int64)
-            self._no_verdict = (f64, i64, i64, f64, i64, i64, cp.zeros((1, 1), dtype=cp.int32),
-                                cp.zeros((1, ck.VERDICT_COLS), dtype=cp.float64), cp.zeros(2, dtype=cp.int64),
-                                False, False)   # the CRT kernel's verdict arguments when none is asked
         self.workspace_bytes = 0
         self.last_path = None
         self.last_blocks = (1, 1)
@@ -273,18 +268,6 @@ class CutileEngine(CutileGaussian, Engine):
                 self._crt_tables[key] = DeviceTables(cp.asarray(table), cp.asarray(m_row),
                                                      cp.full((1, 1), crt.inv_m, dtype=cp.float64), cp.asarray(mods))
         return self._crt_tables[key]
-
-    def row_stats(self, x):
-        x = cp.asarray(x, dtype=cp.float64)
-        rows, cols = x.shape
-        if rows == 0 or cols == 0:
-            return cp.zeros(rows, dtype=cp.float64), False
-        src, trans = _row_major(x)
-        parts = self.launcher.column_parts(rows, cols, ck.ROW_STATS_TILE)
-        amax = cp.empty((parts, rows), dtype=cp.float64)
-        bad = cp.empty((parts, rows), dtype=cp.int32)
-        ck.row_stats.launch(self._stream(), src, trans, amax, bad)
-        return amax.max(axis=0), bad.any()   # 0-d on the device: the caller reads it when it must
 
     def row_summaries(self, operands):
         """Each operand's rows by :mod:`ozhpc.engines.cutile.row_summary` (one launch each) into one
@@ -476,11 +459,10 @@ class CutileEngine(CutileGaussian, Engine):
     def combine_groups(self, acc, row_exps, col_exps):
         return self._combine(acc, row_exps, col_exps)
 
-    def combine_moduli(self, acc, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
-        """``verdicts`` answered only with ``config.crt_verdicts`` (off: the certificate's own pass)."""
-        return self._combine(acc, row_exps, col_exps, tables, verdicts if self.config.crt_verdicts else None)
+    def combine_moduli(self, acc, row_exps, col_exps, tables):
+        return self._combine(acc, row_exps, col_exps, tables)
 
-    def _combine(self, acc, row_exps, col_exps, crt=None, verdicts=None):
+    def _combine(self, acc, row_exps, col_exps, crt=None):
         d, m, n = acc.shape
         out = cp.empty((m, n), dtype=cp.float64)
         if m == 0 or n == 0:
@@ -493,47 +475,18 @@ class CutileEngine(CutileGaussian, Engine):
         ce = cp.ascontiguousarray(cp.asarray(col_exps).astype(cp.int32, copy=False).ravel())
         if crt is not None:
             self.launcher.launch_crt(self._stream(), acc, re, ce, self._device_tables(crt).crt_args, out, crt.shift,
-                                     crt.pieces, self._verdict_args(verdicts))
+                                     crt.pieces)
         else:
             ck.combine.launch(self._stream(), self.config, acc, re, ce, out)
         return out
 
-    def _verdict_args(self, v: Verdicts | None) -> tuple:
-        """The CRT kernel's verdict arguments (:func:`ozhpc.engines.cutile.crt.launch`): placeholders
-        when none is asked; else ``v``'s vectors, its constants' table (made once per set) and its
-        ``found``, which the kernel adds this block's worst ratio and count into."""
-        if v is None:
-            return self._no_verdict
-        if v.found is None:
-            v.found = cp.zeros(2, dtype=cp.int64)
-        key = tuple(float(v.constants[name]) for name in VERDICT_CONSTANTS)
-        if key not in self._verdict_tables:
-            table = np.zeros((1, ck.VERDICT_COLS), dtype=np.float64)
-            table[0, :len(key)] = key
-            with self.device:
-                self._verdict_tables[key] = cp.asarray(table)
-        vectors = [cp.ascontiguousarray(a) for a in (*v.row, *v.col)]
-        lower = self._no_verdict[6] if v.lower is None else v.lower
-        return (*vectors, lower, self._verdict_tables[key], v.found, True, v.lower is not None)
-
-    @staticmethod
-    def _verdict_block(v: Verdicts | None, i0: int, i1: int, j0: int, j1: int) -> Verdicts | None:
-        """``v`` for the block ``[i0:i1, j0:j1]`` of C (its ``found`` shared: the blocks add up)."""
-        if v is None:
-            return None
-        if v.found is None:
-            v.found = cp.zeros(2, dtype=cp.int64)
-        return Verdicts(tuple(a[i0:i1] for a in v.row), tuple(a[j0:j1] for a in v.col),
-                        None if v.lower is None else v.lower[i0:i1, j0:j1], v.constants, v.found)
-
     def multiply_combine_groups(self, da, eb, ngroups: int, row_exps, col_exps):
         return self._multiply_combine(da, eb, ngroups, row_exps, col_exps)
 
-    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables, verdicts: Verdicts | None = None):
-        return self._multiply_combine(da, eb, tables.count, row_exps, col_exps, tables,
-                                      verdicts if self.config.crt_verdicts else None)
+    def multiply_combine_moduli(self, da, eb, row_exps, col_exps, tables):
+        return self._multiply_combine(da, eb, tables.count, row_exps, col_exps, tables)
 
-    def _multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, crt=None, verdicts=None):
+    def _multiply_combine(self, da, eb, ngroups: int, row_exps, col_exps, crt=None):
         """Pair GEMMs over the whole k, then the combine; the same bits as the three steps.
 
         Scheme I: when k fits one int32 chunk (``fused``), the pair kernel's int32 group sums
@@ -583,7 +536,7 @@ class CutileEngine(CutileGaussian, Engine):
         self.workspace_bytes = pa.nbytes + pb.nbytes + per_elem * bm * bn
         block = dict(chunks=chunks, single=single, ngroups=ngroups, crt=crt)
         if (bm, bn) == (mp, np_) and (mp, np_) == (m, n):
-            return self._block(pa, pb, re, ce, verdicts=verdicts, **block)
+            return self._block(pa, pb, re, ce, **block)
         out = cp.empty((m, n), dtype=cp.float64)
         for i0 in range(0, m, bm):
             i1 = min(m, i0 + bm)
@@ -592,21 +545,19 @@ class CutileEngine(CutileGaussian, Engine):
             for j0 in range(0, n, bn):
                 j1 = min(n, j0 + bn)
                 jb = _roundup(j1 - j0)
-                c = self._block(a_blk, pb[:, j0:j0 + jb], re[i0:i0 + ib], ce[j0:j0 + jb],
-                                verdicts=self._verdict_block(verdicts, i0, i1, j0, j1), **block)
+                c = self._block(a_blk, pb[:, j0:j0 + jb], re[i0:i0 + ib], ce[j0:j0 + jb], **block)
                 out[i0:i1, j0:j1] = c[:i1 - i0, :j1 - j0]
                 del c
         return out
 
-    def _block(self, pa, pb, re, ce, *, chunks, single: bool, ngroups: int, crt=None, verdicts=None):
-        """C of one padded M/N block (shape (pa rows, pb rows)); ``verdicts`` (scheme II) of its
-        entries that belong to C."""
+    def _block(self, pa, pb, re, ce, *, chunks, single: bool, ngroups: int, crt=None):
+        """C of one padded M/N block (shape (pa rows, pb rows))."""
         if crt is not None:
             residues = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int8)
             mods = self._device_tables(crt).mods
             for i, (k0, k1) in enumerate(chunks):
                 self._pair_sums(pa, pb, k0, k1, residues, mods, accumulate=i > 0)
-            return self._combine(residues, re, ce, crt, verdicts)
+            return self._combine(residues, re, ce, crt)
         sums = cp.empty((ngroups, pa.shape[1], pb.shape[1]), dtype=cp.int32)
         if single:
             self._pair_sums(pa, pb, *chunks[0], sums)

@@ -138,8 +138,8 @@ class NumpyEngine(Engine):
                     acc[p + q_hi] += high
                     acc[p + q_lo] += packed - high * PACK_SCALE
 
-    def combine_moduli(self, acc, row_exps, col_exps, tables, verdicts=None):
-        """The reference CRT; ``verdicts`` is left to the certificate's array code (the reference)."""
+    def combine_moduli(self, acc, row_exps, col_exps, tables):
+        """The reference CRT."""
         return _crt_combine(acc, row_exps, col_exps, tables)
 
     def combine_groups(self, acc, row_exps, col_exps):

@@ -20,8 +20,8 @@ Guarantee (docs/numerics.md, "The guarantee"): where :func:`certify` passes an e
 
 The bounds take the array module ``xp`` (numpy or cupy); what reads the operands or runs as one
 pass over C takes the engine, whose statistics methods (:mod:`ozhpc.engines.statistics`, the
-reference) and verdict kernels give the same bits (:func:`verdicts_request`: scheme II's verdicts
-made by the combine kernel as it writes C). All work on the operands as rows along k (``a_rows`` = op(A), m x k; ``b_rows`` = op(B)^T, n x k), as the pipeline holds
+reference) and verdict kernels give the same bits (:meth:`~ozhpc.engines.base.Engine.entry_verdicts`:
+scheme II's verdicts in one pass over C). All work on the operands as rows along k (``a_rows`` = op(A), m x k; ``b_rows`` = op(B)^T, n x k), as the pipeline holds
 them. Global reductions are callables (identity on one process): ``reduce_max`` (MAX) and
 ``reduce_sum`` (SUM of int64, exact). Every quantity a decision reads is computed exactly or
 by a fixed sequence of element-wise roundings from exact inputs (MAX of exact values, SUMs of
@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engines import statistics
-from ..engines.base import BITS, VERDICT_CONSTANTS, Verdicts, final_scale, ldexp_by
+from ..engines.base import BITS, VERDICT_CONSTANTS, final_scale, ldexp_by
 from ..engines.statistics import NONE_EXP, NORM_BITS  # noqa: F401  (re-exported)
 from ..errors import InputError
 
@@ -432,27 +432,3 @@ def verdict_constants(plan, factor: int) -> dict:
                      MAGUNIT=MAGNITUDE_UNIT, FACTOR=float(factor), FAIL_MIN=FAIL_MIN)
     assert tuple(constants) == VERDICT_CONSTANTS
     return constants
-
-
-def verdicts_request(stats, plan, magnitude_sums, factor: int) -> Verdicts | None:
-    """What to ask of the combine that writes C (:class:`~ozhpc.engines.base.Verdicts`): this
-    rank's verdicts of every entry as :func:`certify_entries` gives them without support sums,
-    overflowed entries or special values (the caller asks only then); None for a plan whose
-    combine rounding reads more than ``|C|`` (scheme I)."""
-    if plan.combine_rounding_terms is None:
-        return None
-    sa, sb = stats
-    return Verdicts((sa.delta, sa.norm, sa.nnz), (sb.delta, sb.norm, sb.nnz), magnitude_sums,
-                    verdict_constants(plan, factor))
-
-
-def answered(engine, request: Verdicts | None, reduce_sum=_ident, reduce_max=_ident) -> Certificate | None:
-    """The certificate from a combine's answer to :func:`verdicts_request` (one copy of two numbers
-    to the host, reduced over every rank); None where the engine did not answer."""
-    if request is None or request.found is None:
-        return None
-    import numpy as np
-
-    worst_bits, count = (int(v) for v in engine.to_host(request.found))
-    worst = float(np.array([worst_bits], dtype=np.int64).view(np.float64)[0])
-    return _reduced(None, count, worst, reduce_sum, reduce_max)

@@ -94,10 +94,10 @@ class GaussianPlan(ModularPlan):
     def accumulate(self, eng, acc, da, eb) -> None:
         eng.accumulate_gaussian(acc, da, eb, self.tables)
 
-    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
+    def combine(self, eng, acc, row_exps, col_exps):
         return eng.combine_gaussian(acc, row_exps, col_exps, self.tables)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
         """The products and the CRT. Deferred planes (:meth:`split`) are made a block at a time into
         one C, the blocks sized by the engine's plane budget once C is allocated: op(A)'s by rows
         within the budget, op(B)^T's whole when they take at most three budgets, else by rows within
@@ -227,16 +227,16 @@ class ComplexSlicePlan(SlicePlan):
         re, im = (combine(eng, part, row_exps, col_exps) for part in acc)
         return assemble(eng.xp, re, im)
 
-    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
+    def combine(self, eng, acc, row_exps, col_exps):
         return self._per_component(eng, acc, row_exps, col_exps, super().combine)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
         acc = self.zeros(eng, da.shape[1], eb.shape[1], da.shape[2])
         if da.shape[2]:
             self.accumulate(eng, acc, da, eb)
         return self.combine(eng, acc, row_exps, col_exps)
 
-    def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
+    def certified_combine(self, eng, acc, row_exps, col_exps):
         return self._per_component(eng, acc, row_exps, col_exps, super().certified_combine)
 
 

@@ -162,12 +162,10 @@ class SlicePlan(_Widens):
     def accumulate(self, eng, acc, da, eb) -> None:
         eng.accumulate_groups(acc, da, eb)
 
-    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
-        """``verdicts``: scheme II's request to the combine (:class:`ozhpc.engines.base.Verdicts`),
-        never made of this plan (its certificate reads the group sums)."""
+    def combine(self, eng, acc, row_exps, col_exps):
         return eng.combine_groups(acc, row_exps, col_exps)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
         return eng.multiply_combine_groups(da, eb, self.groups, row_exps, col_exps)
 
     def exact_parts(self, xp, acc):
@@ -176,7 +174,7 @@ class SlicePlan(_Widens):
         pairs kept, ``groups = 2 slices - 1``: the exact product of the digit grids)."""
         return acc.astype(xp.float64), [-BITS * (g + 2) for g in range(acc.shape[0])]
 
-    def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
+    def certified_combine(self, eng, acc, row_exps, col_exps):
         """The combine of a certified product: compensated, its bound read from ``acc``."""
         return _cert.compensated_combine(eng.xp, acc, row_exps, col_exps)
 
@@ -354,12 +352,11 @@ class ModularPlan(_Widens):
     def accumulate(self, eng, acc, da, eb) -> None:
         eng.accumulate_moduli(acc, da, eb, self.tables)
 
-    def combine(self, eng, acc, row_exps, col_exps, verdicts=None):
-        """``verdicts``: the certificate's request, which the engine may answer as it writes C."""
-        return eng.combine_moduli(acc, row_exps, col_exps, self.tables, verdicts)
+    def combine(self, eng, acc, row_exps, col_exps):
+        return eng.combine_moduli(acc, row_exps, col_exps, self.tables)
 
-    def multiply_combine(self, eng, da, eb, row_exps, col_exps, verdicts=None):
-        return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables, verdicts)
+    def multiply_combine(self, eng, da, eb, row_exps, col_exps):
+        return eng.multiply_combine_moduli(da, eb, row_exps, col_exps, self.tables)
 
     def exact_parts(self, xp, acc):
         """``(values, shifts)``: the CRT's exact pieces of ``C'`` (:func:`ozhpc.engines.crt.exact_pieces`)
@@ -369,9 +366,9 @@ class ModularPlan(_Widens):
         count = pieces.shape[0]
         return pieces, [_crt.PIECE_BITS * (count - 1 - t) - 2 * self.bits for t in range(count)]
 
-    def certified_combine(self, eng, acc, row_exps, col_exps, verdicts=None):
+    def certified_combine(self, eng, acc, row_exps, col_exps):
         """The combine of a certified product: the plain one (its bound needs no accumulators)."""
-        return self.combine(eng, acc, row_exps, col_exps, verdicts)
+        return self.combine(eng, acc, row_exps, col_exps)
 
     @property
     def combine_rounding_terms(self) -> tuple[float, float]:

@@ -112,7 +112,7 @@ class Product:
         self.sums = Sums(self.engine, self.shape, self.k, domain=self.domain)
         self.sums.start(self.pass_)
         self._ab = self._low = self._group_sums = None
-        self._request = self._stats = None   # this pass's verdicts asked of the combine; operand stats
+        self._stats = None   # the operands' certificate statistics for this plan (:meth:`_operand_stats`)
 
     @property
     def widths(self) -> list:
@@ -173,9 +173,7 @@ class Product:
                 if self.k:
                     plan.accumulate(eng, self.sums.acc, planes_a, planes_b)
             else:
-                self._request = self._verdicts_request()
-                self._ab = plan.multiply_combine(eng, planes_a, planes_b, *self.ops.combine_exps(),
-                                                 verdicts=self._request)
+                self._ab = plan.multiply_combine(eng, planes_a, planes_b, *self.ops.combine_exps())
         self.release_operands()
         self.clock.lap("multiply")
 
@@ -213,7 +211,6 @@ class Product:
         if step is not None and step.restore:   # the equilibrated problem failed: the given one, wider
             self._begin(*self._given, self.ops.k_index)
             return True
-        self._request = None
         if step is None:
             return self._done(cert)
         if step.refine:
@@ -245,8 +242,7 @@ class Product:
         if ab is None:
             acc = sums.acc if sums.acc is not None else plan.zeros(self.engine, *self.shape, self.k)
             combine = plan.certified_combine if self.certifying else plan.combine
-            self._request = self._verdicts_request()
-            ab = combine(self.engine, acc, *self.ops.combine_exps(), verdicts=self._request)
+            ab = combine(self.engine, acc, *self.ops.combine_exps())
             sums.acc = acc
         self._group_sums = sums.acc if self.certifying and plan.needs_group_sums else None
         if self.ops.nonfinite:
@@ -258,14 +254,10 @@ class Product:
     def _certify(self, fused: bool = True):
         """Every entry of this rank's block against the guarantee; the count and the worst ratio
         are global (SUM and MAX over every rank), so every rank takes the same decision (the group
-        sums, where the plan keeps them, bound the certified combine's roundings). Where the combine
-        answered the verdicts as it wrote C (:meth:`_verdicts_request`), only their tally is left.
+        sums, where the plan keeps them, bound the certified combine's roundings).
         ``fused=False``: the per-entry verdicts from C (the refinement needs the mask)."""
         r, ops, eng = self.reduce, self.ops, self.engine
         reduce_sum, reduce_max = on_host(eng, r.everywhere_sum), on_host(eng, r.everywhere_max)
-        cert = certificate.answered(eng, self._request, reduce_sum, reduce_max) if fused else None
-        if cert is not None:
-            return cert
         digits = self.sums.digits
         return self.domain.certify(eng, self._ab, digits.get("lower"), self._operand_stats(), ops.row_exps,
                                    ops.col_exps, self.plan, self._group_sums, digits.get("support"),
@@ -274,7 +266,7 @@ class Product:
 
     def _operand_stats(self):
         """Both operands' certificate statistics for this plan's split (the domain's
-        :meth:`part_stats`; made once per plan: the combine's request and the certificate read the same)."""
+        :meth:`part_stats`; made once per plan: the certificate and the refinement read the same)."""
         steps = self.plan.split_steps
         if self._stats is None or self._stats[0] != steps:
             r, ops, eng = self.reduce, self.ops, self.engine
@@ -283,17 +275,6 @@ class Product:
                 for fin, exps, reduce_max, row_sum, mags in ((ops.fin_a, ops.row_exps, r.a_max, r.a_sum, ops.mags[0]),
                                                              (ops.fin_b, ops.col_exps, r.b_max, r.b_sum, ops.mags[1]))))
         return self._stats[1]
-
-    def _verdicts_request(self):
-        """What the certificate asks of this pass's combine (:func:`~ozhpc.ozaki.certificate.verdicts_request`):
-        certifying real operands, finite inputs, no entry that can overflow, no support sums (those passes
-        certify from C afterwards); None otherwise (complex products certify per component from C)."""
-        if not self.certifying or self.domain.complex or self.ops.nonfinite or self.ops.lift is not None \
-                or "support" in self.sums.digits:
-            return None
-        lower = self.sums.digits.get("lower")
-        return certificate.verdicts_request(self._operand_stats(), self.plan, None if lower is None else lower[0],
-                                            self.factor)
 
     def info(self, seconds: dict | None = None) -> GemmInfo:
         """What this product did (the global shape; ``seconds``: the phases' times, when the caller

@@ -50,14 +50,6 @@ class TileConfig:
     --tune-ozaki2``, 2026-12-01): 8.2 ms at 16 x 64 / occupancy 4, 9.9-10.0 ms at occupancy 2,
     10-11 ms for 8 x 64 and 16 x 32 at occupancy 4, 20.9 ms at 32 x 64 / occupancy 1 (22.4 ms
     there with 7 pieces, before the piece count followed M)."""
-    crt_verdicts: bool = False
-    """Whether the CRT kernel answers the certificate's verdicts as it writes C (``VERDICT``). Off:
-    on the H200 at n = 16384, 15 moduli (``bench/speed/crt_kernel.py``, 2026-12-04) the verdicts made
-    the kernel 6.6 -> 19.3 ms (5.1 -> 17.8 ms at 4 moduli per load), against about 4 ms for the
-    separate one-pass CuPy kernel (:meth:`~ozhpc.engines.cutile_engine.CutileEngine.entry_verdicts`);
-    and in the product its answer did not match the reference certificate (no
-    entry failing where two do, 300 x 700 x 270, phi = 2), which the unit test of the kernel alone
-    does not show. Keep it off until both are resolved."""
     residue_rows: int = 16
     residue_cols: int = 128
     """Residue tile: 32 x 128 (the split's) spills on sm_90 (CPU AOT: 255 registers, 8 B stack),

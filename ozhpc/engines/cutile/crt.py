@@ -1,12 +1,10 @@
 """Scheme II's combine: the CRT reconstruction of :mod:`ozhpc.engines.crt`, step for step (exact
-products, the same additions in the same order), then the final scaling; and, on request, the
-certificate's per-entry verdicts of the C it writes (:class:`ozhpc.engines.base.Verdicts`).
+products, the same additions in the same order), then the final scaling.
 
-The verdicts are :mod:`ozhpc.engines.certificate_kernels`' formula (the NumPy array code's
-operations in its order), every product that feeds a sum kept apart from it
-(:func:`.ieee.kept`), so each operation rounds as NumPy's does: the same count and worst ratio.
-The kernel reads every residue and writes C anyway, so the verdicts cost arithmetic and the
-magnitude sums' read, not a pass over C.
+The certificate's per-entry verdicts are a pass of their own over C
+(:func:`ozhpc.engines.certificate_kernels.entry_verdicts`): made inside this kernel they cost more
+than that pass (H200, n = 16384, 15 moduli: the kernel 6.6 -> 19.3 ms, against about 4 ms for the
+pass), and inside a product their answer once disagreed with the reference certificate.
 """
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ import cuda.tile as ct
 from .. import crt as crt_tables
 from ..kernel_store import stored_kernel
 from .config import TileConfig, tile_grid
-from .ieee import kept, ldexp_rne, pow2_any
 from .tile_math import (MP_COLS, TABLE_COLS, WEIGHT_COL, ZERO, BigArray, ConstBool, ConstInt, balanced, entry,
                         final_scale, pow2_const, rint_small, row_col_scale)
 
@@ -28,12 +25,6 @@ CRT_GROUP = 4
 before this one's arithmetic, so a block keeps CRT_GROUP times the bytes in flight of one
 modulus per step. H200, n = 16384, 15 moduli (``bench/speed/crt_kernel.py``, 2026-12-04), the same
 bits: 6.63 ms one modulus per load, 5.81 two, 5.11 four, 5.71 eight (occupancy 2)."""
-
-VERDICT_COLS = 16
-"""Width of the verdict constants' table (``ozhpc.engines.base.VERDICT_CONSTANTS``, zero padded)."""
-(_DOWN, _UP, _TINYSUB, _COMB0, _COMB1, _PW, _P2W, _FLOOR, _SUW, _TAU, _RHOU, _FOURU, _MAGUNIT, _FACTOR,
- _FAIL_MIN) = range(15)
-
 
 def _piece_sums(ACC, TAB, bm, bn, TM: ConstInt, TN: ConstInt, PIECES: ConstInt, RESIDUES: ConstBool,
                 GROUP: ConstInt):
@@ -79,60 +70,9 @@ def reconstruct(s, MP, INVM, PIECES: ConstInt):
     return total
 
 
-def _side(D, N, Z, b, T: ConstInt, ROW: ConstBool):
-    """``(delta, norm 2**-32, nnz)`` of a row block (ROW: as (T, 1)) or a column block ((1, T))."""
-    d = ct.load(D, (b,), (T,), padding_mode=ZERO)
-    n = ct.load(N, (b,), (T,), padding_mode=ZERO).astype(ct.float64) * pow2_const(-32).reshape((1,))
-    z = ct.load(Z, (b,), (T,), padding_mode=ZERO).astype(ct.float64)
-    if ROW:
-        return d.reshape((T, 1)), n.reshape((T, 1)), z.reshape((T, 1))
-    return d.reshape((1, T)), n.reshape((1, T)), z.reshape((1, T))
-
-
-def _error_bound(c_up, da, na, za, db, nb, zb, K):
-    """The separable bound plus the combine rounding (certificate_kernels' order)."""
-    def k(i):
-        return ct.extract(K, (0, i), (1, 1))
-    comb = k(_COMB0) + kept(c_up * k(_COMB1))
-    cross = ct.minimum(za, zb)
-    bound = kept((kept(da * nb) + kept(na * db)) * k(_PW))
-    bound = bound + kept(da * db * cross * k(_P2W))
-    bound = kept(bound * k(_UP)) + ct.where((da > 0.0) | (db > 0.0), k(_FLOOR), 0.0)
-    bound = bound + comb
-    return ct.where((na > 0.0) & (nb > 0.0), bound, 0.0)   # a zero row or column: C_ij is exactly 0
-
-
-def _ratios(c, scale, da, na, za, db, nb, zb, lsum, K, LOWER: ConstBool):
-    """Per entry ``E / (factor u L)`` as :func:`ozhpc.ozaki.certificate.entry_ratio` gives it (0 for
-    inf/NaN entries); ``scale`` = ``e_i + f_j`` (int64)."""
-    def k(i):
-        return ct.extract(K, (0, i), (1, 1))
-    mag = ldexp_rne(ct.abs(c), -scale)
-    c_lo = ct.maximum(kept(mag * k(_DOWN)) - k(_TINYSUB), 0.0)
-    c_up = kept(mag * k(_UP)) + k(_TINYSUB)
-    bound = _error_bound(c_up, da, na, za, db, nb, zb, K)
-    sub = pow2_any(-1074 - scale) + k(_TINYSUB)
-    fin = kept(k(_RHOU) * c_up * k(_UP)) + sub
-    raw = (c_lo - bound) - fin
-    slack = kept(k(_FOURU) * ((c_up + bound) + fin))
-    lower = ct.maximum(raw - slack, 0.0) * k(_DOWN)
-    if LOWER:
-        lower = ct.maximum(lower, lsum * k(_MAGUNIT))
-    scaled = bound * pow2_const(53)
-    scaled = ct.where(k(_FACTOR) != 1.0, scaled / k(_FACTOR) * k(_UP), scaled)
-    passed = scaled <= lower
-    inf = pow2_any(ct.full((1, 1), 2000, ct.int64))
-    r = ct.where(lower > 0.0, scaled / ct.where(lower > 0.0, lower, 1.0), inf)
-    r = ct.where(scaled > 0.0, r, 0.0)
-    ratio = ct.where(passed, ct.minimum(r, 1.0), ct.maximum(r, k(_FAIL_MIN)))
-    dbl_max = ct.bitcast(ct.full((1, 1), 0x7FEFFFFFFFFFFFFF, ct.int64), ct.float64)
-    return ct.where(ct.abs(c) <= dbl_max, ratio, 0.0)   # inf and NaN entries pass
-
-
 @stored_kernel
-def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int, DA, NA, ZA, DB, NB, ZB, LSUM: BigArray,
-                K, FOUND, TM: ConstInt, TN: ConstInt, PIECES: ConstInt, RESIDUES: ConstBool, GROUP: ConstInt,
-                VERDICT: ConstBool, LOWER: ConstBool):
+def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int, TM: ConstInt, TN: ConstInt, PIECES: ConstInt,
+                RESIDUES: ConstBool, GROUP: ConstInt):
     """Scheme II reconstruction, steps 1-5 of :mod:`ozhpc.engines.crt` in NumPy's order.
 
     ACC: one accumulator per modulus: with RESIDUES the int8 balanced residues of the pair
@@ -141,11 +81,6 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int, DA, NA, ZA,
     modulus; MP: the pieces of M (1, MP_COLS, zero padded); INVM: fl(1/M) (1, 1).
     PIECES: pieces per big integer (:attr:`CrtTables.pieces`): the piece sums are a tuple
     unrolled at compile time, so 17 moduli keep 4 float64 sums per entry instead of 7.
-
-    VERDICT: also the certificate's verdicts of C: DA/NA/ZA and DB/NB/ZB the rows' and columns'
-    (delta, norm, nnz), LSUM the magnitude sums (LOWER), K the constants (1, VERDICT_COLS); the
-    block's largest ratio (its bits: ratios are >= 0) and failing count go to FOUND (int64 (2,))
-    by atomic max and add.
     """
     bm = ct.bid(0)
     bn = ct.bid(1)
@@ -154,14 +89,6 @@ def _crt_kernel(ACC: BigArray, RE, CE, TAB, MP, INVM, C, shift: int, DA, NA, ZA,
     scale = row_col_scale(RE, CE, bm, bn, TM, TN)
     c = final_scale(total, scale + shift)
     ct.store(C, (bm, bn), c)
-    if VERDICT:
-        da, na, za = _side(DA, NA, ZA, bm, TM, True)
-        db, nb, zb = _side(DB, NB, ZB, bn, TN, False)
-        lsum = ct.load(LSUM, (bm, bn), (TM, TN), padding_mode=ZERO).astype(ct.float64)
-        K_ = ct.load(K, (0, 0), (1, VERDICT_COLS))
-        ratio = _ratios(c, scale, da, na, za, db, nb, zb, lsum, K_, LOWER)
-        ct.atomic_max(FOUND, 0, ct.bitcast(ct.max(ratio), ct.int64))
-        ct.atomic_add(FOUND, 1, ct.sum((ratio > 1.0).astype(ct.int64)))
 
 
 def variants(occupancy: int) -> dict:
@@ -171,13 +98,11 @@ def variants(occupancy: int) -> dict:
 
 
 def launch(stream, cfg: TileConfig, kernels: dict, acc, row_exps, col_exps, tables, c, shift: int,
-           pieces: int, verdict: tuple, group: int = CRT_GROUP) -> None:
+           pieces: int, group: int = CRT_GROUP) -> None:
     """``kernels``: :func:`variants`; ``tables``: device arrays (table (N, TABLE_COLS), m_pieces
     (1, MP_COLS), inv_m (1, 1)); ``pieces``: :attr:`CrtTables.pieces`; an int8 ``acc`` holds
-    balanced residues. ``verdict``: ``(da, na, za, db, nb, zb, lower, constants, found, wanted,
-    has_lower)`` (placeholders with ``wanted`` False)."""
+    balanced residues."""
     grid = tile_grid(c.shape[0], c.shape[1], cfg.crt_rows, cfg.crt_cols)
-    *arrays, wanted, has_lower = verdict
     ct.launch(stream, grid, kernels[pieces >= CRT_WIDE_PIECES],
-              (acc, row_exps, col_exps, *tables, c, int(shift), *arrays, cfg.crt_rows, cfg.crt_cols,
-               int(pieces), str(acc.dtype) == "int8", int(group), bool(wanted), bool(has_lower)))
+              (acc, row_exps, col_exps, *tables, c, int(shift), cfg.crt_rows, cfg.crt_cols,
+               int(pieces), str(acc.dtype) == "int8", int(group)))

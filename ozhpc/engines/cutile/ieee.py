@@ -1,13 +1,12 @@
-"""IEEE-exact building blocks for the statistics and certificate kernels (inlined into them):
-``ldexp`` of any finite value with NumPy's rounding, frexp's exponent, exact powers of two of any
-exponent, float integers to int64 without a conversion, and products kept apart from the sums
-they feed.
+"""IEEE-exact building blocks for the statistics kernels (inlined into them): ``ldexp`` of any
+finite value with NumPy's rounding, frexp's exponent, float integers to int64 without a
+conversion, and products kept apart from the sums they feed.
 
 cuTile contracts ``a * b + c`` into one FMA (its front end's ``fuse_mul_addsub``), which rounds
 once where NumPy rounds twice. :func:`kept` passes a product through two bitcasts: the front end
 then sees no multiplication feeding the sum, and the backend (whose float operations carry an
 explicit round-to-nearest mode) emits DMUL and DADD (seen in the sm_90 SASS), so every operation
-of the certificate rounds like NumPy's.
+of the statistics rounds like NumPy's.
 """
 from __future__ import annotations
 
@@ -46,15 +45,6 @@ def as_int(v):
 
 def _pow2_in_range(e):
     return pow2(ct.minimum(ct.maximum(e, -1022), 1023))
-
-
-def pow2_any(t):
-    """``ldexp(1.0, t)`` for int64 ``t`` in [-2200, 2200]: inf above 1023, the subnormal powers down
-    to 2**-1074, 0 below (round half to even)."""
-    sub = ct.bitcast(ct.full((1, 1), 1, ct.int64) << ct.minimum(ct.maximum(t + 1074, 0), 62), ct.float64)
-    inf = ct.bitcast(ct.full((1, 1), 0x7FF0000000000000, ct.int64), ct.float64)
-    out = ct.where(t >= -1022, _pow2_in_range(t), ct.where(t >= -1074, sub, 0.0))
-    return ct.where(t > 1023, inf, out)
 
 
 def ldexp_rne(x, sc):

@@ -96,5 +96,5 @@ class Launcher:
             parts = max(parts, cdiv(col_tiles, max_tiles))
         return max(1, min(parts, col_tiles))
 
-    def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int, verdict: tuple) -> None:
-        crt.launch(stream, self.config, self._crt, acc, row_exps, col_exps, tables, c, shift, pieces, verdict)
+    def launch_crt(self, stream, acc, row_exps, col_exps, tables, c, shift: int, pieces: int) -> None:
+        crt.launch(stream, self.config, self._crt, acc, row_exps, col_exps, tables, c, shift, pieces)
