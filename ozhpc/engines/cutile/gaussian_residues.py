@@ -107,11 +107,12 @@ def _modulus32(row):
 
 
 def _small_residue32(y, mod32):
-    """int8 balanced residue of exact float32 integers ``|y| < 2**24``: ``|y / p| < 2**19.2`` (p >= 29),
-    so ``q = rint(fl(y fl32(1/p)))`` (two relative errors below ``2**-24``; a fused multiply-add only
-    drops one) is within ``1/2 + 2**-3.8`` of ``y / p``; ``y - q p`` is exact (``|q p| < |y| + p <
-    2**24``, integers) and lies within ``0.57 p`` of 0, so one fix-up each way gives the unique
-    balanced residue. To int8 through the bits of ``r + 1.5 * 2**23`` (no conversion)."""
+    """int8 balanced residue of exact float32 integers ``|y| <= 256 S < 2**23.9`` (module docstring):
+    ``|y / p| < 2**19.7`` (every modulus p >= 19), so ``q = rint(fl(y fl32(1/p)))`` (two relative
+    errors below ``2**-24``; a fused multiply-add only drops one; ``|y fl32(1/p)| < 2**22``, so adding
+    ``1.5 * 2**23`` rounds it to an integer) is within ``1/2 + 2**-3.2`` of ``y / p``; ``y - q p`` is exact
+    (``|q p| < |y| + p < 2**24``, integers) and lies within ``0.61 p`` of 0, so one fix-up each way
+    gives the unique balanced residue. To int8 through the bits of ``r + 1.5 * 2**23`` (no conversion)."""
     p, inv, lo, hi = mod32
     q = (y * inv + RINT_MAGIC32) - RINT_MAGIC32
     r = y - q * p
