@@ -79,21 +79,20 @@ def _signatures(cfg: ck.TileConfig):
                   cfg.split_rows, cfg.split_cols, trans]) for trans in (False, True)]
     count = [_sig([_array(ct.int32, 2, big), _array(ct.int32, 2), _array(ct.int32, 3),
                    *ck.COUNT_TILE, width]) for width in (1, COUNT_WIDTH)]
-    row_stats = [_sig([_array(ct.float64, 2), _array(ct.float64, 2), _array(ct.int32, 2),
-                       *ck.ROW_STATS_TILE, trans]) for trans in (False, True)]
     gaussian_residue = [
         _sig([_array(ct.float64, 3), _array(ct.int32, 1), _array(ct.float64, 2), _array(ct.int8, 3, big),
-              _int(), _int(), _int(), *ck.gaussian_residues.RESIDUE_TILE, trans, short, f32, conj])
-        for trans in (False, True) for short, f32 in ((False, False), (True, False), (True, True))
+              _int(), _int(), _int(), *ck.gaussian_residues.RESIDUE_TILE, trans, short, f32, conj, narrow])
+        for trans in (False, True)
+        for short, f32, narrow in ((False, False, False), (True, False, False), (True, True, False), (True, True, True))
         for conj in (False, True)]
     gaussian_crt = [_sig([_array(ct.int8, 3, big), _array(ct.int32, 1), _array(ct.int32, 1),
                           *(_array(ct.float64, 2) for _ in range(4)), _array(ct.float64, 3, big),
-                          _int(), _int(), _int(), *ck.gaussian_crt.CRT_TILE, pieces])
+                          _int(), _int(), _int(), *ck.gaussian_crt.CRT_TILE, pieces, ck.gaussian_crt.CRT_GROUP])
                     for pieces in range(1, crt_tables.MAX_PIECES + 1)]
     row_summary = [_sig([_array(ct.float64, 2), _array(ct.int64, 2), _array(ct.int32, 1), *ck.SUMMARY_TILE, trans])
                    for trans in (False, True)]
     return {"split": split, "pair": pair, "pair_int64": pair_int64, "combine": combine,
-            "residue": residue, "crt": crt, "gaps": gaps, "count": count, "row_stats": row_stats,
+            "residue": residue, "crt": crt, "gaps": gaps, "count": count,
             "row_summary": row_summary, "gaussian_residue": gaussian_residue, "gaussian_crt": gaussian_crt}
 
 

@@ -179,3 +179,38 @@ def test_accumulated_panels_give_the_same_bits():
         ENG.accumulate_gaussian(acc, da[:, :, k0:k1], eb[:, :, k0:k1], t)
     again = ENG.combine_gaussian(acc, e, f, t)
     assert np.array_equal(again.view(np.int64), c.view(np.int64))
+
+
+def _limbs14(x: int) -> list[int]:
+    """The residue kernel's balanced 14-bit limbs of an integer (rint half to even of each quotient)."""
+    out = []
+    for shift in (42, 28, 14):
+        q = Fraction(x, 2**shift)
+        lj = round(q)   # Python's round of a Fraction: half to even, as the kernel's rint
+        out.append(lj)
+        x -= lj * 2**shift
+    return [x] + out[::-1]
+
+
+def test_two_reduction_residues_stay_exact_in_float32():
+    """The complex residue kernel's two-reduction path (``gaussian_residues`` docstring): limbs of
+    ``|X| <= 2**bits`` with ``sum_j |l_j| <= S = 3 * 2**13 + 2**(bits - 42)``, constants ``|c_j|,
+    |d_j| <= 128`` for every modulus, so ``|A +- B| <= 256 S < 2**24`` up to NARROW_BITS and not one
+    bit further."""
+    gr = pytest.importorskip("ozhpc.engines.cutile.gaussian_residues")
+    bits = gr.NARROW_BITS
+
+    def bound(b):
+        return 256 * (3 * 2**13 + 2**(b - 42))
+    assert bound(bits) < 2**24 <= bound(bits + 1)
+    for x in (2**bits, 2**bits - 1, 2**bits - 2**41, 2**41 + 2**27 + 2**13, 3 * 2**13, 2**bits - 2**41 - 2**27):
+        for s in (1, -1):
+            limbs = _limbs14(s * x)
+            assert sum(l * 2**(14 * j) for j, l in enumerate(limbs)) == s * x
+            assert all(abs(l) <= 2**13 for l in limbs[:3]) and abs(limbs[3]) <= 2**(bits - 42)
+    for p, kind in gaussian.MODULI:
+        lo, hi = crt.balanced_range(p)
+        w = gaussian.root_of_minus_one(p) if kind == gaussian.SPLIT else 0
+        for j in range(4):
+            for c in (2**(14 * j) % p, w * 2**(14 * j) % p):
+                assert min(abs(c), abs(c - p)) <= 128 and (c if c <= hi else c - p) >= lo

@@ -39,7 +39,7 @@ def error_of(path, **kw):
 @pytest.mark.parametrize("extra, message", [
     ("[gemm]\nalpha = \"x\"\n", 'gemm.alpha must be a number, got string "x"'),
     ("[gemm]\nbeta = true\n", "gemm.beta must be a number, got boolean true"),
-    ("[gemm]\ntransa = 1\n", "gemm.transa must be true or false, got integer 1"),
+    ("[gemm]\ntransa = 1\n", 'gemm.transa must be true, false, "N", "T" or "C", got integer 1'),
     ("[layout]\ngrid = 4\n", 'layout.grid must be "auto" or a string "PxQ", got integer 4'),
     ("[layout]\ngrid = \"2y2\"\n", "layout.grid must be N or MxN with positive integers, got '2y2'"),
     ("[layout]\nblock = 0\n", "layout.block must be positive, got integer 0"),

@@ -96,13 +96,13 @@ def profile(n: int, phi: float, reps: int, seed: int = 0) -> dict:
     from ozhpc.engines import get_engine
     from ozhpc.ozaki import certificate as cf
     from ozhpc.ozaki.plan import ModularPlan
-    from ozhpc.ozaki.scales import exponents
+    from ozhpc.ozaki.scales import exponents, row_abs_max
 
     eng = get_engine("cutile")
     a, b = make_inputs(cp, n, phi, seed)
     bt = b.T
-    e = exponents(cp, eng.row_stats(a)[0])
-    f = exponents(cp, eng.row_stats(bt)[0])
+    e = exponents(cp, row_abs_max(cp, a))
+    f = exponents(cp, row_abs_max(cp, bt))
     plan = ModularPlan.for_k(54, n)
     c = a @ b
     stats = [cf.operand_stats(eng, x, ex, plan) for x, ex in ((a, e), (bt, f))]

@@ -5,7 +5,7 @@ Needs ``cuda-tile[tileiras]`` and the CUDA binary utilities (cuobjdump, nvdisasm
 
     pip install "cuda-tile[tileiras]==1.7.0" "nvidia-cuda-cuobjdump==13.4.*" "nvidia-cuda-nvdisasm==13.4.*"
     export PATH=$(python3 -c "import nvidia, os; print(os.path.join(nvidia.__path__[0], 'cu13', 'bin'))"):$PATH
-    python3 bench/speed/kernel_resources.py [--arch sm_90] [--kernels count row_stats] [--sass DIR]
+    python3 bench/speed/kernel_resources.py [--arch sm_90] [--kernels count row_summary] [--sass DIR]
 
 Signatures are those of ``tests/test_cutile_typecheck.py`` (what the engine launches), with the
 facts ``ct.launch`` infers for the engine's large arrays when they are 16-aligned (strides but the
@@ -49,9 +49,12 @@ def sass_counts(cubin: pathlib.Path) -> tuple[dict, str]:
 
 LARGE_ARRAYS = {"split": (0, 1, 2), "gaps": (0, 1, 2), "residue": (0, 1, 3), "pair": (0, 1, 2),
                 "pair_int64": (0, 1, 2), "combine": (0, 1, 2, 3), "crt": (0, 1, 2, 6),
-                "row_stats": (0,), "row_summary": (0,), "count": (0,)}
+                "row_summary": (0,), "count": (0,), "gaussian_residue": (0, 1, 3), "gaussian_crt": (0, 1, 2, 7)}
 """Parameters that are the engine's large, 16-aligned arrays (matrices, padded slices and
 exponents), per kernel; the small tables (moduli, limits, per-part statistics) get no facts."""
+COMPLEX_LAYOUT = {"gaussian_residue": 0, "gaussian_crt": 7}
+"""The parameter held as float64 ``(rows, cols, 2)`` (a complex128 matrix's layout), per kernel: its
+last extent is 2, its other two extents and strides are 16-aligned."""
 
 
 def jit_like(name, sig):
@@ -63,9 +66,12 @@ def jit_like(name, sig):
         per16 = 128 // p.dtype.bitwidth          # elements per 16 bytes
         return dataclasses.replace(p, stride_divisible_by=(per16,) * (p.ndim - 1) + (1,),
                                    shape_divisible_by=(1,) * max(0, p.ndim - 2) + (16,) * min(p.ndim, 2))
+    def complex_facts(p):
+        return dataclasses.replace(p, stride_divisible_by=(2, 2, 1), shape_divisible_by=(16, 16, 1))
     large = LARGE_ARRAYS.get(name, ())
     return dataclasses.replace(sig, parameters=[
-        facts(p) if i in large and isinstance(p, compilation.ArrayConstraint) else p
+        (complex_facts(p) if i == COMPLEX_LAYOUT.get(name) else facts(p))
+        if i in large and isinstance(p, compilation.ArrayConstraint) else p
         for i, p in enumerate(sig.parameters)])
 
 

@@ -191,13 +191,6 @@ class Engine(ABC):
         """A timer of device work (:class:`HostTimer` for engines that compute on the host)."""
         return HostTimer()
 
-    def row_stats(self, x):
-        """``(row_abs_max(x), whether x holds inf or NaN)``: the scales' input and the
-        special-value flag, both needed before the split. The flag may be a 0-d device array
-        (``bool()`` reads it), so a caller can ask for several before it waits for any."""
-        xp = self.xp
-        return row_abs_max(xp, x), bool(x.size) and not bool(xp.isfinite(x).all())
-
     def row_summaries(self, operands):
         """:func:`ozhpc.engines.statistics.row_summary` of each operand (rows of 2-D FP64 arrays),
         one pass over each, and one copy to the host for all of them: the scales (row exponents of

@@ -269,18 +269,6 @@ class CutileEngine(CutileGaussian, Engine):
                                                      cp.full((1, 1), crt.inv_m, dtype=cp.float64), cp.asarray(mods))
         return self._crt_tables[key]
 
-    def row_stats(self, x):
-        x = cp.asarray(x, dtype=cp.float64)
-        rows, cols = x.shape
-        if rows == 0 or cols == 0:
-            return cp.zeros(rows, dtype=cp.float64), False
-        src, trans = _row_major(x)
-        parts = self.launcher.column_parts(rows, cols, ck.ROW_STATS_TILE)
-        amax = cp.empty((parts, rows), dtype=cp.float64)
-        bad = cp.empty((parts, rows), dtype=cp.int32)
-        ck.row_stats.launch(self._stream(), src, trans, amax, bad)
-        return amax.max(axis=0), bad.any()   # 0-d on the device: the caller reads it when it must
-
     def row_summaries(self, operands):
         """Each operand's rows by :mod:`ozhpc.engines.cutile.row_summary` (one launch each) into one
         int64 buffer, copied to the host once; the exponents are written zero padded, so the split

@@ -30,18 +30,26 @@ class GaussianDeviceTables(NamedTuple):
 
 
 def _host_tables(tables) -> tuple:
-    """The device tables of :class:`GaussianDeviceTables` as NumPy arrays (row layouts of
-    :mod:`.cutile.tile_math`: columns 0-4 ``p, fl(1/p), lo, hi, balanced(2**52 mod p)``, the root of -1
-    at ``ROOT_COL``, the limb constants ``balanced(2**(16 j) mod p)`` at ``LIMB_COL``; weights at
-    ``WEIGHT_COL``; the pair kernel's ``p, 2**16 mod p, lo, hi``)."""
+    """The device tables of :class:`GaussianDeviceTables` as NumPy arrays: the residue table's
+    layout is :data:`.cutile.gaussian_residues.RESIDUE_COLS` (the real table's columns 0-4, the root of
+    -1, fl32(1/p), the 16-bit and 14-bit limb constants ``balanced(2**(16 j) mod p)``,
+    ``balanced(2**(14 j) mod p)`` and ``balanced(w 2**(14 j) mod p)``); the CRT tables': weights at
+    ``WEIGHT_COL`` (:mod:`.cutile.tile_math`); the pair kernel's rows ``p, 2**16 mod p, lo, hi``."""
     n = tables.count
-    residue = np.zeros((n, ck.TABLE_COLS))
+    gr = gaussian_residues
+    residue = np.zeros((n, gr.RESIDUE_COLS))
     residue[:, :5] = tables.residue[:, :5]
-    residue[:, gaussian_residues.ROOT_COL] = tables.roots
-    for i, p in enumerate(tables.primes):
+    residue[:, gr.ROOT_COL] = tables.roots
+    for i, (p, w) in enumerate(zip(tables.primes, tables.roots)):
         hi = balanced_range(p)[1]
-        limbs = [pow(2, ck.LIMB_BITS * j, p) for j in (1, 2, 3)]
-        residue[i, ck.LIMB_COL:ck.LIMB_COL + 3] = [c - p if c > hi else c for c in limbs]
+
+        def bal(c):
+            c %= p
+            return c - p if c > hi else c
+        residue[i, gr.INV32_COL] = np.float32(1.0 / p)
+        residue[i, ck.LIMB_COL:ck.LIMB_COL + 3] = [bal(2**(ck.LIMB_BITS * j)) for j in (1, 2, 3)]
+        residue[i, gr.LIMB14_COL:gr.LIMB14_COL + 3] = [bal(2**(gr.LIMB14_BITS * j)) for j in (1, 2, 3)]
+        residue[i, gr.ROOT_LIMB14_COL:gr.ROOT_LIMB14_COL + 4] = [bal(w * 2**(gr.LIMB14_BITS * j)) for j in range(4)]
     parts = []
     for component in (tables.re, tables.im):
         table = np.zeros((n, ck.TABLE_COLS))

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..engines import ENGINE_NAMES
-from ..errors import InputError, OptionError
+from ..errors import TRANS_MODES, InputError, OptionError, trans_mode
 from ..io import h5io
 from ..ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
 from ..parallel.transport_names import TRANSPORT_NAMES
@@ -111,14 +111,11 @@ def _number(value, key):
 
 
 def _trans(value, key):
-    """BLAS's op: true / false (T / N) or "N", "T", "C" (conjugate transposed)."""
-    if isinstance(value, bool):
-        return "T" if value else "N"
-    if not isinstance(value, str):
-        raise InputError(f"{key} must be true or false, {_got(value)}")
-    if value.upper() not in ("N", "T", "C"):
-        raise InputError(f"{key} must be true, false, \"N\", \"T\" or \"C\", {_got(value)}")
-    return value.upper()
+    """BLAS's op: true / false (T / N) or "N", "T", "C" (conjugate transposed), any case
+    (:func:`ozhpc.errors.trans_mode`'s rule, in the job file's words)."""
+    if isinstance(value, bool) or (isinstance(value, str) and value.upper() in TRANS_MODES):
+        return trans_mode(value, key)
+    raise InputError(f"{key} must be true, false, \"N\", \"T\" or \"C\", {_got(value)}")
 
 
 def _scalar(value, key):

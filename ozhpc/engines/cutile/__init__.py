@@ -7,14 +7,13 @@ kept in :mod:`ozhpc.engines.kernel_store`) and a ``launch`` that computes the gr
 * :mod:`.pair` -- the int8 pair GEMM of both schemes (and the host's k chunks and index width);
 * :mod:`.combine` -- scheme I's FP64 combine; :mod:`.crt` -- scheme II's CRT reconstruction;
 * :mod:`.row_summary` -- the scales, the inf/NaN counts and the row sizes of whole rows in one
-  pass; :mod:`.row_stats`, :mod:`.gaps`, :mod:`.count` -- the row maxima of pieces of rows and the
-  "auto" statistic's gap codes and counts;
+  pass; :mod:`.gaps`, :mod:`.count` -- the "auto" statistic's gap codes and counts;
 * :mod:`.gaussian_residues`, :mod:`.gaussian_crt` -- complex scheme II's residue planes and its
   two-component CRT (its products are :mod:`.pair`'s).
 
 Shared: :mod:`.config` (tile configs per architecture, grids), :mod:`.tile_math` (exact powers of
 two, ``ldexp``, ``rint``, row tiles, scheme II's constant table), :mod:`.ieee` (NumPy's rounding for
-any finite value, products kept out of FMAs: the statistics and the certificate), :mod:`.launcher` (per device:
+any finite value, products kept out of FMAs: the statistics), :mod:`.launcher` (per device:
 hint variants, the pair kernel's grid and index width cached per shape). The checks and the
 layout (padding, contiguity, workspaces) are the engine's, :mod:`ozhpc.engines.cutile_engine`.
 
@@ -31,10 +30,9 @@ from .launcher import Launcher  # noqa: F401
 from .pair import (INT32_INDEX_LIMIT, K_PAIR_LIMIT, MOD_COLS, PAIR_INDEX_FALLBACK,  # noqa: F401
                    fits_int32, k_chunk, widest_group)
 from .residues import FLOAT32_RESIDUE_BITS  # noqa: F401
-from .row_stats import ROW_STATS_TILE  # noqa: F401
 from .row_summary import SUMMARY_TILE  # noqa: F401
 from .tile_math import LIMB_BITS, LIMB_COL, MP_COLS, TABLE_COLS, WEIGHT_COL  # noqa: F401
-from . import combine, count, crt, gaps, gaussian_crt, gaussian_residues, pair, residues, row_stats, row_summary, split
+from . import combine, count, crt, gaps, gaussian_crt, gaussian_residues, pair, residues, row_summary, split
 
 KERNELS = {
     "split": split._split_kernel,
@@ -45,7 +43,6 @@ KERNELS = {
     "crt": crt._crt_kernel,
     "gaps": gaps._gap_kernel,
     "count": count._count_kernel,
-    "row_stats": row_stats._row_stats_kernel,
     "gaussian_residue": gaussian_residues._gaussian_residue_kernel,
     "gaussian_crt": gaussian_crt._gaussian_crt_kernel,
     "row_summary": row_summary._row_summary_kernel,

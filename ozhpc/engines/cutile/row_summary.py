@@ -14,8 +14,7 @@ from ..kernel_store import stored_kernel
 from ..statistics import EXP, GAPS, GAP_MAX, NNZ, NONFINITE, NORM, NORM_BITS, SQ
 from .config import cdiv
 from .ieee import EXP_MASK, FRAC_MASK, as_int, field, frexp_exponent, kept, ldexp_rne
-from .row_stats import max_and_bad_start, max_and_bad_step, rows_tile
-from .tile_math import ConstBool, ConstInt, pow2
+from .tile_math import ZERO, ConstBool, ConstInt, pow2
 
 SUMMARY_TILE = (16, 64)
 """Rows per block and columns per load (transposed rows: the loaded tile is (64, 16))."""
@@ -25,6 +24,27 @@ SUMMARY_OCCUPANCY = 2
 tileiras takes 255 registers). H200, n = 16384 (``bench/speed/row_summary_kernel.py``,
 2026-12-04), the same bits: 1.40 ms along rows, 1.40 transposed, 2.79 for complex rows of 2n,
 against 2.61 / 2.08 / 5.11 at occupancy 4."""
+
+
+def rows_tile(X, bi, j, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+    """Tile j of the block's rows in the loaded layout: (TR, TC), or (TC, TR) for TRANS."""
+    if TRANS:
+        return ct.load(X, (j, bi), (TC, TR), padding_mode=ZERO)
+    return ct.load(X, (bi, j), (TR, TC), padding_mode=ZERO)
+
+
+def max_and_bad_start(X, TR: ConstInt, TC: ConstInt, TRANS: ConstBool):
+    """The tiles along the block's rows, and zero accumulators of max |x| and of inf/NaN counts in
+    the loaded layout (elementwise: reduced once at the end, no transposed tile)."""
+    if TRANS:
+        return ct.cdiv(X.shape[0], TC), ct.zeros((TC, TR), ct.float64), ct.zeros((TC, TR), ct.int32)
+    return ct.cdiv(X.shape[1], TC), ct.zeros((TR, TC), ct.float64), ct.zeros((TR, TC), ct.int32)
+
+
+def max_and_bad_step(amax, bad, x):
+    """One tile into the accumulators: |x| where finite, and a count of the inf/NaN entries."""
+    finite = field(x) != EXP_MASK
+    return ct.maximum(amax, ct.where(finite, ct.abs(x), 0.0)), bad + (~finite).astype(ct.int32)
 
 
 def exponent_of(r):
