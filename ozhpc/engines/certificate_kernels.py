@@ -21,6 +21,8 @@ exactly rounded values, so atomics in any order give the reference's bits.
 """
 from __future__ import annotations
 
+import math
+
 _SOURCE = r"""
 /* ldexp(1.0, s) without a call: 2**s exactly for s in [-1074, 1023] (normal or subnormal); 0 below
    (2**-1075 is half the smallest subnormal: to even, 0), inf above. The free bound's 2**-1074 / 2**(e+f)
@@ -40,9 +42,11 @@ __device__ __forceinline__ double ozhpc_ldexp(double x, int s) {
 /* The ratio of one entry. eij = e_i + f_j clamped to [-4000, 4000] (the clamps below to +-2200 give
    the same s and t as from the sum itself); na / nb: the norms as doubles (int64 units times
    NORM_UNIT), nza / nzb: the counts as doubles -- converted once per row and column by the caller,
-   each exactly as NumPy's astype and multiply round it. */
+   each exactly as NumPy's astype and multiply round it. worst: the caller's largest ratio so far; an
+   entry whose ratio cannot exceed it returns without the division (below). */
 __device__ __forceinline__ double ozhpc_ratio(double cv, int eij, double da, double na, double nza,
-                                              double db, double nb, double nzb, LTYPE lsum, UTYPE usum) {
+                                              double db, double nb, double nzb, LTYPE lsum, UTYPE usum,
+                                              double worst) {
 const double c = cv;
 const int s = min(max(-eij, -2200), 2200);
 const double mag = ozhpc_ldexp(fabs(c), s);
@@ -71,8 +75,17 @@ const double slack = __dmul_rn(FOURU, __dadd_rn(__dadd_rn(c_up, bound), fin));
 double lower = __dmul_rn(fmax(__dsub_rn(raw, slack), 0.0), DOWN);
 if (HAS_L) lower = fmax(lower, __dmul_rn((double)lsum, MAGUNIT));
 double scaled = __dmul_rn(bound, 9007199254740992.0);
-if (FACTOR != 1.0) scaled = __dmul_rn(__ddiv_rn(scaled, FACTOR), UP);
+if (FACTOR_POW2) scaled = __dmul_rn(__dmul_rn(scaled, FACTOR_INV), UP);   /* x / 2**k: the same rounding */
+else if (FACTOR != 1.0) scaled = __dmul_rn(__ddiv_rn(scaled, FACTOR), UP);
 const bool passed = scaled <= lower;
+/* The ratio fl(scaled / lower) only matters where it could raise the caller's maximum (bar: worst, or
+   FAIL_MIN for a failing entry, which reports at least that). Where bar * lower > scaled exactly (the
+   fused multiply-add's sign is the exact difference's: rounding keeps a sign, and a difference too
+   small for a subnormal reads 0, so it is not taken), scaled / lower < bar and, rounding being
+   monotone, fl(scaled / lower) <= bar: a passing entry returns 0 and a failing one FAIL_MIN, which
+   leave the maximum and the failing count as the ratio itself would. NaNs never take it. */
+const double bar = passed ? worst : fmax(worst, FAIL_MIN);
+if (isfinite(c) && __fma_rn(bar, lower, -scaled) > 0.0) return passed ? 0.0 : FAIL_MIN;
 double r = (lower > 0.0) ? __ddiv_rn(scaled, lower) : CUDART_INF;
 r = (scaled > 0.0) ? r : 0.0;
 return !isfinite(c) ? 0.0 : (passed ? fmin(r, 1.0) : fmax(r, FAIL_MIN));
@@ -130,7 +143,7 @@ extern "C" __global__ void ozhpc_verdicts(const double* c, long long c_rs, long 
                                                           : (double)u[uat + u_gs]);
 #endif
                 const double v = ozhpc_ratio(cj[r * c_rs + q], eij, s_da[r], s_na[r], s_nza[r], dbj, nbj, nzbj,
-                                             lsum, usum);
+                                             lsum, usum, worst[q]);
                 worst[q] = ozhpc_larger(v, worst[q]);
                 fail[q] += v > 1.0;
             }
@@ -181,6 +194,9 @@ def _verdict_kernel(cp, types: tuple, has_l: bool, has_u: bool, components: int,
                     f"#define FTYPE {f_type}\n#define COMPONENTS {components}\n#define ROWS {VERDICT_ROWS}\n"
                     f"#define NORM_UNIT {2.0**-norm_bits!r}\n"
                     "#define CUDART_INF __longlong_as_double(0x7ff0000000000000LL)\n")
+        factor = float(constants["FACTOR"])
+        pow2 = factor > 1.0 and math.frexp(factor)[0] == 0.5   # "dgemm" with k a power of two
+        defines += f"#define FACTOR_POW2 {int(pow2)}\n#define FACTOR_INV {1.0 / factor if pow2 else 0.0!r}\n"
         # the sums' element types as stored (LTYPE / UTYPE are what ozhpc_ratio reads)
         store = {"l": _C_TYPES[types[2]], "u": _C_TYPES[types[3]]}
         source = (defines + _SOURCE + _VERDICTS.replace("const LTYPE* l,", f"const {store['l']}* l,")
