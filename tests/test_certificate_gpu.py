@@ -18,21 +18,9 @@ from ozhpc.ozaki.plan import ModularPlan, SlicePlan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
 from helpers.guarantee import guarantee_holds, worst_entries
-from helpers.inputs import phi_matrix
+from helpers.inputs import awkward, phi_matrix
 
 pytestmark = pytest.mark.gpu
-
-
-
-
-def awkward(rng, rows, cols, phi=1.0):
-    """phi entries with zero rows and columns, subnormals, huge and tiny entries."""
-    x = phi_matrix(rng, rows, cols, phi)
-    x[3] = 0.0
-    x[:, 5] = 0.0
-    x[7, 2], x[8, 9], x[9, 4] = 5e-324, -3e-310, 1e300
-    x[10, :] *= 2.0**-1000
-    return x
 
 
 def same_bits(got, want):

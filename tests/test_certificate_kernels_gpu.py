@@ -22,23 +22,13 @@ from ozhpc.ozaki.complex_plan import GaussianPlan
 from ozhpc.ozaki.plan import ModularPlan, SlicePlan
 from ozhpc.ozaki.scales import exponents, row_abs_max
 
-from helpers.inputs import phi_matrix
+from helpers.inputs import awkward, phi_matrix
 
 pytestmark = pytest.mark.gpu
 
 NUMPY = NumpyEngine()
 M, N, K = 41, 1030, 64
 """41 rows (not a multiple of the verdict block's 4), 1030 columns (two column chunks of 1024)."""
-
-
-def awkward(rng, rows, cols, phi=1.0):
-    """phi entries with a zero row and column, subnormals, huge and tiny entries."""
-    x = phi_matrix(rng, rows, cols, phi)
-    x[3] = 0.0
-    x[:, 5] = 0.0
-    x[7, 2], x[8, 9], x[9, 4] = 5e-324, -3e-310, 1e300
-    x[10, :] *= 2.0**-1000
-    return x
 
 
 def laid_out(cp, x, layout: str):

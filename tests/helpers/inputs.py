@@ -22,6 +22,17 @@ def phi_matrix(rng, rows, cols, phi):
     return (rng.random((rows, cols)) - 0.5) * np.exp(phi * rng.standard_normal((rows, cols)))
 
 
+def awkward(rng, rows, cols, phi=1.0):
+    """phi entries with a zero row and column, subnormals, huge and tiny entries (the certificate's
+    structured cases)."""
+    x = phi_matrix(rng, rows, cols, phi)
+    x[3] = 0.0
+    x[:, 5] = 0.0
+    x[7, 2], x[8, 9], x[9, 4] = 5e-324, -3e-310, 1e300
+    x[10, :] *= 2.0**-1000
+    return x
+
+
 def sprinkle_special(data, *arrays):
     """Overwrite a drawn number of drawn entries of each array with drawn special values."""
     for x in arrays:
