@@ -411,7 +411,7 @@ def test_residue_epilogue_at_the_int32_limit(gpu):
     residues (|acc| up to 2**31 - 2**18, plus the int8 already there) and random ones."""
     from ozhpc.engines import crt
     from ozhpc.engines import cutile as ck
-    from ozhpc.engines.cutile_engine import modulus_table
+    from ozhpc.engines.kernel_tables import modulus_table
     engine, cp = gpu
     rng = np.random.default_rng(44)
     primes = crt.MODULI

@@ -214,3 +214,26 @@ def test_two_reduction_residues_stay_exact_in_float32():
         for j in range(4):
             for c in (2**(14 * j) % p, w * 2**(14 * j) % p):
                 assert min(abs(c), abs(c - p)) <= 128 and (c if c <= hi else c - p) >= lo
+
+
+def test_kernel_tables_hold_the_balanced_constants():
+    """The rows the GPU engines upload (:mod:`ozhpc.engines.kernel_tables`): every limb constant is
+    congruent to its definition, ``f 2**(width j)``, modulo its modulus, and lies in the balanced
+    range (so ``|c| <= 128``, what the kernels' exactness bounds assume); the pair kernel's rows are
+    ``p, 2**16 mod p, lo, hi``."""
+    pytest.importorskip("cuda.tile")
+    from ozhpc.engines.kernel_tables import limb_constants, modulus_table
+
+    primes = [p for p, _ in gaussian.MODULI]
+    roots = [gaussian.root_of_minus_one(p) if kind == gaussian.SPLIT else 0 for p, kind in gaussian.MODULI]
+    for width, exponents, factors in ((16, (1, 2, 3), None), (14, (1, 2, 3), None), (14, range(4), roots)):
+        table = limb_constants(primes, width, exponents, factors)
+        assert table.shape == (len(primes), len(exponents))
+        for i, p in enumerate(primes):
+            lo, hi = crt.balanced_range(p)
+            f = 1 if factors is None else factors[i]
+            for c, j in zip(table[i], exponents):
+                assert c == int(c) and lo <= c <= hi and abs(c) <= 128
+                assert (int(c) - f * 2**(width * j)) % p == 0
+    rows = modulus_table(primes)
+    assert rows.dtype == np.int32 and rows.tolist() == [[p, 2**16 % p, *crt.balanced_range(p)] for p in primes]

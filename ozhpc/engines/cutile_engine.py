@@ -40,9 +40,9 @@ from . import certificate_kernels as cert_kernels
 from . import cutile as ck
 from . import host_copy
 from .base import Engine
-from .crt import balanced_range
 from .cutile_gaussian import CutileGaussian
 from .digits import NO_GAP
+from .kernel_tables import limb_constants, modulus_table
 from .statistics import FIELDS, GAP_MAX, NORM_BITS, NONE_EXP, TINY
 
 _DIGIT_KERNELS: dict = {}
@@ -69,20 +69,6 @@ class DeviceTables(NamedTuple):
     def crt_args(self) -> tuple:
         """What :meth:`ozhpc.engines.cutile.launcher.Launcher.launch_crt` takes as ``tables``."""
         return self.table, self.m_pieces, self.inv_m
-
-
-def modulus_table(primes) -> np.ndarray:
-    """The pair kernel's int32 (N, MOD_COLS) rows ``p, 2**16 mod p, lo, hi`` (scheme II)."""
-    return np.array([(p, 2**16 % p, *balanced_range(p)) for p in primes], dtype=np.int32).reshape(-1, ck.MOD_COLS)
-
-
-def limb_constants(primes) -> np.ndarray:
-    """The residue kernel's (N, 3) ``balanced(2**(16 j) mod p)``, j = 1, 2, 3 (its float32 path)."""
-    out = []
-    for p in primes:
-        lo, hi = balanced_range(p)
-        out.append([c - p if c > hi else c for c in (pow(2, ck.LIMB_BITS * j, p) for j in (1, 2, 3))])
-    return np.array(out, dtype=np.float64).reshape(-1, 3)
 
 
 def _roundup(x: int, m: int = PAD) -> int:

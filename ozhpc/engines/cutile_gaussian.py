@@ -16,8 +16,8 @@ import cupy as cp
 import numpy as np
 
 from . import cutile as ck
-from .crt import balanced_range
 from .cutile import gaussian_crt, gaussian_residues
+from .kernel_tables import limb_constants, modulus_table
 
 
 class GaussianDeviceTables(NamedTuple):
@@ -40,16 +40,12 @@ def _host_tables(tables) -> tuple:
     residue = np.zeros((n, gr.RESIDUE_COLS))
     residue[:, :5] = tables.residue[:, :5]
     residue[:, gr.ROOT_COL] = tables.roots
-    for i, (p, w) in enumerate(zip(tables.primes, tables.roots)):
-        hi = balanced_range(p)[1]
-
-        def bal(c):
-            c %= p
-            return c - p if c > hi else c
-        residue[i, gr.INV32_COL] = np.float32(1.0 / p)
-        residue[i, ck.LIMB_COL:ck.LIMB_COL + 3] = [bal(2**(ck.LIMB_BITS * j)) for j in (1, 2, 3)]
-        residue[i, gr.LIMB14_COL:gr.LIMB14_COL + 3] = [bal(2**(gr.LIMB14_BITS * j)) for j in (1, 2, 3)]
-        residue[i, gr.ROOT_LIMB14_COL:gr.ROOT_LIMB14_COL + 4] = [bal(w * 2**(gr.LIMB14_BITS * j)) for j in range(4)]
+    primes = list(tables.primes)
+    residue[:, gr.INV32_COL] = [np.float32(1.0 / p) for p in primes]
+    residue[:, ck.LIMB_COL:ck.LIMB_COL + 3] = limb_constants(primes)
+    residue[:, gr.LIMB14_COL:gr.LIMB14_COL + 3] = limb_constants(primes, gr.LIMB14_BITS)
+    residue[:, gr.ROOT_LIMB14_COL:gr.ROOT_LIMB14_COL + 4] = limb_constants(primes, gr.LIMB14_BITS, range(4),
+                                                                           tables.roots)
     parts = []
     for component in (tables.re, tables.im):
         table = np.zeros((n, ck.TABLE_COLS))
@@ -57,8 +53,7 @@ def _host_tables(tables) -> tuple:
         parts.append(table)
     m_row = np.zeros((1, ck.MP_COLS))
     m_row[0, :tables.pieces] = tables.re.m_pieces
-    mods = np.array([(p, 2**16 % p, *balanced_range(p)) for p in tables.plane_primes], dtype=np.int32)
-    return residue, (*parts, m_row, np.full((1, 1), tables.re.inv_m)), mods.reshape(-1, ck.MOD_COLS)
+    return residue, (*parts, m_row, np.full((1, 1), tables.re.inv_m)), modulus_table(tables.plane_primes)
 
 
 def _blocks(x: int) -> int:
