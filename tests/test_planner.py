@@ -15,6 +15,7 @@ import pytest
 
 from conftest import run_cli
 from ozhpc.commands.plan import DEVICES, best, device_for, predict, traffic
+from ozhpc.commands.plan_devices import VERDICT_BYTES
 from ozhpc.ozaki.settings import OzakiSettings
 from ozhpc.parallel.layout import numroc
 from ozhpc.run.matrices import standard_matrix
@@ -80,6 +81,34 @@ def test_bytes_of_the_committed_two_h200_runs():
             assert sum(model.bytes_sent) == int(sent.replace(",", "")), (name, n, grid)
             rows += 1
     assert rows >= 10
+
+
+@pytest.mark.parametrize("complex_entries", [False, True])
+@pytest.mark.parametrize("device", ["h200", "b200", "cpu"])
+def test_certified_product_counts_its_certificate_and_the_call_set_up(device, complex_entries):
+    """Under "auto" the time holds the certificate's passes (a read of the operands, the verdict over
+    C) and the call's fixed cost; a fixed plan certifies nothing and holds neither."""
+    dev, n, item = DEVICES[device], 2048, 16 if complex_entries else 8
+    auto = predict(n, n, n, (1, 1), dev, OzakiSettings("ozaki2"), kb=n, complex_entries=complex_entries)
+    fixed = predict(n, n, n, (1, 1), dev, OzakiSettings("ozaki2", bits=54), kb=n, complex_entries=complex_entries)
+    passes = (item * 2 * n * n + VERDICT_BYTES[complex_entries] * n * n) / dev.hbm   # one rank: no sharing
+    assert auto.certificate_seconds == pytest.approx(passes + dev.call_cost, rel=1e-12)
+    assert auto.certificate_seconds > dev.call_cost > 0 and fixed.certificate_seconds == 0
+    assert auto.seconds > auto.compute_seconds + auto.certificate_seconds
+
+
+def test_time_of_the_committed_one_h200_calls():
+    """The last committed one-H200 acceptance run (the default and fixed scheme II calls, n = 2048 to
+    32768): the model within 30% of every measured call (its error table:
+    bench/results/planner_b200_*.md, "One GPU")."""
+    text = open(os.path.join(REPO, "bench", "results", "accept_h200_2026-12-04.md")).read()
+    text = text[text.index("## Evening state"):]
+    calls = re.findall(r"^\| (\d+) \| ozhpc (default|fixed (\d+) bits) \| \d+ \(\d+\) \| ([\d.]+) \|", text, re.M)
+    for n, _, bits, wall in calls:
+        settings = OzakiSettings("ozaki2", bits=int(bits)) if bits else OzakiSettings("ozaki2")
+        model = predict(int(n), int(n), int(n), (1, 1), DEVICES["h200"], settings, kb=min(int(n), 8192), wire="fp64")
+        assert abs(model.seconds / float(wall) - 1) < 0.3, (n, bits, wall, model.seconds)
+    assert len(calls) >= 8
 
 
 def test_memory_is_the_resources_model_of_the_largest_rank():
@@ -249,6 +278,10 @@ def test_plan_shows_io_and_start_up(tmp_path):
     assert f"read A and B: {read_gb / 3:.3g} s, {read_gb:.3g} GB of HDF5 at 3 GB/s (--io-rate" in r.stdout
     assert f"write C: {8 * m * n / 1e9 / 3:.3g} s, {8 * m * n / 1e9:.3g} GB of HDF5 at the same rate" in r.stdout
     assert "start-up: 2.5 s (one node, warm kernel cache" in r.stdout
+    assert re.search(r"one pass of this plan with its certificate and the set-up of the call \([\d.e-]+ s\), wider "
+                     "passes not counted", r.stdout)
+    fixed = _plan("--m", m, "--n", n, "--k", k, "--gpus", 64, "--gpu", "b200", "--bits", 54, tmp_path=tmp_path)
+    assert "one pass of this plan, wider passes not counted" in fixed.stdout
     out = json.loads(_plan("--m", m, "--n", n, "--k", k, "--gpus", 64, "--gpu", "b200", "--io-rate", 40, "--json",
                            tmp_path=tmp_path).stdout)
     assert out["read_bytes"] == 8 * (m * k + k * n) and out["write_bytes"] == 8 * m * n

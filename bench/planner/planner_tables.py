@@ -82,6 +82,37 @@ def measured_h200():
           f"largest {100 * max(errors):.0f}%.")
 
 
+ACCEPT = "accept_h200_2026-12-04.md"
+ACCEPT_SECTION = "## Evening state"
+
+
+def one_gpu_default():
+    """The default (certified scheme II) on one GPU: the model against the last committed H200
+    acceptance run (its "ozhpc default" and "fixed" rows), and what it predicts on one B200."""
+    with open(os.path.join(REPO, "bench", "results", ACCEPT)) as f:
+        text = f.read()
+    section = text[text.index(ACCEPT_SECTION):]
+    pattern = re.compile(r"^\| (\d+) \| (ozhpc default|ozhpc fixed (\d+) bits) \| (\d+) \((\d+)\) \| ([\d.]+) \|", re.M)
+    print(f"\n## One GPU, scheme II: the model against the committed H200 calls ({ACCEPT}, "
+          f"\"{ACCEPT_SECTION[3:]}\"), and one B200\n")
+    print("| n | settings | measured moduli | model's plan | measured s | predicted s | error | of it certificate "
+          "and set-up s | B200 predicted s | B200 x its DGEMM |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    errors = []
+    for n, what, fixed_bits, _bits, moduli, wall in pattern.findall(section):
+        n = int(n)
+        settings = OzakiSettings("ozaki2", bits=int(fixed_bits)) if fixed_bits else OzakiSettings("ozaki2")
+        c = predict(n, n, n, (1, 1), DEVICES["h200"], settings, kb=min(n, 8192), wire="fp64")
+        b = predict(n, n, n, (1, 1), DEVICES["b200"], settings, kb=min(n, 8192), wire="fp64")
+        err = c.seconds / float(wall) - 1
+        errors.append(abs(err))
+        dgemm = 2.0 * n**3 / DEVICES["b200"].dgemm
+        print(f"| {n} | {'default' if not fixed_bits else what[6:]} | {moduli} | {c.plan.split(': ')[1]} | {wall} | "
+              f"{c.seconds:.4g} | {100 * err:+.0f}% | {c.certificate_seconds:.3g} | {b.seconds:.4g} | {dgemm / b.seconds:.2f} |")
+    print(f"\nMean absolute error {100 * sum(errors) / len(errors):.0f}% over {len(errors)} calls, "
+          f"largest {100 * max(errors):.0f}%.")
+
+
 def main():
     parser(__doc__).parse_args()
     b200 = DEVICES["b200"]
@@ -102,6 +133,7 @@ def main():
         for scheme, settings in SCHEMES:
             print(f"| {key} | {DEVICES[key].memory / 1e9:.0f} GB | {scheme} | "
                   f"{largest_n(DEVICES[key], settings, 'fp64')} | {largest_n(DEVICES[key], settings, 'planes')} |")
+    one_gpu_default()
     measured_h200()
 
 

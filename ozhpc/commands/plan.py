@@ -35,7 +35,7 @@ from ..parallel.layout import numroc
 from ..parallel.wire import Wire, choose_wire
 from ..run.config import MAX_EXTENT, MAX_RANKS
 from ..run.resources import estimate_memory
-from .plan_devices import DEVICES, RATES_FILE, Device, calibrate, device_for, load_calibration, rates_path
+from .plan_devices import DEVICES, RATES_FILE, VERDICT_BYTES, Device, calibrate, device_for, load_calibration, rates_path
 
 IO_RATE = 3e9
 """Bytes/s the file system reads and writes HDF5 for the whole job, by default (``--io-rate``): what
@@ -68,6 +68,7 @@ class Prediction:
     memory_room: float          # what one rank may use (a CPU node's RAM is shared by its ranks)
     fits: bool
     startup_seconds: float = 0.0
+    certificate_seconds: float = 0.0   # "auto": the certificate's passes and the call's set-up (in seconds)
     read_bytes: int = 0         # A and B from HDF5
     read_seconds: float = 0.0
     write_bytes: int = 0        # C to HDF5
@@ -118,7 +119,8 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     else:
         loop = compute + comm
     scales_combine = (2 * item * (rows_a * ka + rows_b * kbt) + (item + 4 * plan.accumulators) * rows_a * rows_b) / device.hbm
-    seconds = split_front + loop + scales_combine / share
+    certificate = _certificate_seconds(settings, rows_a * ka + rows_b * kbt, rows_a * rows_b, item, device)
+    seconds = split_front + loop + (scales_combine + certificate) * share   # ranks beyond the cores: slower
     exposed = max(0.0, loop - compute)
     estimate = estimate_memory((rows_a, ka), (rows_b, kbt), kb, k, settings, on_device=device.engine != "numpy",
                                wire=wire, complex_entries=complex_entries)
@@ -128,13 +130,25 @@ def predict(m: int, n: int, k: int, grid: tuple, device: Device, settings: Ozaki
     io = (read_bytes + write_bytes) / io_rate
     out = Prediction(grid=(p, q), kb=kb, wire=wire, wire_reason=why, plan=plan.summary(), bytes_per_entry=entry,
                      seconds=seconds, compute_seconds=compute + split_front, comm_seconds=comm,
-                     exposed_seconds=exposed, hidden=None if comm == 0 else max(0.0, 1 - exposed / comm),
+                     exposed_seconds=exposed, certificate_seconds=certificate * share, hidden=None if comm == 0 else max(0.0, 1 - exposed / comm),
                      tflops_per_gpu=2.0 * m * n * k / seconds / ranks / 1e12, memory_bytes=int(memory),
                      memory_room=room, fits=memory <= room, startup_seconds=device.startup,
                      read_bytes=read_bytes, read_seconds=read_bytes / io_rate, write_bytes=write_bytes,
                      write_seconds=write_bytes / io_rate, io_rate=io_rate,
                      total_seconds=device.startup + io + seconds)
     return traffic(out, m, n, k, block, per_node) if per_rank else out
+
+
+def _certificate_seconds(settings: OzakiSettings, operand_entries: int, c_entries: int, item: int,
+                         device: Device) -> float:
+    """What certifying costs one rank beyond its extra int8 product (counted with the products),
+    for "auto" settings: the representation errors (a read of the operands), the per-entry verdict
+    over C (:data:`~ozhpc.commands.plan_devices.VERDICT_BYTES` per entry) and the call's fixed cost
+    (:attr:`Device.call_cost`: the host's plan and round trips)."""
+    if not settings.auto:
+        return 0.0
+    passes = (item * operand_entries + VERDICT_BYTES[item == 16] * c_entries) / device.hbm
+    return passes + device.call_cost
 
 
 def _wire(wire: str, requested: bool, depth: int, ranks: int, per_node: int, device: Device,
@@ -252,7 +266,9 @@ def report_lines(m, n, k, ranks, device: Device, chosen: Prediction, candidates,
             f"  best: {_layout(c)} ({c.bytes_per_entry} bytes per entry on the wire): "
             f"ozhpc gemm --grid {c.grid[0]}x{c.grid[1]} --panel {c.kb} --wire {c.wire}",
             f"  product: {_s(c.seconds)}, {c.tflops_per_gpu:.3g} TFLOP/s per {unit} (FP64-equivalent; DGEMM of one "
-            f"{unit} {device.dgemm / 1e12:.3g}): one pass of this plan, the certificate's wider passes not counted",
+            f"{unit} {device.dgemm / 1e12:.3g}): one pass of this plan"
+            f"{f' with its certificate and the set-up of the call ({_s(c.certificate_seconds)})' if c.certificate_seconds else ''}"
+            f", wider passes not counted",
             f"  read A and B: {_s(c.read_seconds)}, {_gb(c.read_bytes)} of HDF5 {io}",
             f"  write C: {_s(c.write_seconds)}, {_gb(c.write_bytes)} of HDF5 at the same rate",
             f"  start-up: {_s(c.startup_seconds)} (one node, warm kernel cache; MPI's start-up on many nodes not counted)",

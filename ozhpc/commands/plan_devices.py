@@ -23,6 +23,19 @@ GPU_STARTUP, CPU_STARTUP = 2.5, 0.5
 one H200, 1.2-1.5 s in the report's ``startup`` plus about 1 s of Python before its clock
 (``bench/results/end_to_end_h200_2026-12-01.md``); on a CPU, 0.5 s wall for a small product (NumPy
 engine, one rank). MPI's own start-up on many nodes is not included."""
+GPU_CALL_COST, CPU_CALL_COST = 2.0e-3, 1.4e-3
+"""Seconds one certified product costs beyond the work the model counts (the host's plan, the
+statistics' copy to the host, the launches of its few dozen small kernels): on one H200 a default
+call at n = 2048 took 2.11-3.06 ms, 1.5-2.5 ms more than the model's kernels
+(``bench/results/accept_h200_2026-12-04.md``, "Evening state"); Blackwell is assumed the same
+(host work). On a CPU, 1.4 ms per call at n = 16 (NumPy engine, one rank, the 2-core VM)."""
+VERDICT_BYTES = {False: 48, True: 117}
+"""The certificate's per-entry pass over C, as bytes of C at the memory's rate (real, complex): on
+one H200 it takes 3.07 ms (real) and 7.5 ms (both components of a complex C) at n = 16384, about
+48 and 117 bytes per entry at 4.19 TB/s: instruction-bound, so counted as that many bytes
+(``bench/results/certificate_kernels_h200_2026-12-04.md``)."""
+
+
 @dataclass(frozen=True)
 class Device:
     """What one GPU (or one CPU rank of the NumPy engine) does per second, and what it holds."""
@@ -42,6 +55,7 @@ class Device:
     latency: float       # seconds per panel beyond its bytes (a broadcast's start, kernel launches)
     cores: int = 0       # CPU only: the rates are one rank's; ranks beyond this many share the cores
     startup: float = GPU_STARTUP   # seconds from the launch to the first read (one node)
+    call_cost: float = GPU_CALL_COST   # seconds a certified product costs beyond its kernels' work
     source: str = ""
 
     @property
@@ -80,7 +94,7 @@ DEVICES = {
     "cpu": Device("CPU, NumPy engine", "numpy", 2.9e10, 6.3e10, SPLIT_RATE["numpy"], 1.0e10,
                   float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) if hasattr(os, "sysconf") else 8e9,
                   LINK_RATE[("numpy", True)], LINK_RATE[("numpy", False)], 1 << 20, False, 64, 1e-3,
-                  cores=os.cpu_count() or 1, startup=CPU_STARTUP,
+                  cores=os.cpu_count() or 1, startup=CPU_STARTUP, call_cost=CPU_CALL_COST,
                   source="one BLAS thread of a 2-core VM (AMD EPYC) (bench/results/planner_cpu_2026-12-02.md, "
                          "bench/results/dist_cpu_2026-11-30.md)"),
 }
