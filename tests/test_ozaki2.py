@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import ozhpc
 from ozhpc.engines import crt
 from ozhpc.engines import numpy_engine
-from ozhpc.engines.numpy_engine import PACK_K, NumpyEngine, block_rows
+from ozhpc.engines.numpy_engine import RESIDUE_K, NumpyEngine, block_rows
 from ozhpc.errors import InputError
 from ozhpc.ozaki.plan import AUTO_BITS_TIGHT_MARGIN, FP64_BITS, DataSizes, ModularPlan, auto_bits, make_plan
 from ozhpc.ozaki.scales import exponents, row_abs_max
@@ -377,12 +377,35 @@ def test_shapes_across_chunk_and_block_boundaries(monkeypatch):
     """k past one product chunk, m past one residue and CRT block: still within the bound."""
     monkeypatch.setattr(numpy_engine, "BLOCK_ENTRIES", 64)
     rng = np.random.default_rng(11)
-    for m, n, k in ((3, 2, PACK_K + 5), (block_rows(2) + 3, 2, 5), (1, 1, 1)):
+    for m, n, k in ((3, 2, RESIDUE_K + 5), (block_rows(2) + 3, 2, 5), (1, 1, 1)):
         a = standard_matrix(m, k, 1.0, seed=int(rng.integers(1000)))
         b = standard_matrix(k, n, 1.0, seed=int(rng.integers(1000)))
         c, info = ozhpc.gemm(a, b, engine="numpy", scheme="ozaki2", info=True)
         idx = [(0, 0), (m - 1, n - 1)] + sample_indices(m, n, 6, seed=2)
         assert_within_info_bound(c, a, b, info, idx)
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, RESIDUE_K - 1, RESIDUE_K, RESIDUE_K + 1, 2 * RESIDUE_K + 7]),
+       st.sampled_from(["random", "-128", "aligned 127"]))
+def test_residue_products_exact_in_float32_chunks(seed, k, fill):
+    """The NumPy engine's int8 products (float32 BLAS in k-chunks, float64 sums of them) equal
+    the int64 products exactly, at the extremes too: every residue -128 makes each chunk's sum
+    exactly 2**24, the largest that float32 holds; residues of 127 whose signs agree give odd
+    partial sums j * 16129, which float32 would round past 2**24 (a longer chunk)."""
+    rng = np.random.default_rng(seed)
+    m, n, planes = 3, 2, 2
+    da = rng.integers(-128, 128, size=(planes, m, k)).astype(np.int8)
+    eb = rng.integers(-128, 128, size=(planes, n, k)).astype(np.int8)
+    if fill == "-128":
+        da[:], eb[:] = -128, -128
+    elif fill == "aligned 127":
+        signs = np.where(rng.random((planes, 1, k)) < 0.5, -1, 1)
+        da[:], eb[:] = 127 * signs, 127 * signs
+    acc = np.zeros((planes, m, n))
+    ENGINE.accumulate_moduli(acc, da, eb, None)
+    want = np.einsum("gik,gjk->gij", da.astype(np.int64), eb.astype(np.int64))
+    assert np.array_equal(acc.astype(np.int64), want) and np.array_equal(acc, want.astype(np.float64))
 
 
 def test_k_zero_empty_and_zero_rows(rng):

@@ -2,7 +2,8 @@
 
 Exactness of the pair products: digits are integers with |digit| <= 127, so a
 float64 BLAS product of two slices sums ``kb`` integers of magnitude at most
-``127**2``. Every partial sum, in whatever order or blocking the BLAS uses
+``127**2`` (scheme II's residues, at most 128 in magnitude, go through float32 in
+k-chunks of :data:`RESIDUE_K`, the same argument below ``2**24``). Every partial sum, in whatever order or blocking the BLAS uses
 (FMA included), is then an integer of magnitude at most ``kb * 127**2``, and
 all integers below ``2**53`` are exact in FP64 (see ``PACK_SCALE`` for two products
 packed into one call, which halves the BLAS work). The group accumulators add at
@@ -25,6 +26,11 @@ PACK_SCALE = 2.0**27
 4096, ``|D_p E_q^T| <= 4096 * 127**2 < 2**26``, so the low product sits below half of 2**27
 and the packed sum below 2**53: both are recovered exactly (``rint`` of the scaled sum gives
 the high product, the difference the low one)."""
+RESIDUE_K = 1024
+"""Scheme II's int8 products run as float32 BLAS products of k-chunks this long: a chunk's
+``|sum| <= 1024 * 128**2 = 2**24``, and every partial sum, in any order, blocking or FMA, is an
+integer no larger, exact in float32 (whose integers are exact up to ``2**24``); each chunk is
+added to the float64 accumulator exactly. float32 BLAS runs about twice the float64 rate."""
 _DIGIT_RADIX = float(2**BITS)
 
 
@@ -114,11 +120,11 @@ class NumpyEngine(Engine):
         return out
 
     def accumulate_moduli(self, acc, da, eb, tables) -> None:
-        # |residue| <= 128: BLAS partial sums stay exact integers for k < 2**39
-        for k0 in range(0, da.shape[2], PACK_K):
+        # exact integers: float32 chunks of RESIDUE_K, float64 sums of them (k < 2**29 chunks)
+        for k0 in range(0, da.shape[2], RESIDUE_K):
             for g in range(acc.shape[0]):
-                acc[g] += (da[g, :, k0:k0 + PACK_K].astype(np.float64)
-                           @ eb[g, :, k0:k0 + PACK_K].astype(np.float64).T)
+                acc[g] += (da[g, :, k0:k0 + RESIDUE_K].astype(np.float32)
+                           @ eb[g, :, k0:k0 + RESIDUE_K].astype(np.float32).T)
 
     def accumulate_groups(self, acc, da, eb) -> None:
         s, ngroups = da.shape[0], acc.shape[0]

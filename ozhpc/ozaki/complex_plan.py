@@ -71,9 +71,6 @@ class GaussianPlan(ModularPlan):
         return (f"scheme ozaki2, complex: {self.bits} bits, {self.moduli} moduli ({t.splits} split, "
                 f"{self.moduli - t.splits} Karatsuba; {self.int8_gemms} int8 GEMMs)")
 
-    def host_work_bytes(self, m: int, n: int, chunk: int) -> int:
-        """Both parts of a k-chunk and the planes' products, as FP64, on the NumPy engine."""
-        return 2 * 8 * (m + n) * chunk + 4 * 8 * m * n
 
     def truncation_bound(self, k: int) -> Fraction:
         """Per component: two real products of the parts, each bounded as scheme II's."""

@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from ..engines import crt as _crt
 from ..engines.base import BITS, DIGIT_MAX
+from ..engines.numpy_engine import RESIDUE_K
 from ..errors import InputError
 from . import certificate as _cert
 from .settings import DEFAULT_GUARANTEE, MAX_SLICES, MIN_SLICES, SCHEMES, OzakiSettings  # noqa: F401  (re-exported)
@@ -303,8 +304,9 @@ class ModularPlan(_Widens):
 
     def host_work_bytes(self, m: int, n: int, chunk: int) -> int:
         """Temporaries of one panel product on the NumPy engine: one residue plane of a k-chunk
-        as FP64 at a time, and its m x n product."""
-        return 8 * (m + n) * chunk + 2 * 8 * m * n
+        (at most :data:`~ozhpc.engines.numpy_engine.RESIDUE_K` long) as float32 at a time, and
+        its m x n float32 product."""
+        return 4 * (m + n) * min(chunk, RESIDUE_K) + 4 * m * n
 
     def check_k(self, k: int) -> None:
         """Refuse a k whose residue sums could leave the exact FP64 integers."""
