@@ -3,13 +3,15 @@ total): exact past 2**63, whatever the split of the rows over ranks, at the stat
 2**17 x 2**17 and 2**16 x 2**16 operands (fed to the product directly, no matrix allocated)."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ozhpc.engines import get_engine
 from ozhpc.engines.numpy_engine import NumpyEngine
 from ozhpc.engines.statistics import NORM
 from ozhpc.ozaki import certificate, operands as operands_module
 from ozhpc.ozaki.product import Product
-from ozhpc.ozaki.scales import join_words, range_bumps, word_sums
+from ozhpc.ozaki.scales import RANGE_BUMP_MAX, join_words, range_bumps, word_sums
 from ozhpc.ozaki.settings import OzakiSettings
 
 UNIT = 2**32
@@ -119,3 +121,33 @@ def test_relieved_rows_reach_the_device_in_one_copy():
     assert np.flatnonzero(prod.ops.col_exps != plain[1]).tolist() == [7]
     assert eng.uploads == 1
     assert prod.ops.row_exps.dtype == np.int32 and prod.ops.mags[0][0].dtype == np.int64
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**20)), min_size=1, max_size=40),
+       st.integers(0, 2**70), st.integers(0, 2**40), st.integers(1, 2**40), st.floats(0.25, 4**9))
+def test_range_bumps_count_the_thresholds_each_row_passes(rows, sq_total, nnz_total, k, scale):
+    """Each row's bump is the number of t < RANGE_BUMP_MAX with ``ratio > 4**t`` for rows large
+    enough to set the range, else 0, as the rule reads (ratios exactly at a power of four, 0, and
+    past the last threshold included: ``scale`` puts a row's ratio anywhere up to 4**9)."""
+    sq = np.array([s for s, _ in rows], dtype=np.int64)
+    nnz = np.array([n for _, n in rows], dtype=np.int64)
+    mean = float(sq_total) / max(float(nnz_total), 1.0)
+    if mean > 0:   # one row exactly at the ratio `scale` (a power of four when hypothesis picks one)
+        sq[0] = min(int(scale * 2.0 * mean * max(float(nnz[0]), 1.0)), 2**62)
+    got = range_bumps(sq, nnz, sq_total, nnz_total, k)
+    for i in range(len(rows)):
+        ratio = float(sq[i]) / (2.0 * mean * max(float(nnz[i]), 1.0)) if mean > 0 else 0.0
+        matters = mean > 0 and float(sq[i]) > mean * k / 2
+        want = sum(ratio > 4.0**t for t in range(RANGE_BUMP_MAX)) if matters else 0
+        assert got[i] == want, (i, ratio, matters)
+    assert got.dtype == np.int64
+
+
+def test_range_bumps_at_each_threshold_exactly():
+    """A ratio exactly 4**t passes t thresholds, a hair above it t + 1 (mean 1 per entry: sq_total = nnz_total)."""
+    t = np.arange(RANGE_BUMP_MAX + 1)
+    sq = np.concatenate([2 * 4**t, 2 * 4**t + 1])          # one entry per row: ratio = sq / 2
+    nnz = np.ones_like(sq)
+    got = range_bumps(sq, nnz, 10, 10, 1)
+    assert got.tolist() == t.tolist() + np.minimum(t + 1, RANGE_BUMP_MAX).tolist()

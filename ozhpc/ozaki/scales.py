@@ -81,14 +81,16 @@ def range_bumps(sq, nnz, sq_total: int, nnz_total: int, k: int):
 
     sq, nnz = np.asarray(sq, dtype=np.float64), np.asarray(nnz, dtype=np.float64)
     mean = float(sq_total) / max(float(nnz_total), 1.0)
-    bump = np.zeros(sq.shape, dtype=np.int64)
     if mean <= 0:
-        return bump
+        return np.zeros(sq.shape, dtype=np.int64)
     ratio = sq / (2.0 * mean * np.maximum(nnz, 1.0))
-    matters = sq > mean * k / 2
-    for t in range(RANGE_BUMP_MAX):
-        bump += (ratio > 4.0**t) & matters
-    return bump
+    # b_i = #{t: ratio_i > 4**t}: how many thresholds lie strictly below the ratio
+    bump = np.searchsorted(BUMP_THRESHOLDS, ratio, side="left").astype(np.int64)
+    return np.where(sq > mean * k / 2, bump, 0)
+
+
+BUMP_THRESHOLDS = tuple(4.0**t for t in range(RANGE_BUMP_MAX))
+"""The ratios past which a row takes one more power of two (:func:`range_bumps`)."""
 
 
 HEADROOM_EXP = 480
