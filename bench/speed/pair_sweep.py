@@ -20,36 +20,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import parser, time_events, write_result  # noqa: E402
+from pair_variants import VARIANTS  # noqa: E402
 
-VARIANTS = {
-    # the production path (CutileEngine._pair_sums): 256x128x128 on 2-CTA clusters, whole k, one
-    # (modulus, tile) per block with every modulus of a launch in one grid (as many as int32 allows)
-    "base": dict(engine={}),
-    "single": dict(engine=dict(diagonal_launch_groups=1)),        # one product per launch
-    "single_panel8192": dict(engine=dict(diagonal_launch_groups=1, diagonal_k_panel=8192)),   # 2026-12-02's plan
-    "base_panel4096": dict(engine=dict(diagonal_k_panel=4096)),
-    # the variants of bench/speed/pair_variants.py (2026-12-04 sweep; "base" then was single_panel8192 with
-    # the kernel that looped over the moduli of a launch, "base_wholek" the same with whole k):
-    # one (modulus, tile) per block, the moduli of a launch in one grid
-    "tiles": dict(m=256, n=128, k=128),
-    "tiles_wholek": dict(m=256, n=128, k=128, panel=0),
-    "tiles_k256": dict(m=256, n=128, k=256),
-    "tiles_lat4": dict(m=256, n=128, k=128, lat=4),
-    "tiles_w8": dict(m=256, n=128, k=128, warps=8),
-    "tiles_w8_wholek": dict(m=256, n=128, k=128, warps=8, panel=0),
-    # persistent: one block per cluster, looping over (modulus, tile)
-    "persist": dict(m=256, n=128, k=128, body="persistent"),
-    "persist_wholek": dict(m=256, n=128, k=128, body="persistent", panel=0),
-    "persist_k256": dict(m=256, n=128, k=256, body="persistent"),
-    "persist_w8": dict(m=256, n=128, k=128, body="persistent", warps=8),
-    "persist_w8_wholek": dict(m=256, n=128, k=128, body="persistent", warps=8, panel=0),
-    "persist_w8_k256": dict(m=256, n=128, k=256, body="persistent", warps=8),
-    "persist_w8_2waves": dict(m=256, n=128, k=128, body="persistent", warps=8, waves=2),
-    "persist_128_occ2": dict(m=128, n=128, k=128, body="persistent", occ=2, ctas=1),
-    # every modulus in one launch: int32-indexed views of more than 2**31 elements in all
-    "tiles_big": dict(m=256, n=128, k=128, big=True),
-    "persist_w8_big": dict(m=256, n=128, k=128, body="persistent", warps=8, big=True),
-}
 
 def group_step(arrays, limit=2**31) -> int:
     """Most leading-axis entries per launch whose views keep every offset below ``limit``."""
@@ -89,7 +61,7 @@ def runner(cp, name: str, v: dict, ra, rb, out, mods, num_sms: int):
 
 def sweep(cp, sizes, moduli: int, names, reps: int) -> list[dict]:
     from ozhpc.engines import crt as crt_tables
-    from ozhpc.engines.cutile_engine import modulus_table
+    from ozhpc.engines.kernel_tables import modulus_table
 
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     num_sms = int(props["multiProcessorCount"])
@@ -132,7 +104,7 @@ def warm(cp, names, moduli: int) -> None:
     """Compile each variant's launches on small shapes with the same specialisation facts
     (16-aligned extents; one modulus per launch and several) into the shared kernel cache."""
     from ozhpc.engines import crt as crt_tables
-    from ozhpc.engines.cutile_engine import modulus_table
+    from ozhpc.engines.kernel_tables import modulus_table
 
     mods = cp.asarray(modulus_table(crt_tables.MODULI[:moduli]))
     num_sms = int(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["multiProcessorCount"])

@@ -25,6 +25,36 @@ from common import parser  # noqa: E402
 from ozhpc.engines.cutile.pair import MOD_COLS, _int8_residue, _swizzle  # noqa: E402
 from ozhpc.engines.cutile.tile_math import ZERO, ConstBool, ConstInt  # noqa: E402
 
+VARIANTS = {
+    # the production path (CutileEngine._pair_sums): 256x128x128 on 2-CTA clusters, whole k, one
+    # (modulus, tile) per block with every modulus of a launch in one grid (as many as int32 allows)
+    "base": dict(engine={}),
+    "single": dict(engine=dict(diagonal_launch_groups=1)),        # one product per launch
+    "single_panel8192": dict(engine=dict(diagonal_launch_groups=1, diagonal_k_panel=8192)),   # 2026-12-02's plan
+    "base_panel4096": dict(engine=dict(diagonal_k_panel=4096)),
+    # the variants of this module (2026-12-04 sweep; "base" then was single_panel8192 with
+    # the kernel that looped over the moduli of a launch, "base_wholek" the same with whole k):
+    # one (modulus, tile) per block, the moduli of a launch in one grid
+    "tiles": dict(m=256, n=128, k=128),
+    "tiles_wholek": dict(m=256, n=128, k=128, panel=0),
+    "tiles_k256": dict(m=256, n=128, k=256),
+    "tiles_lat4": dict(m=256, n=128, k=128, lat=4),
+    "tiles_w8": dict(m=256, n=128, k=128, warps=8),
+    "tiles_w8_wholek": dict(m=256, n=128, k=128, warps=8, panel=0),
+    # persistent: one block per cluster, looping over (modulus, tile)
+    "persist": dict(m=256, n=128, k=128, body="persistent"),
+    "persist_wholek": dict(m=256, n=128, k=128, body="persistent", panel=0),
+    "persist_k256": dict(m=256, n=128, k=256, body="persistent"),
+    "persist_w8": dict(m=256, n=128, k=128, body="persistent", warps=8),
+    "persist_w8_wholek": dict(m=256, n=128, k=128, body="persistent", warps=8, panel=0),
+    "persist_w8_k256": dict(m=256, n=128, k=256, body="persistent", warps=8),
+    "persist_w8_2waves": dict(m=256, n=128, k=128, body="persistent", warps=8, waves=2),
+    "persist_128_occ2": dict(m=128, n=128, k=128, body="persistent", occ=2, ctas=1),
+    # every modulus in one launch: int32-indexed views of more than 2**31 elements in all
+    "tiles_big": dict(m=256, n=128, k=128, big=True),
+    "persist_w8_big": dict(m=256, n=128, k=128, body="persistent", warps=8, big=True),
+}
+
 
 def _tile(DA, EB, S, MODS, g, bm, bn, ktiles, TM: ConstInt, TN: ConstInt, TK: ConstInt,
           ACCUMULATE: ConstBool, LAT: ConstInt):
@@ -125,8 +155,6 @@ def main() -> int:
 
     from cuda.tile import compilation
     from kernel_resources import resources, sass_counts
-
-    from pair_sweep import VARIANTS
 
     p = parser("CPU AOT of the sweep's variants (sm_90): registers, spills, SASS counts.")
     p.add_argument("names", nargs="*")
