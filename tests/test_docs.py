@@ -356,3 +356,23 @@ def test_every_job_key_the_docs_name_is_in_the_schema():
              for m in [span.match(code)] if m and not FILE_NAME.fullmatch(code)}
     assert len(named) >= 20
     assert sorted((doc, key) for doc, key in named if key not in keys) == []
+
+
+def test_the_defaults_each_commands_help_states_are_its_parsers():
+    """``--samples`` "(default 64)", ``--phi`` "(default 0.5)", ``--gpu`` "default h200": what a
+    help text of any subcommand states is the default its parser gives (gemm's options, whose
+    parser leaves them None for RunConfig, are checked above)."""
+    parser = cli.build_parser()
+    checked = []
+    for name, command in parser._subparsers._group_actions[0].choices.items():  # noqa: SLF001
+        for action in command._actions:  # noqa: SLF001
+            text = " ".join((action.help or "").split())
+            stated = re.search(r"\(default:? ([\w.]+)[);:]|default ([\w.]+)$", text)
+            if not stated or action.default is None or not action.option_strings:
+                continue
+            word = stated.group(1) or stated.group(2)
+            value = type(action.default)(float(word) if isinstance(action.default, (int, float)) else word)
+            assert value == action.default, (name, action.option_strings[-1], text)
+            checked.append(f"{name} {action.option_strings[-1]}")
+    assert {"check --samples", "check --seed", "gen --phi", "gen --seed", "demo --n", "plan --gpu",
+            "plan --io-rate"} <= set(checked)
