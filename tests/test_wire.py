@@ -77,7 +77,7 @@ def test_auto_wire_rule():
     assert choose_wire("auto", 18, ranks=2, engine="cutile").name == "fp64"
     assert choose_wire("auto", 8, ranks=2, engine="cutile").name == "planes"
     assert choose_wire("auto", 10, ranks=8, engine="cutile", one_node=False).name == "fp64"
-    # the NumPy engine splits ~5 M entries/s: moving planes is always cheaper than splitting again
+    # the NumPy engine splits ~15 M entries/s: moving planes is always cheaper than splitting again
     chosen = choose_wire("auto", 19, ranks=4)
     assert chosen.name == "planes" and chosen.reason.startswith("auto: 19 planes per entry cost")
     assert choose_wire("planes", 19, ranks=1) == Wire("planes", "requested")

@@ -2,8 +2,10 @@
 
     python3 bench/speed/cpu_speed.py [--n 2048] [--phi 0.5] [--slices auto 7 8] [--bits auto 53] [--out FILE.md]
 
-Prints, per setting (scheme I slices, scheme II bits), the time per phase and ozhpc time / native dgemm time on one
-process, after checking the result against native within the stated bound.
+Prints, per setting (scheme I slices, scheme II bits), the time per phase, the int8 products' rate (2 n**3 pair ops
+per int8 GEMM over the multiply phase: what ``ozhpc plan``'s CPU row assumes per BLAS thread) and ozhpc time /
+native dgemm time on one process, after checking the result against native within the stated bound. Set
+OPENBLAS_NUM_THREADS=1 for one rank per core's rates.
 """
 from __future__ import annotations
 
@@ -46,8 +48,8 @@ def main(argv=None):
     lines = [f"native dgemm n={n}: {t_native:.3f} s ({2 * n**3 / t_native / 1e9:.1f} GFLOP/s)"]
     print(lines[0], flush=True)
     header = ("| scheme | setting (used) | int8 GEMMs | scales s | split s | multiply s | combine s | total s "
-              "| ozhpc / native |")
-    table = [header, "|---|---|---|---|---|---|---|---|---|"]
+              "| pair ops/s | ozhpc / native |")
+    table = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     scale = np.abs(a) @ np.abs(b)
     methods = ([("ozaki1", dict(slices=v if v == "auto" else int(v)), v) for v in args.slices]
                + [("ozaki2", dict(bits=v if v == "auto" else int(v)), v) for v in args.bits])
@@ -58,7 +60,8 @@ def main(argv=None):
         sec = info.seconds
         used = info.slices if scheme == "ozaki1" else f"{info.bits} bits"
         row = (f"| {scheme} | {label} ({used}) | {info.int8_gemms} | {sec['scales']:.2f} | {sec['split']:.2f} | "
-               f"{sec['multiply']:.2f} | {sec['combine']:.2f} | {t:.2f} | {t / t_native:.1f} |")
+               f"{sec['multiply']:.2f} | {sec['combine']:.2f} | {t:.2f} | "
+               f"{2.0 * n**3 * info.int8_gemms / sec['multiply'] / 1e9:.0f} G | {t / t_native:.1f} |")
         table.append(row)
         print(row, flush=True)
     text = "\n".join(table)
@@ -66,7 +69,8 @@ def main(argv=None):
         with open(args.out, "w") as f:
             f.write(f"# ozhpc CPU speed vs native dgemm\n\nDate: {datetime.date.today()}, machine: "
                     f"{platform.node()}, {os.cpu_count()} cores, NumPy {np.__version__} "
-                    f"(OpenBLAS, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}).\n"
+                    f"(OpenBLAS, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
+                    f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}).\n"
                     f"Command: `python3 bench/speed/cpu_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`, phi = {args.phi}, "
                     f"best of {args.repeat}.\n\n{lines[0]}\n\n{text}\n")
 

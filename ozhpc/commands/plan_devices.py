@@ -91,11 +91,11 @@ DEVICES = {
                     72, True, 256, 50e-6,
                     source="NVIDIA GB200 NVL72 datasheet (dense INT8 5 POPS, FP64 45 TFLOPS, 186 GB, 8 TB/s, "
                            "one NVLink domain of 72 GPUs) at the H200's measured efficiencies"),
-    "cpu": Device("CPU, NumPy engine", "numpy", 2.9e10, 6.3e10, SPLIT_RATE["numpy"], 1.0e10,
+    "cpu": Device("CPU, NumPy engine", "numpy", 1.1e11, 6.3e10, SPLIT_RATE["numpy"], 1.0e10,
                   float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) if hasattr(os, "sysconf") else 8e9,
                   LINK_RATE[("numpy", True)], LINK_RATE[("numpy", False)], 1 << 20, False, 64, 1e-3,
                   cores=os.cpu_count() or 1, startup=CPU_STARTUP, call_cost=CPU_CALL_COST,
-                  source="one BLAS thread of a 2-core VM (AMD EPYC) (bench/results/planner_cpu_2026-12-02.md, "
+                  source="one BLAS thread of a 2-core VM (AMD EPYC) (bench/results/cpu_speed_2026-12-05.md, "
                          "bench/results/dist_cpu_2026-11-30.md)"),
 }
 

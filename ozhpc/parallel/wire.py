@@ -48,9 +48,9 @@ def as_wire(wire) -> Wire:
     """``wire`` as a :class:`Wire`: one already, or a format's name ("planes", "fp64")."""
     return wire if isinstance(wire, Wire) else Wire(wire)
 
-SPLIT_RATE = {"numpy": 5e6, "cutile": 5.8e10}
-"""Entries per second one rank splits into planes: the NumPy engine on this repo's CPU (5-20 M
-entries/s, residues the slower: ``bench/results/planner_cpu_2026-12-02.md``), the cuTile
+SPLIT_RATE = {"numpy": 1.5e7, "cutile": 5.8e10}
+"""Entries per second one rank splits into planes: the NumPy engine on one core of a 2-core VM
+(15-20 M entries/s, residues the slower: ``bench/results/cpu_speed_2026-12-05.md``), the cuTile
 split / residue kernels on an H200 (1.3-1.4 TB/s of 8 + 16 bytes per entry,
 ``bench/results/gpu_gemm_h200_2026-12-01_residues.md``)."""
 
