@@ -1,9 +1,11 @@
 """The package's shape (docs/architecture.md): each folder is a layer, imports go one way down the
 layers, no import cycle, the numerics (ozaki/, engines/) never import MPI, the command line
-reaches nothing below the run layer, no function body over 60 lines."""
+reaches nothing below the run layer, no function body over 60 lines, and docs/architecture.md
+names every module with its role."""
 from __future__ import annotations
 
 import ast
+import re
 import pathlib
 
 import ozhpc
@@ -163,3 +165,20 @@ def test_only_the_wire_value_branches_on_the_wire_format():
     other module compares a wire's name, and the product is told only ``split_on_arrival``."""
     assert [hit for name in MODULES if name != "ozhpc.parallel.wire" for hit in wire_branches(name)] == []
     assert wire_branches("ozhpc.parallel.wire")   # the check sees a branch where there is one
+
+
+def documented_modules() -> list[str]:
+    """The first column of docs/architecture.md's "Modules" table (paths below ``ozhpc/``)."""
+    text = (ROOT.parent / "docs" / "architecture.md").read_text()
+    section = text[text.index("\n## Modules\n"):]
+    section = section[:section.index("\n## ", 1)]
+    return re.findall(r"^\| `([\w/]+\.py)` \| \S", section, re.M)
+
+
+def test_architecture_md_names_every_module_with_its_role():
+    """Each module of ozhpc/ has one row (and a role) in docs/architecture.md's Modules table,
+    and every row is a module that exists."""
+    listed = documented_modules()
+    files = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py"))
+    assert len(listed) == len(set(listed))
+    assert (sorted(set(files) - set(listed)), sorted(set(listed) - set(files))) == ([], [])

@@ -1,6 +1,7 @@
 """The benchmark suite runs as documented on a CPU: every script answers ``--help`` (its docstring,
-without a GPU), ``bench/gpu.sh`` refuses an unknown MODE before running anything, and every mode
-that bench/README.md lists is one that gpu.sh knows."""
+without a GPU), ``bench/gpu.sh`` refuses an unknown MODE before running anything, every mode
+that bench/README.md lists is one that gpu.sh knows, and bench/README.md names every script
+(and only scripts that exist)."""
 from __future__ import annotations
 
 import os
@@ -66,3 +67,24 @@ def test_readme_lists_exactly_the_modes_of_gpu_sh():
     readme = (BENCH / "README.md").read_text()
     listed = re.findall(r"^\| `(\w+)` \| ", readme.split("## GPU runs")[1], re.M)
     assert sorted(listed) == sorted(known_modes())
+
+
+def readme_spans() -> list[str]:
+    return re.findall(r"`([^`\n]+)`", (BENCH / "README.md").read_text())
+
+
+@pytest.mark.parametrize("script", sorted(str(p.relative_to(BENCH)) for p in BENCH.rglob("*")
+                                          if p.suffix in (".py", ".sh")))
+def test_readme_names_every_script(script):
+    """bench/README.md names each script (``speed/hw_speed.py`` or ``bench/speed/hw_speed.py``,
+    alone or with its options) in a code span: a new script says what it measures there."""
+    assert any(re.match(rf"(?:bench/)?{re.escape(script)}(?: |$)", span) for span in readme_spans()), script
+
+
+def test_every_script_the_readme_names_exists():
+    named = {m.group(0) for span in readme_spans()
+             for m in [re.match(r"(?:bench/)?(?:\w+/)*\w+\.(?:py|sh)(?= |$)", span)] if m}
+    where = {name: REPO / name if name.startswith(("tests/", "bench/")) else
+             REPO / "tests" / name if name.startswith("test_") else BENCH / name for name in named}
+    assert len(named) >= 30
+    assert sorted(name for name, path in where.items() if not path.is_file()) == []

@@ -97,7 +97,7 @@ def _pair_body(DA, EB, S, MODS, g0, TM: ConstInt, TN: ConstInt, TK: ConstInt, GR
     the int32 sums' store and of the CRT's reads. One (modulus, C tile) per block: the launch's
     moduli are the grid's slow axis (the launcher's grid is tiles x moduli), so one launch covers
     every modulus without a loop over them in the block (a loop over moduli, or a persistent loop
-    over (modulus, tile), measured 3-12% slower on the H200: docs/gpu_tma_investigation.md).
+    over (modulus, tile), measured 3-12% slower on the H200: bench/results/gpu_tma_investigation.md).
     Otherwise MODS is not read.
 
     The launcher guarantees ``k * group_product_bound(s, d) < 2**31`` (it chunks k on the host;
@@ -135,7 +135,7 @@ def _pair_body(DA, EB, S, MODS, g0, TM: ConstInt, TN: ConstInt, TK: ConstInt, GR
 # Two index widths of one body. On sm_90 tileiras 13.4 emits TMA loads/stores and a
 # warp-specialised producer/consumer layout only when it can bound every shape and
 # stride: int32 indices (or int64 constants, measured no faster and one compile per
-# shape; docs/gpu_tma_investigation.md); with dynamic int64 it falls back to cp.async.
+# shape; bench/results/gpu_tma_investigation.md); with dynamic int64 it falls back to cp.async.
 # The engine copies operand blocks so that the int32 kernel applies at any size.
 
 @stored_kernel(occupancy=PAIR_OCCUPANCY, num_ctas=PAIR_NUM_CTAS)
