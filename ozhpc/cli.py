@@ -27,7 +27,7 @@ from .commands.lifecycle import launcher_rank
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling, shown, trans_mode
 from .run.config import (ACCURACY, DEFAULT_SCHEME, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED,
                          PROGRESS_MODES, SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value,
-                         parse_float, parse_int, parse_pair, parse_panel, parse_scalar)
+                         parse_float, parse_int, parse_pair, parse_panel, parse_path, parse_scalar)
 
 EXIT_USAGE = 2
 MAX_DEMO_N = 1 << 16
@@ -295,7 +295,8 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
                    help="SUMMA k-panel width (default: min(1024 with numpy, 4096 with cutile; k/max(P,Q)), "
                         "whatever the block size); never changes the result")
     m.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
-    m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
+    m.add_argument("--report", type=_option(parse_path, "--report"), metavar="run.json",
+                   help="write a JSON report (configuration, plan, times, SHA-256)")
     m.add_argument("--dry-run", action="store_true",
                    help="check inputs, outputs and options and print the plan and the per-rank peak memory "
                         "(host and GPU) the run would need; read and write nothing (exit 0, or 2 when it "
@@ -316,7 +317,8 @@ def add_run_command(sub) -> None:
     r.add_argument("job", metavar="JOB.toml", help="the job file")
     r.add_argument("--force", action="store_true", default=None,
                    help="replace an existing output dataset and report (overrides output.force)")
-    r.add_argument("--report", metavar="run.json", help="write the JSON report here (overrides output.report)")
+    r.add_argument("--report", type=_option(parse_path, "--report"), metavar="run.json",
+                   help="write the JSON report here (overrides output.report)")
     r.add_argument("--progress", choices=PROGRESS_MODES,
                    help="progress on rank 0 (overrides run.progress)")
     r.add_argument("--accuracy", choices=ACCURACY,

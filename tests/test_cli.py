@@ -216,6 +216,53 @@ def test_integer_datasets_too_wide_for_fp64_are_one_line(inputs, tmp_path, dtype
     assert (r.returncode, r.stderr) == (2, "ozhpc check: error: " + message)
 
 
+LONG_DOUBLE = pytest.mark.skipif(np.finfo(np.longdouble).max <= np.finfo(np.float64).max,
+                                 reason="long double is FP64 here")
+
+
+@LONG_DOUBLE
+@pytest.mark.parametrize("name, value, shown", [("huge", np.longdouble("1e400"), "1e+400"),
+                                                ("zhuge", 1 - np.longdouble("1e400") * 1j, "(1-1e+400j)")])
+def test_long_doubles_beyond_fp64_are_one_line_everywhere_they_are_read(inputs, tmp_path, name, value, shown):
+    """A finite long double that FP64 would make inf is refused, naming the file and dataset, by
+    gemm, check and a job file alike, before anything is written."""
+    big = np.ones((30, 20), dtype=np.clongdouble if "j" in shown else np.longdouble)
+    big[7, 3] = value
+    with h5py.File(inputs, "a") as f:
+        f[name] = big
+    out = tmp_path / "out.h5"
+    message = (f"input B {inputs}:/{name} holds the value {shown}, beyond FP64's range (finite values up to "
+               "1.798e+308 in magnitude); scale the dataset into that range first\n")
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/{name}", "-o", f"{out}:/C", "--progress", "off"])
+    assert (r.returncode, r.stderr) == (2, "ozhpc gemm: error: " + message) and not out.exists()
+    assert run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C"]).returncode == 0
+    r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/{name}", "--samples", "800"])
+    assert (r.returncode, r.stderr) == (2, "ozhpc check: error: " + message)
+    job = tmp_path / "job.toml"
+    job.write_text(f'[inputs]\na = "{inputs}:/A"\nb = "{inputs}:/{name}"\n[output]\nc = "{out}:/D"\n')
+    r = run_cli(["run", job, "--progress", "off"])
+    assert (r.returncode, r.stderr) == (2, "ozhpc run: error: " + message)
+    with h5py.File(out, "r") as f:
+        assert list(f) == ["C"]
+
+
+@LONG_DOUBLE
+def test_long_doubles_within_fp64_are_rounded_to_nearest(inputs, tmp_path):
+    """Long doubles within FP64's range are read rounded to the nearest FP64 number (as docs/batch.md
+    says): C is bit for bit the product of the rounded dataset, and check measures against it."""
+    third = np.full((30, 20), np.longdouble(1) / 3)
+    third[0, 0] = np.nextafter(np.longdouble(np.finfo(np.float64).max), np.longdouble(np.inf))  # rounds down
+    with h5py.File(inputs, "a") as f:
+        f["third"], f["third64"] = third, third.astype(np.float64)
+    out = tmp_path / "out.h5"
+    for name in ("third", "third64"):
+        r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/{name}", "-o", f"{out}:/{name}", "--progress", "off"])
+        assert r.returncode == 0, r.stderr
+    assert read(out, "third").tobytes() == read(out, "third64").tobytes()
+    r = run_cli(["check", f"{out}:/third", "--a", f"{inputs}:/A", "--b", f"{inputs}:/third", "--samples", "100"])
+    assert r.returncode == 0, r.stderr
+
+
 @pytest.mark.mpi
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec not found (pip install mpich)")
 def test_an_integer_too_wide_on_one_rank_stops_every_rank(inputs, tmp_path):
@@ -250,6 +297,20 @@ def test_an_integer_too_wide_on_one_rank_stops_every_rank(inputs, tmp_path):
 def test_bad_options_exit_2(inputs, tmp_path, extra, message):
     r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{tmp_path}/o.h5:/C", *extra])
     assert r.returncode == 2 and message in r.stderr
+
+
+@pytest.mark.parametrize("report", [["--report", ""], ["--report="]])
+def test_an_empty_report_path_is_refused_before_the_run(inputs, tmp_path, report):
+    """``--report ''`` is not "no report": one line naming the option, exit 2, nothing written
+    (gemm, and run over a job file's output.report)."""
+    out = tmp_path / "o.h5"
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C", *report], cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "ozhpc gemm: error: --report must name a file, got an empty path\n")
+    job = tmp_path / "job.toml"
+    job.write_text(f'[inputs]\na = "{inputs}:/A"\nb = "{inputs}:/B"\n[output]\nc = "{out}:/C"\n')
+    r = run_cli(["run", job, *report], cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "ozhpc run: error: --report must name a file, got an empty path\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5", "job.toml"]
 
 
 def test_bad_dataset_spec_exit_2(tmp_path):

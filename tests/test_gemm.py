@@ -155,6 +155,30 @@ def test_integer_arrays_are_taken_only_where_fp64_holds_them():
                                   "(integers are exact up to 2^53); convert it to float64 first")
 
 
+@pytest.mark.skipif(np.finfo(np.longdouble).max <= np.finfo(np.float64).max, reason="long double is FP64 here")
+def test_long_doubles_beyond_fp64_are_refused_and_the_others_rounded():
+    """A finite long double (real or complex part) that FP64 would make inf is one ValueError
+    naming the operand, or alpha / beta; one within the range is rounded to the nearest float64
+    (the product is bit for bit that of the rounded array)."""
+    huge = np.longdouble("1e400")
+    cases = {"A": (dict(A=np.array([[1, -huge]], dtype=np.longdouble)), "-1e+400"),
+             "B": (dict(B=np.array([[1], [huge * 1j]], dtype=np.clongdouble)), "1e+400j"),
+             "C": (dict(C=np.array([[huge]], dtype=np.longdouble), beta=1.0), "1e+400")}
+    for name, (change, shown) in cases.items():
+        args = {"A": np.ones((1, 2)), "B": np.ones((2, 1)), **change}
+        with pytest.raises(ValueError) as err:
+            ozhpc.gemm(args.pop("A"), args.pop("B"), args.pop("C", None), **args)
+        assert str(err.value) == (f"{name} holds the value {shown}, beyond FP64's range (finite values up to "
+                                  "1.798e+308 in magnitude); scale it into that range first")
+    for name, value, shown in (("alpha", huge, "1e+400"), ("beta", np.clongdouble(1 - huge * 1j), "(1-1e+400j)")):
+        with pytest.raises(ValueError) as err:
+            ozhpc.gemm(np.ones((1, 1)), np.ones((1, 1)), np.ones((1, 1)), **{name: value})
+        assert str(err.value) == f"{name} must be within FP64's range, got {shown}"
+    third = np.full((3, 4), np.longdouble(1) / 3)
+    b = np.arange(8.0).reshape(4, 2)
+    assert ozhpc.gemm(third, b).tobytes() == ozhpc.gemm(third.astype(np.float64), b).tobytes()
+
+
 def test_real_numbers_of_any_kind_are_alpha_and_beta(product, rng):
     a, b, c0 = rng.standard_normal((5, 4)), rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
     want = product(a, b, c0, alpha=2.0, beta=-1.0)
