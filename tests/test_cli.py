@@ -164,6 +164,8 @@ def test_output_next_to_other_datasets_keeps_them(inputs, tmp_path):
 
 @pytest.mark.parametrize("a,b,extra,message", [
     ("missing.h5:/A", "IN:/B", [], "input A file 'missing.h5' does not exist"),
+    (".:/A", "IN:/B", [], "input A file '.' is a directory, not an HDF5 file"),
+    ("IN:/A", "IN:/B", ["--beta", "2", "--c", ".:/C0"], "input C file '.' is a directory, not an HDF5 file"),
     ("IN:/nope", "IN:/B", [], "input A dataset '/nope' not found in 'IN'"),
     ("IN:/vec", "IN:/B", [], "input A IN:/vec must be 2-D, has shape (5,)"),
     ("IN:/A", "IN:/grp", [], "input B IN:/grp is a group, not a dataset"),

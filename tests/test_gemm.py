@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ozhpc
+from ozhpc.errors import InputError
 from ozhpc.run.matrices import standard_matrix
 
 from helpers.inputs import assert_same_nonfinite_pattern, native_pattern_defined, special_operands
@@ -177,6 +178,21 @@ def test_long_doubles_beyond_fp64_are_refused_and_the_others_rounded():
     third = np.full((3, 4), np.longdouble(1) / 3)
     b = np.arange(8.0).reshape(4, 2)
     assert ozhpc.gemm(third, b).tobytes() == ozhpc.gemm(third.astype(np.float64), b).tobytes()
+
+
+def test_numpy_integers_are_slices_groups_and_bits(rng):
+    """``bits=np.int64(30)`` (a sweep over np.arange) is the product of bits=30, bit for bit; it
+    was refused as "must be 'auto' or an integer, got 30". A NumPy bool is still no integer."""
+    a, b = rng.standard_normal((5, 4)), rng.standard_normal((4, 3))
+    assert ozhpc.gemm(a, b, bits=np.int64(30)).tobytes() == ozhpc.gemm(a, b, bits=30).tobytes()
+    assert (ozhpc.gemm(a, b, slices=np.uint8(3), groups=np.int32(2)).tobytes()
+            == ozhpc.gemm(a, b, slices=3, groups=2).tobytes())
+    with pytest.raises(InputError) as err:
+        ozhpc.gemm(a, b, slices=np.int16(40))
+    assert str(err.value) == "slices must be between 1 and 24, got 40"
+    with pytest.raises(InputError) as err:
+        ozhpc.gemm(a, b, bits=np.bool_(True))
+    assert str(err.value) == "bits must be 'auto' or an integer, got True"
 
 
 def test_real_numbers_of_any_kind_are_alpha_and_beta(product, rng):

@@ -129,6 +129,8 @@ def reading(path: str, what: str = "input"):
     program writes it, and says in one line (InputError) why a file cannot be opened."""
     if not os.path.exists(path):
         raise InputError(f"{what} file {path!r} does not exist")
+    if os.path.isdir(path):
+        raise InputError(f"{what} file {path!r} is a directory, not an HDF5 file")
     kind = special_file(path)
     if kind:
         raise not_regular(f"{what} file", path, kind)
@@ -137,7 +139,7 @@ def reading(path: str, what: str = "input"):
     except OSError as exc:
         if _locked_by_another(exc):
             raise _busy(what, path) from None
-        raise InputError(f"{what} file {path!r} is not a readable HDF5 file ({exc})") from None
+        raise InputError(f"{what} file {path!r} is not a readable HDF5 file ({' '.join(str(exc).split())})") from None
     with f:
         yield f
 
