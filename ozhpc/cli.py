@@ -161,7 +161,7 @@ def add_tool_commands(sub) -> None:
                        description="Compile the cuTile kernels for this node's GPU into the kernel cache (both "
                                    "schemes, real and complex products), so that jobs start without compiling. Run once per node or shared "
                                    "cache directory; without a usable GPU engine it says so and exits 0.")
-    w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    w.add_argument("--cache-dir", type=_option(parse_path, "--cache-dir"), metavar="DIR", help=CACHE_HELP)
     plan.add_arguments(sub.add_parser(
         "plan", help="predict time, bytes and memory of a product on P GPUs and pick grid, panel and wire",
         description="The run planner (docs/planning.md): for the best grid, panel width and wire it finds, the "
@@ -294,7 +294,7 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
     m.add_argument("--panel", type=_option(parse_panel, None), metavar="KB",
                    help="SUMMA k-panel width (default: min(1024 with numpy, 4096 with cutile; k/max(P,Q)), "
                         "whatever the block size); never changes the result")
-    m.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    m.add_argument("--cache-dir", type=_option(parse_path, "--cache-dir"), metavar="DIR", help=CACHE_HELP)
     m.add_argument("--report", type=_option(parse_path, "--report"), metavar="run.json",
                    help="write a JSON report (configuration, plan, times, SHA-256)")
     m.add_argument("--dry-run", action="store_true",
@@ -324,7 +324,7 @@ def add_run_command(sub) -> None:
     r.add_argument("--accuracy", choices=ACCURACY,
                    help="warn or strict: a C that 'auto' cannot certify is written with a warning, or not "
                         "written (exit 3); overrides ozaki.accuracy (see ozhpc gemm --help)")
-    r.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    r.add_argument("--cache-dir", type=_option(parse_path, "--cache-dir"), metavar="DIR", help=CACHE_HELP)
     r.add_argument("--dry-run", action="store_true",
                    help="check the job (inputs, outputs, options, memory and disk on these ranks) and print its "
                         "plan and per-rank peak memory, as gemm --dry-run; read and write nothing (exit 0, or 2 "

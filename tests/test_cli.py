@@ -301,17 +301,23 @@ def test_bad_options_exit_2(inputs, tmp_path, extra, message):
     assert r.returncode == 2 and message in r.stderr
 
 
-@pytest.mark.parametrize("report", [["--report", ""], ["--report="]])
-def test_an_empty_report_path_is_refused_before_the_run(inputs, tmp_path, report):
-    """``--report ''`` is not "no report": one line naming the option, exit 2, nothing written
-    (gemm, and run over a job file's output.report)."""
+@pytest.mark.parametrize("option", ["--report", "--cache-dir"])
+@pytest.mark.parametrize("spelled", ["apart", "joined"])
+def test_an_empty_path_option_is_refused_before_the_run(inputs, tmp_path, option, spelled):
+    """``--report ''`` is not "no report", ``--cache-dir ''`` not the default cache: one line naming
+    the option, exit 2, nothing written (gemm, and run over a job file; warmup's --cache-dir)."""
+    given = [option, ""] if spelled == "apart" else [f"{option}="]
     out = tmp_path / "o.h5"
-    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C", *report], cwd=tmp_path)
-    assert (r.returncode, r.stderr) == (2, "ozhpc gemm: error: --report must name a file, got an empty path\n")
+    message = f"error: {option} must not be an empty path\n"
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C", *given], cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "ozhpc gemm: " + message)
     job = tmp_path / "job.toml"
     job.write_text(f'[inputs]\na = "{inputs}:/A"\nb = "{inputs}:/B"\n[output]\nc = "{out}:/C"\n')
-    r = run_cli(["run", job, *report], cwd=tmp_path)
-    assert (r.returncode, r.stderr) == (2, "ozhpc run: error: --report must name a file, got an empty path\n")
+    r = run_cli(["run", job, *given], cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "ozhpc run: " + message)
+    if option == "--cache-dir":
+        r = run_cli(["warmup", *given], cwd=tmp_path)
+        assert (r.returncode, r.stderr) == (2, "ozhpc warmup: " + message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5", "job.toml"]
 
 

@@ -121,10 +121,11 @@ def parse_pair(text, option: str, hi: int = MAX_EXTENT) -> tuple[int, int]:
 
 
 def parse_path(text, option: str) -> str:
-    """A file path option (``--report``, ``output.report``): a name, neither empty (which would
-    otherwise mean "no report", or the job file's directory) nor holding NUL (no file name does)."""
+    """A path option (``--report``, ``output.report``, ``--cache-dir``): a name, neither empty
+    (which would otherwise mean "no report", the job file's directory or the default cache) nor
+    holding NUL (no file name does)."""
     if text == "":
-        raise InputError(f"{option} must name a file, got an empty path")
+        raise InputError(f"{option} must not be an empty path")
     if "\0" in text:
         raise InputError(f"{option} {text!r} must not contain a NUL character")
     return text
