@@ -18,6 +18,7 @@ import argparse
 import difflib
 import logging
 import os
+import re
 import sys
 import warnings
 
@@ -176,9 +177,19 @@ def add_tool_commands(sub) -> None:
     r.add_argument("reports", nargs="+", metavar="REPORT.json", help="one report, or two to compare")
 
 
+NEGATIVE_VALUE = re.compile(r"^-(\.?\d|inf|nan)", re.IGNORECASE)
+"""A token that is an option's value, not an option: ``--alpha -1e3``, ``--alpha -1+2j``,
+``--beta -2j``, ``--shape -1x5`` (argparse's own rule takes only ``-1`` and ``-1.5``, and says
+"expected one argument" of the others)."""
+
+
 class Parser(argparse.ArgumentParser):
     """An argument error is one line, ``ozhpc <cmd>: error: ...`` (exit 2); the usage is printed
     only with ``--help`` and when the command itself is missing (subcommands inherit the class)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_VALUE
 
     def error(self, message):
         if self._subparsers is not None and "required: COMMAND" in message:

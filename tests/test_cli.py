@@ -321,6 +321,21 @@ def test_an_empty_path_option_is_refused_before_the_run(inputs, tmp_path, option
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5", "job.toml"]
 
 
+def test_negative_numbers_in_any_notation_are_values(inputs, tmp_path):
+    """``--alpha -1+2j --beta -1e-3`` is the product of alpha=-1+2j, beta=-1e-3 (argparse took only
+    -1 and -1.5 for values, and said "expected one argument" of -1e-3, -2j and -1+2j)."""
+    out = tmp_path / "out.h5"
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C", "--alpha", "-1+2j", "--beta", "-1e-3",
+                 "--c", f"{inputs}:/C0", "--progress", "off"])
+    assert r.returncode == 0, r.stderr
+    a, b, c0 = read(inputs, "A"), read(inputs, "B"), read(inputs, "C0")
+    want = ozhpc.gemm(a, b, c0, alpha=-1 + 2j, beta=-1e-3, engine="numpy")
+    assert read(out, "C").tobytes() == want.tobytes()
+    r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/B", "--c", f"{inputs}:/C0",
+                 "--alpha", "-1+2j", "--beta", "-1e-3"])
+    assert r.returncode == 0, r.stderr
+
+
 def test_bad_dataset_spec_exit_2(tmp_path):
     r = run_cli(["gen", "--shape", "3x3", f"{tmp_path}/x.h5"])
     assert r.returncode == 2 and "must be written FILE.h5:/dataset" in r.stderr
