@@ -34,8 +34,8 @@ def _scalar(name: str, value):
     kind = getattr(getattr(value, "dtype", None), "kind", None)
     scalar_array = getattr(value, "ndim", None) == 0
     if isinstance(value, complex) or (scalar_array and kind == "c"):
-        re, im = (finite_or_named(name, part, value) for part in (value.real, value.imag))
-        return complex(re, im) if im else re
+        real, imag = (finite_or_named(name, part, value) for part in (value.real, value.imag))
+        return complex(real, imag) if imag else real
     if not (isinstance(value, numbers.Real) or (scalar_array and kind in tuple("fiub"))):
         raise TypeError(f"{name} must be a real or complex number, got {type(value).__name__} {value!r}")
     return finite_or_named(name, value)

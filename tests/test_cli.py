@@ -233,8 +233,8 @@ def test_long_doubles_beyond_fp64_are_one_line_everywhere_they_are_read(inputs, 
     with h5py.File(inputs, "a") as f:
         f[name] = big
     out = tmp_path / "out.h5"
-    message = (f"input B {inputs}:/{name} holds the value {shown}, beyond FP64's range (finite values up to "
-               "1.798e+308 in magnitude); scale the dataset into that range first\n")
+    message = (f"input B {inputs}:/{name} holds the value {shown}, beyond FP64's range (its largest number is "
+               "1.7976931348623157e+308); scale the dataset into that range first\n")
     r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/{name}", "-o", f"{out}:/C", "--progress", "off"])
     assert (r.returncode, r.stderr) == (2, "ozhpc gemm: error: " + message) and not out.exists()
     assert run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C"]).returncode == 0

@@ -169,8 +169,8 @@ def test_long_doubles_beyond_fp64_are_refused_and_the_others_rounded():
         args = {"A": np.ones((1, 2)), "B": np.ones((2, 1)), **change}
         with pytest.raises(ValueError) as err:
             ozhpc.gemm(args.pop("A"), args.pop("B"), args.pop("C", None), **args)
-        assert str(err.value) == (f"{name} holds the value {shown}, beyond FP64's range (finite values up to "
-                                  "1.798e+308 in magnitude); scale it into that range first")
+        assert str(err.value) == (f"{name} holds the value {shown}, beyond FP64's range (its largest "
+                                  "number is 1.7976931348623157e+308); scale it into that range first")
     for name, value, shown in (("alpha", huge, "1e+400"), ("beta", np.clongdouble(1 - huge * 1j), "(1-1e+400j)")):
         with pytest.raises(ValueError) as err:
             ozhpc.gemm(np.ones((1, 1)), np.ones((1, 1)), np.ones((1, 1)), **{name: value})

@@ -55,8 +55,8 @@ def fp64_misfit(values: np.ndarray, noun: str) -> str | None:
             with np.errstate(over="ignore"):
                 over = np.isinf(part[wide].astype(np.float64)) if wide.any() else wide[:0]
             if over.any():
-                return (f"the value {str(values[wide][over][0])}, beyond FP64's range (finite values up to "
-                        f"{FP64_MAX:.4g} in magnitude); scale {noun} into that range first")
+                return (f"the value {str(values[wide][over][0])}, beyond FP64's range (its largest "
+                        f"number is {FP64_MAX!r}); scale {noun} into that range first")
     return None
 
 
