@@ -18,6 +18,7 @@ import argparse
 import difflib
 import logging
 import os
+import re
 import sys
 import warnings
 
@@ -27,7 +28,7 @@ from .commands.lifecycle import launcher_rank
 from .errors import AccuracyError, AccuracyWarning, InputError, OptionError, cli_spelling, shown, trans_mode
 from .run.config import (ACCURACY, DEFAULT_SCHEME, ENGINE_NAMES, GUARANTEES, MAX_PHI, MAX_RANKS, MAX_SAMPLES, MAX_SEED,
                          PROGRESS_MODES, SCHEMES, TRANSPORT_NAMES, WIRE_NAMES, DatasetRef, RunConfig, option_value,
-                         parse_float, parse_int, parse_pair, parse_panel, parse_scalar)
+                         parse_float, parse_int, parse_pair, parse_panel, parse_path, parse_scalar)
 
 EXIT_USAGE = 2
 MAX_DEMO_N = 1 << 16
@@ -161,7 +162,7 @@ def add_tool_commands(sub) -> None:
                        description="Compile the cuTile kernels for this node's GPU into the kernel cache (both "
                                    "schemes, real and complex products), so that jobs start without compiling. Run once per node or shared "
                                    "cache directory; without a usable GPU engine it says so and exits 0.")
-    w.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    w.add_argument("--cache-dir", type=_option(parse_path, "--cache-dir"), metavar="DIR", help=CACHE_HELP)
     plan.add_arguments(sub.add_parser(
         "plan", help="predict time, bytes and memory of a product on P GPUs and pick grid, panel and wire",
         description="The run planner (docs/planning.md): for the best grid, panel width and wire it finds, the "
@@ -176,9 +177,19 @@ def add_tool_commands(sub) -> None:
     r.add_argument("reports", nargs="+", metavar="REPORT.json", help="one report, or two to compare")
 
 
+NEGATIVE_VALUE = re.compile(r"^-(\.?\d|inf|nan)", re.IGNORECASE)
+"""A token that is an option's value, not an option: ``--alpha -1e3``, ``--alpha -1+2j``,
+``--beta -2j``, ``--shape -1x5`` (argparse's own rule takes only ``-1`` and ``-1.5``, and says
+"expected one argument" of the others)."""
+
+
 class Parser(argparse.ArgumentParser):
     """An argument error is one line, ``ozhpc <cmd>: error: ...`` (exit 2); the usage is printed
     only with ``--help`` and when the command itself is missing (subcommands inherit the class)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_VALUE
 
     def error(self, message):
         if self._subparsers is not None and "required: COMMAND" in message:
@@ -294,8 +305,9 @@ def add_run_options(m: argparse.ArgumentParser) -> None:
     m.add_argument("--panel", type=_option(parse_panel, None), metavar="KB",
                    help="SUMMA k-panel width (default: min(1024 with numpy, 4096 with cutile; k/max(P,Q)), "
                         "whatever the block size); never changes the result")
-    m.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
-    m.add_argument("--report", metavar="run.json", help="write a JSON report (configuration, plan, times, SHA-256)")
+    m.add_argument("--cache-dir", type=_option(parse_path, "--cache-dir"), metavar="DIR", help=CACHE_HELP)
+    m.add_argument("--report", type=_option(parse_path, "--report"), metavar="run.json",
+                   help="write a JSON report (configuration, plan, times, SHA-256)")
     m.add_argument("--dry-run", action="store_true",
                    help="check inputs, outputs and options and print the plan and the per-rank peak memory "
                         "(host and GPU) the run would need; read and write nothing (exit 0, or 2 when it "
@@ -316,13 +328,14 @@ def add_run_command(sub) -> None:
     r.add_argument("job", metavar="JOB.toml", help="the job file")
     r.add_argument("--force", action="store_true", default=None,
                    help="replace an existing output dataset and report (overrides output.force)")
-    r.add_argument("--report", metavar="run.json", help="write the JSON report here (overrides output.report)")
+    r.add_argument("--report", type=_option(parse_path, "--report"), metavar="run.json",
+                   help="write the JSON report here (overrides output.report)")
     r.add_argument("--progress", choices=PROGRESS_MODES,
                    help="progress on rank 0 (overrides run.progress)")
     r.add_argument("--accuracy", choices=ACCURACY,
                    help="warn or strict: a C that 'auto' cannot certify is written with a warning, or not "
                         "written (exit 3); overrides ozaki.accuracy (see ozhpc gemm --help)")
-    r.add_argument("--cache-dir", metavar="DIR", help=CACHE_HELP)
+    r.add_argument("--cache-dir", type=_option(parse_path, "--cache-dir"), metavar="DIR", help=CACHE_HELP)
     r.add_argument("--dry-run", action="store_true",
                    help="check the job (inputs, outputs, options, memory and disk on these ranks) and print its "
                         "plan and per-rank peak memory, as gemm --dry-run; read and write nothing (exit 0, or 2 "

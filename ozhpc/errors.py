@@ -2,6 +2,7 @@
 accuracy certificate's error and warning (exit code 3 under ``--accuracy strict``)."""
 from __future__ import annotations
 
+import math
 import re
 
 
@@ -33,8 +34,8 @@ def _scalar(name: str, value):
     kind = getattr(getattr(value, "dtype", None), "kind", None)
     scalar_array = getattr(value, "ndim", None) == 0
     if isinstance(value, complex) or (scalar_array and kind == "c"):
-        value = complex(value)
-        return value if value.imag else finite_or_named(name, value.real)
+        real, imag = (finite_or_named(name, part, value) for part in (value.real, value.imag))
+        return complex(real, imag) if imag else real
     if not (isinstance(value, numbers.Real) or (scalar_array and kind in tuple("fiub"))):
         raise TypeError(f"{name} must be a real or complex number, got {type(value).__name__} {value!r}")
     return finite_or_named(name, value)
@@ -59,13 +60,20 @@ def trans_mode(value, name: str = "trans") -> str:
     return value.upper()
 
 
-def finite_or_named(name: str, value) -> float:
-    """``float(value)``, or a ValueError naming ``name`` for an integer beyond FP64's range (Python's
-    own OverflowError names nothing)."""
+def finite_or_named(name: str, value, whole=None) -> float:
+    """``float(value)``, or a ValueError naming ``name`` for a finite number beyond FP64's range (an
+    integer, whose OverflowError names nothing; a long double, which float() makes inf). ``whole``:
+    the complex number ``value`` is a part of, as the message quotes it."""
+    import numpy as np
+
     try:
-        return float(value)
+        with np.errstate(over="ignore"):
+            out = float(value)
     except OverflowError:
-        raise ValueError(f"{name} must be within FP64's range, got {shown(value)}") from None
+        out = None
+    if out is None or (math.isinf(out) and out != value):
+        raise ValueError(f"{name} must be within FP64's range, got {shown(value if whole is None else whole)}")
+    return out
 
 
 LONG_DIGITS = 30

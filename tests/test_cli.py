@@ -164,6 +164,8 @@ def test_output_next_to_other_datasets_keeps_them(inputs, tmp_path):
 
 @pytest.mark.parametrize("a,b,extra,message", [
     ("missing.h5:/A", "IN:/B", [], "input A file 'missing.h5' does not exist"),
+    (".:/A", "IN:/B", [], "input A file '.' is a directory, not an HDF5 file"),
+    ("IN:/A", "IN:/B", ["--beta", "2", "--c", ".:/C0"], "input C file '.' is a directory, not an HDF5 file"),
     ("IN:/nope", "IN:/B", [], "input A dataset '/nope' not found in 'IN'"),
     ("IN:/vec", "IN:/B", [], "input A IN:/vec must be 2-D, has shape (5,)"),
     ("IN:/A", "IN:/grp", [], "input B IN:/grp is a group, not a dataset"),
@@ -216,6 +218,53 @@ def test_integer_datasets_too_wide_for_fp64_are_one_line(inputs, tmp_path, dtype
     assert (r.returncode, r.stderr) == (2, "ozhpc check: error: " + message)
 
 
+LONG_DOUBLE = pytest.mark.skipif(np.finfo(np.longdouble).max <= np.finfo(np.float64).max,
+                                 reason="long double is FP64 here")
+
+
+@LONG_DOUBLE
+@pytest.mark.parametrize("name, value, shown", [("huge", np.longdouble("1e400"), "1e+400"),
+                                                ("zhuge", 1 - np.longdouble("1e400") * 1j, "(1-1e+400j)")])
+def test_long_doubles_beyond_fp64_are_one_line_everywhere_they_are_read(inputs, tmp_path, name, value, shown):
+    """A finite long double that FP64 would make inf is refused, naming the file and dataset, by
+    gemm, check and a job file alike, before anything is written."""
+    big = np.ones((30, 20), dtype=np.clongdouble if "j" in shown else np.longdouble)
+    big[7, 3] = value
+    with h5py.File(inputs, "a") as f:
+        f[name] = big
+    out = tmp_path / "out.h5"
+    message = (f"input B {inputs}:/{name} holds the value {shown}, beyond FP64's range (its largest number is "
+               "1.7976931348623157e+308); scale the dataset into that range first\n")
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/{name}", "-o", f"{out}:/C", "--progress", "off"])
+    assert (r.returncode, r.stderr) == (2, "ozhpc gemm: error: " + message) and not out.exists()
+    assert run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C"]).returncode == 0
+    r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/{name}", "--samples", "800"])
+    assert (r.returncode, r.stderr) == (2, "ozhpc check: error: " + message)
+    job = tmp_path / "job.toml"
+    job.write_text(f'[inputs]\na = "{inputs}:/A"\nb = "{inputs}:/{name}"\n[output]\nc = "{out}:/D"\n')
+    r = run_cli(["run", job, "--progress", "off"])
+    assert (r.returncode, r.stderr) == (2, "ozhpc run: error: " + message)
+    with h5py.File(out, "r") as f:
+        assert list(f) == ["C"]
+
+
+@LONG_DOUBLE
+def test_long_doubles_within_fp64_are_rounded_to_nearest(inputs, tmp_path):
+    """Long doubles within FP64's range are read rounded to the nearest FP64 number (as docs/batch.md
+    says): C is bit for bit the product of the rounded dataset, and check measures against it."""
+    third = np.full((30, 20), np.longdouble(1) / 3)
+    third[0, 0] = np.nextafter(np.longdouble(np.finfo(np.float64).max), np.longdouble(np.inf))  # rounds down
+    with h5py.File(inputs, "a") as f:
+        f["third"], f["third64"] = third, third.astype(np.float64)
+    out = tmp_path / "out.h5"
+    for name in ("third", "third64"):
+        r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/{name}", "-o", f"{out}:/{name}", "--progress", "off"])
+        assert r.returncode == 0, r.stderr
+    assert read(out, "third").tobytes() == read(out, "third64").tobytes()
+    r = run_cli(["check", f"{out}:/third", "--a", f"{inputs}:/A", "--b", f"{inputs}:/third", "--samples", "100"])
+    assert r.returncode == 0, r.stderr
+
+
 @pytest.mark.mpi
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="mpiexec not found (pip install mpich)")
 def test_an_integer_too_wide_on_one_rank_stops_every_rank(inputs, tmp_path):
@@ -250,6 +299,41 @@ def test_an_integer_too_wide_on_one_rank_stops_every_rank(inputs, tmp_path):
 def test_bad_options_exit_2(inputs, tmp_path, extra, message):
     r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{tmp_path}/o.h5:/C", *extra])
     assert r.returncode == 2 and message in r.stderr
+
+
+@pytest.mark.parametrize("option", ["--report", "--cache-dir"])
+@pytest.mark.parametrize("spelled", ["apart", "joined"])
+def test_an_empty_path_option_is_refused_before_the_run(inputs, tmp_path, option, spelled):
+    """``--report ''`` is not "no report", ``--cache-dir ''`` not the default cache: one line naming
+    the option, exit 2, nothing written (gemm, and run over a job file; warmup's --cache-dir)."""
+    given = [option, ""] if spelled == "apart" else [f"{option}="]
+    out = tmp_path / "o.h5"
+    message = f"error: {option} must not be an empty path\n"
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C", *given], cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "ozhpc gemm: " + message)
+    job = tmp_path / "job.toml"
+    job.write_text(f'[inputs]\na = "{inputs}:/A"\nb = "{inputs}:/B"\n[output]\nc = "{out}:/C"\n')
+    r = run_cli(["run", job, *given], cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (2, "ozhpc run: " + message)
+    if option == "--cache-dir":
+        r = run_cli(["warmup", *given], cwd=tmp_path)
+        assert (r.returncode, r.stderr) == (2, "ozhpc warmup: " + message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5", "job.toml"]
+
+
+def test_negative_numbers_in_any_notation_are_values(inputs, tmp_path):
+    """``--alpha -1+2j --beta -1e-3`` is the product of alpha=-1+2j, beta=-1e-3 (argparse took only
+    -1 and -1.5 for values, and said "expected one argument" of -1e-3, -2j and -1+2j)."""
+    out = tmp_path / "out.h5"
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C", "--alpha", "-1+2j", "--beta", "-1e-3",
+                 "--c", f"{inputs}:/C0", "--progress", "off"])
+    assert r.returncode == 0, r.stderr
+    a, b, c0 = read(inputs, "A"), read(inputs, "B"), read(inputs, "C0")
+    want = ozhpc.gemm(a, b, c0, alpha=-1 + 2j, beta=-1e-3, engine="numpy")
+    assert read(out, "C").tobytes() == want.tobytes()
+    r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/B", "--c", f"{inputs}:/C0",
+                 "--alpha", "-1+2j", "--beta", "-1e-3"])
+    assert r.returncode == 0, r.stderr
 
 
 def test_bad_dataset_spec_exit_2(tmp_path):

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ozhpc
+from ozhpc.errors import InputError
 from ozhpc.run.matrices import standard_matrix
 
 from helpers.inputs import assert_same_nonfinite_pattern, native_pattern_defined, special_operands
@@ -153,6 +154,45 @@ def test_integer_arrays_are_taken_only_where_fp64_holds_them():
             ozhpc.gemm(args.pop("A"), args.pop("B"), args.pop("C", None), **args)
         assert str(err.value) == (f"{name} holds the integer {wrong[name]}, which FP64 cannot represent exactly "
                                   "(integers are exact up to 2^53); convert it to float64 first")
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).max <= np.finfo(np.float64).max, reason="long double is FP64 here")
+def test_long_doubles_beyond_fp64_are_refused_and_the_others_rounded():
+    """A finite long double (real or complex part) that FP64 would make inf is one ValueError
+    naming the operand, or alpha / beta; one within the range is rounded to the nearest float64
+    (the product is bit for bit that of the rounded array)."""
+    huge = np.longdouble("1e400")
+    cases = {"A": (dict(A=np.array([[1, -huge]], dtype=np.longdouble)), "-1e+400"),
+             "B": (dict(B=np.array([[1], [huge * 1j]], dtype=np.clongdouble)), "1e+400j"),
+             "C": (dict(C=np.array([[huge]], dtype=np.longdouble), beta=1.0), "1e+400")}
+    for name, (change, shown) in cases.items():
+        args = {"A": np.ones((1, 2)), "B": np.ones((2, 1)), **change}
+        with pytest.raises(ValueError) as err:
+            ozhpc.gemm(args.pop("A"), args.pop("B"), args.pop("C", None), **args)
+        assert str(err.value) == (f"{name} holds the value {shown}, beyond FP64's range (its largest "
+                                  "number is 1.7976931348623157e+308); scale it into that range first")
+    for name, value, shown in (("alpha", huge, "1e+400"), ("beta", np.clongdouble(1 - huge * 1j), "(1-1e+400j)")):
+        with pytest.raises(ValueError) as err:
+            ozhpc.gemm(np.ones((1, 1)), np.ones((1, 1)), np.ones((1, 1)), **{name: value})
+        assert str(err.value) == f"{name} must be within FP64's range, got {shown}"
+    third = np.full((3, 4), np.longdouble(1) / 3)
+    b = np.arange(8.0).reshape(4, 2)
+    assert ozhpc.gemm(third, b).tobytes() == ozhpc.gemm(third.astype(np.float64), b).tobytes()
+
+
+def test_numpy_integers_are_slices_groups_and_bits(rng):
+    """``bits=np.int64(30)`` (a sweep over np.arange) is the product of bits=30, bit for bit; it
+    was refused as "must be 'auto' or an integer, got 30". A NumPy bool is still no integer."""
+    a, b = rng.standard_normal((5, 4)), rng.standard_normal((4, 3))
+    assert ozhpc.gemm(a, b, bits=np.int64(30)).tobytes() == ozhpc.gemm(a, b, bits=30).tobytes()
+    assert (ozhpc.gemm(a, b, slices=np.uint8(3), groups=np.int32(2)).tobytes()
+            == ozhpc.gemm(a, b, slices=3, groups=2).tobytes())
+    with pytest.raises(InputError) as err:
+        ozhpc.gemm(a, b, slices=np.int16(40))
+    assert str(err.value) == "slices must be between 1 and 24, got 40"
+    with pytest.raises(InputError) as err:
+        ozhpc.gemm(a, b, bits=np.bool_(True))
+    assert str(err.value) == "bits must be 'auto' or an integer, got True"
 
 
 def test_real_numbers_of_any_kind_are_alpha_and_beta(product, rng):

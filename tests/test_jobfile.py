@@ -250,6 +250,16 @@ def test_parse_job_is_pure():
 
 # ----------------------------------------------------------------- through the CLI
 
+def test_an_empty_report_path_is_refused_not_taken_for_the_directory(jobdir):
+    """``output.report = ""`` names no file: refused before the run (it used to resolve to the job
+    file's directory, and the empty --report to no report at all)."""
+    path = write_job(jobdir, GOOD.replace('report = "run.json"', 'report = ""'))
+    assert error_of(path) == f"{path}: output.report must not be an empty path"
+    proc = run_cli(["run", path, "--progress", "off"])
+    assert (proc.returncode, proc.stderr) == (2, f"ozhpc run: error: {path}: output.report must not be an empty path\n")
+    assert not (jobdir / "out.h5").exists()
+
+
 def test_cli_errors_exit_2_with_the_message(jobdir):
     path = write_job(jobdir, GOOD + "[gemm]\nalpha = \"x\"\n")
     proc = run_cli(["run", path])

@@ -80,6 +80,11 @@ BAD = [
     (GEMM + ["--alpha", "x"], "ozhpc gemm: error: --alpha must be a number, got 'x'"),
     (GEMM + ["--alpha", "nan"], "ozhpc gemm: error: --alpha must be a finite number, got 'nan'"),
     (GEMM + ["--beta=-inf"], "ozhpc gemm: error: --beta must be a finite number, got '-inf'"),
+    # a value that starts with '-' is the option's value, as argparse takes -1 and -1.5 (it used to
+    # say "argument --beta: expected one argument" of these)
+    (GEMM + ["--beta", "-inf"], "ozhpc gemm: error: --beta must be a finite number, got '-inf'"),
+    (GEMM + ["--alpha", "-1e999"], "ozhpc gemm: error: --alpha must be a finite number, got '-1e999'"),
+    (GEN[:2] + ["-4x2", "new.h5:/X"], "ozhpc gen: error: --shape must be N or MxN with positive integers, got '-4x2'"),
     (GEMM + ["--grid", "2x"], "ozhpc gemm: error: --grid must be N or MxN with positive integers, got '2x'"),
     (GEMM + ["--grid", "0x1"], "ozhpc gemm: error: --grid must be positive, got '0x1'"),
     (GEMM + ["--block", "0"], "ozhpc gemm: error: --block must be positive, got '0'"),

@@ -67,8 +67,8 @@ def _selections(axis: Cyclic1D, iproc: int):
 
 def read_blocks(dset, rows: Cyclic1D, prow: int, cols: Cyclic1D, pcol: int, ref, what: str) -> np.ndarray:
     """This process's blocks of a 2-D dataset ``ref``, as C-ordered float64 (complex128 for a complex
-    dataset) ``(local rows, local cols)`` (integers that FP64 cannot hold exactly refused:
-    :func:`~ozhpc.io.h5io.exact_float64`)."""
+    dataset) ``(local rows, local cols)`` (integers that FP64 cannot hold exactly and long doubles
+    beyond its range refused: :func:`~ozhpc.io.h5io.exact_float64`)."""
     out = np.empty((rows.local_size(prow), cols.local_size(pcol)), dtype=h5io.value_dtype(dset.dtype))
     direct = dset.dtype == out.dtype
     for rsel, r0, r1 in _selections(rows, prow):

@@ -21,7 +21,7 @@ import numpy as np
 from h5py import h5z
 
 from ..errors import InputError, OptionError, literal
-from ..ozaki.gemm import inexact_integer
+from ..ozaki.gemm import fp64_misfit
 from . import filelock
 
 PARALLEL_HDF5 = bool(h5py.get_config().mpi)
@@ -129,6 +129,8 @@ def reading(path: str, what: str = "input"):
     program writes it, and says in one line (InputError) why a file cannot be opened."""
     if not os.path.exists(path):
         raise InputError(f"{what} file {path!r} does not exist")
+    if os.path.isdir(path):
+        raise InputError(f"{what} file {path!r} is a directory, not an HDF5 file")
     kind = special_file(path)
     if kind:
         raise not_regular(f"{what} file", path, kind)
@@ -137,7 +139,7 @@ def reading(path: str, what: str = "input"):
     except OSError as exc:
         if _locked_by_another(exc):
             raise _busy(what, path) from None
-        raise InputError(f"{what} file {path!r} is not a readable HDF5 file ({exc})") from None
+        raise InputError(f"{what} file {path!r} is not a readable HDF5 file ({' '.join(str(exc).split())})") from None
     with f:
         yield f
 
@@ -150,8 +152,8 @@ def any_complex(*refs: DatasetRef) -> bool:
 def dataset_info(ref: DatasetRef, what: str = "input") -> tuple[tuple[int, int], np.dtype]:
     """Shape and dtype of a 2-D dataset of floating-point, integer or complex numbers (complex as
     h5py writes them: a compound of ``r`` and ``i``) that can be read as stored, or an InputError
-    that says what is wrong (integers too wide for FP64 are refused where they are read:
-    :func:`exact_float64`)."""
+    that says what is wrong (integers too wide for FP64 and long doubles beyond its range are
+    refused where they are read: :func:`exact_float64`)."""
     with reading(ref.file, what) as f:
         try:
             obj = f.get(ref.path)
@@ -222,18 +224,14 @@ def value_dtype(dtype) -> np.dtype:
 
 
 def exact_float64(values, ref, what: str = "input") -> np.ndarray:
-    """``values`` read from dataset ``ref`` as C-ordered float64 (complex128 for complex values);
-    an integer that float64 cannot hold exactly (beyond 2^53 and not a float64 itself) is one
-    InputError, not a rounded input."""
+    """``values`` read from dataset ``ref`` as C-ordered float64 (complex128 for complex values),
+    or one InputError where the copy would not be its numbers (:func:`~ozhpc.ozaki.gemm.fp64_misfit`:
+    an integer FP64 would round, a long double beyond FP64's range)."""
     values = np.asarray(values)
-    if values.dtype.kind == "c":
-        return np.ascontiguousarray(values, dtype=np.complex128)
-    out = np.ascontiguousarray(values, dtype=np.float64)
-    bad = inexact_integer(values, out)
-    if bad is not None:
-        raise InputError(f"{what} {ref} holds the integer {bad}, which FP64 cannot represent exactly "
-                         f"(integers are exact up to 2^53); convert the dataset to float64 first")
-    return out
+    why = fp64_misfit(values, "the dataset")
+    if why:
+        raise InputError(f"{what} {ref} holds {why}")
+    return np.ascontiguousarray(values, dtype=value_dtype(values.dtype))
 
 
 def check_output(ref: DatasetRef, force: bool, inputs=()) -> None:

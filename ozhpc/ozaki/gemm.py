@@ -24,29 +24,52 @@ def as_matrix(x, name: str, complex_ok: bool = False):
             raise TypeError(f"{name} must be a 2-D array, got a {type(x).__name__} that NumPy cannot make "
                             "one array of (rows of different lengths?)") from None
     check_real_matrix(x, name, complex_ok)
-    if isinstance(x, np.ndarray) and x.dtype.kind in "iu":
-        bad = inexact_integer(x, x.astype(np.float64))
-        if bad is not None:
-            raise ValueError(f"{name} holds the integer {bad}, which FP64 cannot represent exactly (integers "
-                             "are exact up to 2^53); convert it to float64 first")
+    why = fp64_misfit(x, "it") if isinstance(x, np.ndarray) else None
+    if why:
+        raise ValueError(f"{name} holds {why}")
     return x
 
 
 FP64_EXACT_INT = 2**53
 """Every integer up to this magnitude is a float64; wider ones only some (checked one by one)."""
+FP64_MAX = float(np.finfo(np.float64).max)
 
 
-def inexact_integer(values: np.ndarray, as_float: np.ndarray):
-    """The first entry of the integer array ``values`` that ``as_float`` (its float64 copy) does not
-    hold exactly, or None: float64 rounds integers beyond 2^53 that it has no bits for."""
-    if values.dtype.kind not in "iu" or values.dtype.itemsize <= 4:
-        return None
+def fp64_misfit(values: np.ndarray, noun: str) -> str | None:
+    """The one check of every input read as FP64 (``ozhpc.gemm``'s arrays, every dataset the
+    command line and job files read): why NumPy's float64 (complex128) copy of ``values`` would not
+    be its numbers, in words that follow "X holds" and end in advice for ``noun`` ("it", "the
+    dataset"); None when the copy is faithful up to rounding. Refused: an integer beyond 2^53 that
+    FP64 has no bits for (the copy would round it), a finite long double beyond FP64's range (the
+    copy would be inf). A long double within the range is rounded to the nearest FP64 number, as
+    any FP64 GEMM reads it."""
+    values = np.asarray(values)
+    kind, size = values.dtype.kind, values.dtype.itemsize
+    if kind in "iu" and size > 4:
+        bad = _inexact_integer(values)
+        return None if bad is None else (f"the integer {bad}, which FP64 cannot represent exactly (integers are "
+                                         f"exact up to 2^53); convert {noun} to float64 first")
+    if (kind == "f" and size > 8) or (kind == "c" and size > 16):   # long double
+        for part in (values.real, values.imag) if kind == "c" else (values,):
+            wide = np.isfinite(part) & (np.abs(part) > FP64_MAX)   # compared in the wide type: exact
+            with np.errstate(over="ignore"):
+                over = np.isinf(part[wide].astype(np.float64)) if wide.any() else wide[:0]
+            if over.any():
+                return (f"the value {str(values[wide][over][0])}, beyond FP64's range (its largest "
+                        f"number is {FP64_MAX!r}); scale {noun} into that range first")
+    return None
+
+
+def _inexact_integer(values: np.ndarray):
+    """The first entry of the 64-bit integer array ``values`` that float64 does not hold exactly,
+    or None: float64 rounds integers beyond 2^53 that it has no bits for."""
     wide = values > FP64_EXACT_INT
     if values.dtype.kind == "i":
         wide |= values < -FP64_EXACT_INT
     if not wide.any():
         return None
-    x, f = values[wide], as_float[wide]
+    x = values[wide]
+    f = x.astype(np.float64)
     fits = f < 2.0 ** (8 * values.dtype.itemsize - (values.dtype.kind == "i"))  # no overflow back
     bad = ~fits | (np.where(fits, f, 0).astype(values.dtype) != x)
     return x[bad][0] if bad.any() else None

@@ -6,6 +6,7 @@ own way (``--bits``, ``ozaki.bits``, ``bits``).
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, replace
 
 from ..engines.crt import MAX_BITS, MIN_BITS
@@ -44,7 +45,8 @@ RANGES = {"slices": (MIN_SLICES, MAX_SLICES), "groups": (1, None), "bits": (MIN_
 
 def option_value(name: str, value):
     """One of ``slices``, ``groups``, ``bits`` checked alone: its word ("auto", "all") or an
-    integer in range (strings of digits too, as the command line gives them)."""
+    integer in range (strings of digits too, as the command line gives them; NumPy integers as
+    Python ints)."""
     if value in WORDS[name]:
         return value
     lo, hi = RANGES[name]
@@ -55,6 +57,8 @@ def option_value(name: str, value):
             value = int(value)
         except ValueError:
             pass
+    elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)   # a NumPy integer (a loop over np.arange) is an integer
     if not _is_int(value):
         allowed = " or ".join([", ".join(f"'{w}'" for w in WORDS[name]), "an integer"])
         raise OptionError(f"{{{name}}} must be {allowed}, got {shown(value)}")

@@ -120,6 +120,17 @@ def parse_pair(text, option: str, hi: int = MAX_EXTENT) -> tuple[int, int]:
     return first, second
 
 
+def parse_path(text, option: str) -> str:
+    """A path option (``--report``, ``output.report``, ``--cache-dir``): a name, neither empty
+    (which would otherwise mean "no report", the job file's directory or the default cache) nor
+    holding NUL (no file name does)."""
+    if text == "":
+        raise InputError(f"{option} must not be an empty path")
+    if "\0" in text:
+        raise InputError(f"{option} {text!r} must not contain a NUL character")
+    return text
+
+
 def _absolute(ref: DatasetRef) -> str:
     """``FILE.h5:/dataset`` with the file's absolute path (a report read elsewhere still names it)."""
     return f"{os.path.abspath(ref.file)}:{ref.path}"

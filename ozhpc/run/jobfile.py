@@ -47,7 +47,7 @@ from ..io import h5io
 from ..ozaki.settings import ACCURACY, GUARANTEES, SCHEMES, OzakiSettings, option_value
 from ..parallel.transport_names import TRANSPORT_NAMES
 from ..parallel.wire import WIRE_NAMES
-from .config import MAX_RANKS, RunConfig, parse_pair
+from .config import MAX_RANKS, RunConfig, parse_pair, parse_path
 from .named_files import read_regular
 from .progress import MODES as PROGRESS_MODES
 
@@ -132,10 +132,8 @@ def _string(value, key):
 
 
 def _file(value, key):
-    """A file path: a string without NUL (which no file name holds)."""
-    if "\0" in _string(value, key):
-        raise InputError(f"{key} {value!r} must not contain a NUL character")
-    return value
+    """A file path: a string, not empty, without NUL (:func:`~ozhpc.run.config.parse_path`)."""
+    return parse_path(_string(value, key), key)
 
 
 def _choice(*choices):
@@ -326,7 +324,7 @@ def parse_job(text: str, source: str = "<job>", base_dir: str = ".") -> dict:
                 raise fail(f"unknown key {table}.{key}{_suggest(key, SCHEMA[table], lambda k: f'{table}.{k}')}; "
                            f"allowed in [{table}]: {', '.join(SCHEMA[table])}")
             name = f"{table}.{key}"
-            if spec.path and isinstance(value, str):
+            if spec.path and isinstance(value, str) and value:   # "" is refused as it is, not as the directory
                 value = _resolve(value, base_dir, spec.check is _dataset)
             try:
                 kwargs[spec.field] = spec.check(value, name)
