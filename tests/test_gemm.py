@@ -215,6 +215,20 @@ def test_lists_are_taken_as_numpy_takes_them(rng):
     assert str(err.value) == "A must hold real or complex numbers, got dtype <U1"
 
 
+def test_masked_entries_are_refused_not_multiplied(rng):
+    a, b, c0 = rng.standard_normal((5, 4)), rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    for name, args in (("A", (np.ma.masked_greater(a, 0.5), b)), ("B", (a, np.ma.masked_less(b, 0.0))),
+                       ("C", (a, b, np.ma.masked_equal(c0, c0[1, 1])))):
+        with pytest.raises(TypeError) as err:
+            ozhpc.gemm(*args, beta=1.0, engine="numpy")
+        assert str(err.value) == (f"{name} is a masked array with masked entries, and the product would use the "
+                                  f"values under the mask; pass {name}.filled(0) to count them as 0, or {name}.data "
+                                  "to use them")
+    # nothing masked: the array's values, bit for bit
+    got = ozhpc.gemm(np.ma.masked_array(a), b, c0, beta=1.0, engine="numpy")
+    assert np.array_equal(got, ozhpc.gemm(a, b, c0, beta=1.0, engine="numpy"))
+
+
 def test_info_reports_what_was_done(product):
     a = standard_matrix(30, 40, 0.5, 1)
     b = standard_matrix(40, 20, 0.5, 2)

@@ -16,7 +16,11 @@ from .settings import DEFAULT_GUARANTEE, OzakiSettings
 
 def as_matrix(x, name: str, complex_ok: bool = False):
     """``x`` checked as a 2-D real (``complex_ok``: or complex) array; a list or other array-like
-    becomes a NumPy array (``numpy.asarray``), as NumPy functions take them."""
+    becomes a NumPy array (``numpy.asarray``), as NumPy functions take them. A masked array with
+    masked entries is refused: ``numpy.asarray`` would multiply the values under the mask."""
+    if np.ma.is_masked(x):
+        raise TypeError(f"{name} is a masked array with masked entries, and the product would use the values under "
+                        f"the mask; pass {name}.filled(0) to count them as 0, or {name}.data to use them")
     if getattr(x, "shape", None) is None or getattr(x, "dtype", None) is None:
         try:
             x = np.asarray(x)
