@@ -84,6 +84,12 @@ BAD = [
     # say "argument --beta: expected one argument" of these)
     (GEMM + ["--beta", "-inf"], "ozhpc gemm: error: --beta must be a finite number, got '-inf'"),
     (GEMM + ["--alpha", "-1e999"], "ozhpc gemm: error: --alpha must be a finite number, got '-1e999'"),
+    (GEMM + ["--alpha", "1e-400"], "ozhpc gemm: error: --alpha holds 1e-400, which is below FP64's smallest number "
+                                   "(5e-324) and would be 0; give 0 if that is meant"),
+    (GEMM + ["--beta", "-2.4e-324"], "ozhpc gemm: error: --beta holds 2.4e-324, which is below FP64's smallest "
+                                     "number (5e-324) and would be 0; give 0 if that is meant"),
+    (CHECK + ["--alpha", "2+3e-999j"], "ozhpc check: error: --alpha holds 3e-999, which is below FP64's smallest "
+                                       "number (5e-324) and would be 0; give 0 if that is meant"),
     (GEN[:2] + ["-4x2", "new.h5:/X"], "ozhpc gen: error: --shape must be N or MxN with positive integers, got '-4x2'"),
     (GEMM + ["--grid", "2x"], "ozhpc gemm: error: --grid must be N or MxN with positive integers, got '2x'"),
     (GEMM + ["--grid", "0x1"], "ozhpc gemm: error: --grid must be positive, got '0x1'"),

@@ -70,9 +70,28 @@ def looks_complex(text) -> bool:
     return isinstance(text, str) and text.strip().lower().rstrip(")").endswith(("j", "i"))
 
 
+DECIMAL_LITERAL = re.compile(r"(\d*\.?\d+(?:\.\d*)?)(e[+-]?\d+)?", re.IGNORECASE)
+
+
+def vanishing_literal(text) -> str | None:
+    """The first number written in ``text`` with a nonzero digit that FP64 rounds to 0
+    (``1e-400``), or None: such a scalar would silently be 0."""
+    if not isinstance(text, str):
+        return None
+    for match in DECIMAL_LITERAL.finditer(text):
+        if re.search(r"[1-9]", match.group(1)) and float(match.group(0)) == 0.0:
+            return match.group(0)
+    return None
+
+
 def parse_scalar(text, option: str):
     """``--alpha`` / ``--beta``: a finite real number, or a complex one as Python writes it
-    (``1+2j``, ``-0.5j``; ``i`` is taken for ``j``)."""
+    (``1+2j``, ``-0.5j``; ``i`` is taken for ``j``); a nonzero number written that FP64 rounds to 0
+    is refused (it would drop the term)."""
+    tiny = vanishing_literal(text)
+    if tiny:
+        raise InputError(f"{option} holds {tiny}, which is below FP64's smallest number (5e-324) and would be 0; "
+                         "give 0 if that is meant")
     if looks_complex(text):
         try:
             value = complex(text.strip().lower().replace("i", "j").replace(" ", ""))
