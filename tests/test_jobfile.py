@@ -121,6 +121,15 @@ def test_toml_syntax_error_has_line_and_column(jobdir):
     assert error_of(path) == f"{path}: TOML syntax error: Invalid value (at line 8, column 9)"
 
 
+def test_a_byte_order_mark_is_not_read_as_toml(jobdir):
+    plain = load_job(write_job(jobdir, GOOD), check_files=False)
+    path = jobdir / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())
+    assert load_job(path, check_files=False) == plain
+    path.write_bytes(b"\xef\xbb\xbf" + b"\xef\xbb\xbf" + GOOD.encode())   # only one leading mark is skipped
+    assert error_of(path, check_files=False).startswith(f"{path}: TOML syntax error")
+
+
 def test_grid_that_does_not_match_the_ranks_names_layout_grid(jobdir):
     from mpi4py import MPI
 

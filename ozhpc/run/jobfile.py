@@ -410,7 +410,7 @@ def _check_grid(source: str, cfg: RunConfig, ranks: int) -> None:
 def _load(source: str, check_files: bool, overrides: dict) -> RunConfig:
     raw = read_regular(source, f"job file {source!r}")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")   # a leading byte-order mark (some editors write one) is not TOML
     except UnicodeDecodeError as exc:
         raise InputError(f"{source}: not UTF-8 text ({exc})") from None
 
