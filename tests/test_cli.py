@@ -319,6 +319,11 @@ def test_an_empty_path_option_is_refused_before_the_run(inputs, tmp_path, option
         r = run_cli(["warmup", *given], cwd=tmp_path)
         assert (r.returncode, r.stderr) == (2, "ozhpc warmup: " + message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5", "job.toml"]
+    if spelled == "apart":   # blanks only: a name no one means
+        r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C", option, "  "], cwd=tmp_path)
+        assert (r.returncode, r.stderr) == (2, f"ozhpc gemm: error: {option} '  ' is blanks only; name a file or "
+                                               "directory\n")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5", "job.toml"]
 
 
 def test_negative_numbers_in_any_notation_are_values(inputs, tmp_path):

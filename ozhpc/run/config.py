@@ -142,9 +142,11 @@ def parse_pair(text, option: str, hi: int = MAX_EXTENT) -> tuple[int, int]:
 def parse_path(text, option: str) -> str:
     """A path option (``--report``, ``output.report``, ``--cache-dir``): a name, neither empty
     (which would otherwise mean "no report", the job file's directory or the default cache) nor
-    holding NUL (no file name does)."""
+    blanks only (a name no one means) nor holding NUL (no file name does)."""
     if text == "":
         raise InputError(f"{option} must not be an empty path")
+    if not text.strip():
+        raise InputError(f"{option} {text!r} is blanks only; name a file or directory")
     if "\0" in text:
         raise InputError(f"{option} {text!r} must not contain a NUL character")
     return text
