@@ -198,7 +198,7 @@ class Parser(argparse.ArgumentParser):
         if isinstance(handling, argparse.ArgumentError) and isinstance(handling.__context__, argparse.ArgumentTypeError):
             message, name = str(handling.__context__), handling.argument_name or ""
             if name and not any(part in message for part in name.split("/")):
-                message = f"{name}: {message}"   # a message that does not name its option gets the name
+                message = f"{name} {message}"   # a message that does not name its option gets the name, as ours do
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 

@@ -133,7 +133,7 @@ BAD = [
           (CHECK + ["--seed"], f"ozhpc check: error: --seed must be between 0 and {MAX_SEED}, got a {{n}}-digit integer"),
           (["demo", "--n"], "ozhpc demo: error: --n must be between 1 and 65536, got a {n}-digit integer"),
           *[(["plan", *[w for o in ("m", "n", "k", "gpus") if o != name for w in (f"--{o}", "8")], f"--{name}"],
-             f"ozhpc plan: error: --{name}: must be an integer from 1 to {hi}, got a {{n}}-digit integer")
+             f"ozhpc plan: error: --{name} must be an integer from 1 to {hi}, got a {{n}}-digit integer")
             for name, hi in (("m", MAX_EXTENT), ("n", MAX_EXTENT), ("k", MAX_EXTENT), ("gpus", MAX_GPUS))],
       ]],
     (["gen", "--shape", "2x" + "1" * 30, "new.h5:/X"],

@@ -182,11 +182,11 @@ def test_plan_command(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--gpus", "0"], "ozhpc plan: error: --gpus: must be an integer from 1 to 4194304, got '0'"),
-    (["--gpus", str(2**31)], "ozhpc plan: error: --gpus: must be an integer from 1 to 4194304, got '2147483648'"),
-    (["--gpus", "2", "--io-rate", "0"], "ozhpc plan: error: --io-rate: must be a positive number of GB/s, got '0'"),
-    (["--gpus", "2", "--io-rate", "1e308"], "ozhpc plan: error: --io-rate: must be from 1e-06 to 1e+06 GB/s, got '1e308'"),
-    (["--gpus", "2", "--io-rate", "1e-300"], "ozhpc plan: error: --io-rate: must be from 1e-06 to 1e+06 GB/s, got '1e-300'"),
+    (["--gpus", "0"], "ozhpc plan: error: --gpus must be an integer from 1 to 4194304, got '0'"),
+    (["--gpus", str(2**31)], "ozhpc plan: error: --gpus must be an integer from 1 to 4194304, got '2147483648'"),
+    (["--gpus", "2", "--io-rate", "0"], "ozhpc plan: error: --io-rate must be a positive number of GB/s, got '0'"),
+    (["--gpus", "2", "--io-rate", "1e308"], "ozhpc plan: error: --io-rate must be from 1e-06 to 1e+06 GB/s, got '1e308'"),
+    (["--gpus", "2", "--io-rate", "1e-300"], "ozhpc plan: error: --io-rate must be from 1e-06 to 1e+06 GB/s, got '1e-300'"),
     (["--gpus", "2", "--slices", "99"], "ozhpc plan: error: --slices must be between 1 and 24, got 99"),
     (["--gpus", "2", "--gpu", "a100"], "ozhpc plan: error: argument --gpu: invalid choice: 'a100'"),
 ])
