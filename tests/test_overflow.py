@@ -152,3 +152,30 @@ def test_ozhpc_check_agrees_with_the_written_file(tmp_path):
         assert f["C"][0, 0] == 1.4381545078898528e+308 and bool(f["C"].attrs["ozhpc_certified"]) is True
     r = run_cli(["check", f"{tmp_path}/out.h5:/C", "--a", f"{tmp_path}/in.h5:/A", "--b", f"{tmp_path}/in.h5:/B"])
     assert r.returncode == 0 and r.stderr == "", (r.stdout, r.stderr)
+
+
+def overflow_then_equilibrated():
+    """Row 2 truly overflows (DBL_MAX (5 - 2**-40)); row 1's one term, 2**136 * 3 * 2**-50, is 53
+    bits below its column's scale and fails scheme II's first plan ("tight"), so the operands are
+    equilibrated, where nothing overflows and that term is lost at first: a pass with no lifted
+    totals after one with them."""
+    a = np.array([[2.0**-790, 0.0, 0.0], [0.0, 2.0**136, 0.0], [DBL_MAX, 0.0, DBL_MAX]])
+    b = np.array([[5.0], [3 * 2.0**-50], [-(2.0**-40)]])
+    return a, b
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("guarantee", LEVELS)
+def test_an_entry_kept_from_a_pass_with_overflow_keeps_its_own_total(product, scheme, guarantee):
+    """Entries kept from an earlier pass carry that pass's total and shift. A placeholder NaN total
+    for the later pass's entries once read as "an inf/NaN input": C[1, 0] = 0 (exact 3 * 2**87) was
+    certified; and alpha scaled the kept overflow's total by the equilibrated scales' shift
+    (2**-10 C[2, 0] was 1e240, not 8.8e305)."""
+    a, b = overflow_then_equilibrated()
+    c, info = run(product, a, b, scheme=scheme, guarantee=guarantee)
+    assert info.certified is True, info.widths
+    assert c[1, 0] == 3 * 2.0**86 and c[2, 0] == np.inf
+    assert all(entry_right(c, a, b, i, 0, scheme, guarantee) for i in range(3))
+    c2, info2 = run(product, a, b, scheme=scheme, guarantee=guarantee, alpha=2.0**-10)
+    assert info2.certified is True and c2[1, 0] == 3 * 2.0**76
+    assert c2[2, 0] == float(exact_entry(a[2], b[:, 0]) / 1024) and c2[0, 0] == 2.0**-10 * c[0, 0]

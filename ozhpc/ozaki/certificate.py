@@ -192,9 +192,12 @@ def group_combine_rounding(xp, groups: int, acc=None, stats=None, compensated=Fa
 
 # -- (c) lower bounds of (|A||B|)_ij (normalised) ------------------------------------------------
 
-def normalised_c(xp, c, e, f):
-    """``(lo, up)`` with ``lo <= |C_ij| 2**-(e_i+f_j) <= up`` (the ldexp may underflow)."""
+def normalised_c(xp, c, e, f, shift=None):
+    """``(lo, up)`` with ``lo <= |C_ij| 2**-(e_i+f_j) <= up`` (the ldexp may underflow); ``c`` at
+    ``shift`` (m x n, or None: 0) is ``final_scale(c, shift)``, a lifted total (:func:`certify_entries`)."""
     scale = -(xp.asarray(e).astype(xp.int64).reshape(-1, 1) + xp.asarray(f).astype(xp.int64).reshape(1, -1))
+    if shift is not None:
+        scale = scale + shift
     mag = xp.ldexp(xp.abs(c), xp.clip(scale, -2200, 2200).astype(xp.int32))
     return xp.maximum(mag * DOWN - 2.0**-1074, 0.0), mag * UP + 2.0**-1074
 
@@ -323,9 +326,10 @@ def certify_entries(engine, c, magnitude_sums, stats, e, f, plan, acc=None, supp
     over all k, or None). ``support_sums`` (when known) add :func:`support_bound`, and where they
     are 0 the product is exactly 0 (every term has a zero factor, every split keeps zeros), so
     nothing is rounded. Everything is normalised by ``2**(e_i + f_j)``; the count and the worst
-    ratio are reduced over every rank. ``lifted`` = ``(low, d_r, d_c)`` where some entry of ``c``
-    overflowed from finite inputs: ``c = final_scale(low, d_r_i + d_c_j)`` with ``low`` finite there
-    (:func:`ozhpc.ozaki.scales.headroom`); such an entry passes only by :func:`overflow_verdicts`
+    ratio are reduced over every rank. ``lifted`` = ``(low, shift)`` where some entry of ``c``
+    overflowed from finite inputs: ``c = final_scale(low, shift)`` entry by entry, with ``low``
+    finite there (``shift`` = ``d_r_i + d_c_j``, :func:`ozhpc.ozaki.scales.headroom`; an entry with
+    no lifted total holds its own C at shift 0); such an entry passes only by :func:`overflow_verdicts`
     (without ``lifted`` no entry can overflow: every non-finite entry is a special value).
     Scheme II's form (combine rounding ``a + b |C|``) runs as the engine's one-pass kernel where it
     has one (:meth:`~ozhpc.engines.base.Engine.entry_verdicts`: no per-entry mask, ``passed`` None);
@@ -360,7 +364,7 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
         part = _certify_rows(xp, c[rows], _rows_of(magnitude_sums, rows), [_stats_rows(stats[0], rows), stats[1]],
                              xp.asarray(e)[rows], f, plan, None if acc is None else acc[:, rows],
                              _rows_of(support_sums, rows), factor,
-                             None if lifted is None else (lifted[0][rows], lifted[1][rows], lifted[2]))
+                             None if lifted is None else (lifted[0][rows], lifted[1][rows]))
         passed[rows] = part.passed
         count, worst = count + part.uncertified, max(worst, part.worst)
         passed_worst = max(passed_worst, part.passed_worst)
@@ -391,8 +395,7 @@ def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, f
     if lifted is None:
         c_lo, c_up = normalised_c(xp, c, e, f)
     else:   # the same values, and the totals of the entries that overflowed
-        low, d_r, d_c = lifted
-        c_lo, c_up = normalised_c(xp, low, xp.asarray(e).astype(xp.int64) - d_r, xp.asarray(f).astype(xp.int64) - d_c)
+        c_lo, c_up = normalised_c(xp, lifted[0], e, f, lifted[1])
     comb = plan.combine_rounding(xp, acc, c_up, stats, compensated=acc is not None)
     bound = error_bound(xp, sa, sb, plan)
     if support_sums is not None:
