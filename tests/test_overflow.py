@@ -179,3 +179,28 @@ def test_an_entry_kept_from_a_pass_with_overflow_keeps_its_own_total(product, sc
     c2, info2 = run(product, a, b, scheme=scheme, guarantee=guarantee, alpha=2.0**-10)
     assert info2.certified is True and c2[1, 0] == 3 * 2.0**76
     assert c2[2, 0] == float(exact_entry(a[2], b[:, 0]) / 1024) and c2[0, 0] == 2.0**-10 * c[0, 0]
+
+
+def just_below_inf(pad: int = 8):
+    """Row 0 of op(A) holds 2**1023, which meets only B's column 1, and three entries 424-537 bits
+    below it; C[0, 0] = (2**1024 - 2**971) + 2**970 - 2**910 rounds to DBL_MAX, but a level that
+    drops the last term holds the midpoint 2**1024 - 2**970, which rounds to inf. ``pad``
+    ordinary rows and columns make the refinement cheaper than a wider plan."""
+    rng = np.random.default_rng(0)
+    a = np.vstack([[2.0**1023, DBL_MAX * 2.0**-424, 2.0**560, -(2.0**486)], rng.standard_normal((pad, 4))])
+    b = np.zeros((4, 2 + pad))
+    b[:, 0], b[0, 1], b[:, 2:] = [0.0, 2.0**424, 2.0**410, 2.0**424], 1.0, rng.standard_normal((4, pad))
+    return a, b
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("guarantee", LEVELS)
+def test_a_level_that_rounds_to_inf_is_not_the_exact_rounding(scheme, guarantee):
+    """A level's fl(P_L) = inf used to pass every bound (|C| read as inf): C[0, 0] was certified inf.
+    An infinite level value passes only where it is exact; this one goes deeper, to DBL_MAX."""
+    a, b = just_below_inf()
+    assert exact_entry(a[0], b[:, 0]) == INF_FROM - Fraction(2) ** 910
+    c, info = run(lambda *x, **kw: ozhpc.gemm(*x, engine="numpy", **kw), a, b, scheme=scheme, guarantee=guarantee)
+    assert info.certified is True and info.refined_entries >= 1, info.widths
+    assert c[0, 0] == DBL_MAX
+    assert all(entry_right(c, a, b, i, j, scheme, guarantee) for i in range(a.shape[0]) for j in range(b.shape[1]))
