@@ -204,3 +204,54 @@ def test_a_level_that_rounds_to_inf_is_not_the_exact_rounding(scheme, guarantee)
     assert info.certified is True and info.refined_entries >= 1, info.widths
     assert c[0, 0] == DBL_MAX
     assert all(entry_right(c, a, b, i, j, scheme, guarantee) for i in range(a.shape[0]) for j in range(b.shape[1]))
+
+
+def alpha_right(c, a, b, alpha, i, j, scheme, guarantee) -> bool:
+    """``alpha C_ij`` as the guarantee of ``AB`` allows, scaled by alpha, plus its own rounding."""
+    exact = Fraction(alpha) * exact_entry(a[i], b[:, j])
+    if not np.isfinite(c[i, j]):
+        return abs(exact) >= INF_FROM and (exact > 0) == (c[i, j] > 0)
+    factor = a.shape[1] if guarantee == "dgemm" else 1
+    rho = FINAL_ROUNDING_ULPS[scheme] + 2
+    limit = abs(Fraction(alpha)) * factor * U * exact_abs(a[i], b[:, j]) + rho * U * abs(exact) + Fraction(1, 2**1074)
+    return abs(Fraction(float(c[i, j])) - exact) <= limit
+
+
+@pytest.mark.parametrize("seed,gap", [(1, 30), (2, 30), (2, 100), (4, 60)])
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("guarantee", LEVELS)
+def test_alpha_of_an_overflowing_entry_is_right_whichever_step_certified_it(seed, gap, scheme, guarantee):
+    """Entries of AB just past 2**1024 (near_top), among 60 ordinary rows and columns: alpha = 2**-10
+    multiplies each one's total. Two ways it was wrong: a total certified only as large enough to
+    overflow gave alpha C off by 2**-24 (an overflow now also needs its total to pass), and an entry
+    the refinement recomputed had no total (alpha * inf = inf; it now keeps its exact value's)."""
+    a, b = near_top(seed, 3, gap, 1.0, True)
+    rng = np.random.default_rng(seed)
+    a, b = np.vstack([a, rng.standard_normal((60, 3))]), np.hstack([b, rng.standard_normal((3, 60))])
+    gemm = lambda *x, **kw: ozhpc.gemm(*x, engine="numpy", **kw)   # noqa: E731
+    c, info = run(gemm, a, b, scheme=scheme, guarantee=guarantee)
+    c2, info2 = run(gemm, a, b, scheme=scheme, guarantee=guarantee, alpha=2.0**-10)
+    assert info.certified is True and info2.certified is True and np.isinf(c[:3, 0]).any()
+    assert all(entry_right(c, a, b, i, 0, scheme, guarantee) for i in range(3))
+    assert all(alpha_right(c2, a, b, 2.0**-10, i, j, scheme, guarantee) for i in range(6) for j in range(2))
+
+
+@pytest.mark.parametrize("seed,gap", [(1, 30), (2, 100)])
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("im", [1e-200, 1e-3])
+def test_complex_alpha_of_an_overflowing_entry(seed, gap, scheme, im):
+    """The same with complex A (a small imaginary part) and alpha = 2**-10 (1 + i): each component of
+    alpha C within 2**-48 of the exact one (relative to the components' sizes); both were inf."""
+    a, b = near_top(seed, 3, gap, 1.0, True)
+    rng = np.random.default_rng(seed)
+    a, b = np.vstack([a, rng.standard_normal((30, 3))]), np.hstack([b, rng.standard_normal((3, 30))])
+    a = a + 1j * im * rng.standard_normal(a.shape)
+    alpha = 2.0**-10 * (1 + 1j)
+    c, info = run(lambda *x, **kw: ozhpc.gemm(*x, engine="numpy", **kw), a, b, scheme=scheme, alpha=alpha)
+    assert info.certified is True
+    for i in range(3):
+        re = exact_entry(np.concatenate([a[i].real, a[i].imag]), np.concatenate([b[:, 0], 0 * b[:, 0]]))
+        im_ = exact_entry(np.concatenate([a[i].real, a[i].imag]), np.concatenate([0 * b[:, 0], b[:, 0]]))
+        scale = Fraction(2) ** -10 * (abs(re) + abs(im_))
+        for got, want in ((c[i, 0].real, Fraction(2) ** -10 * (re - im_)), (c[i, 0].imag, Fraction(2) ** -10 * (re + im_))):
+            assert np.isfinite(got) and abs(Fraction(float(got)) - want) <= scale * Fraction(1, 2**48), (i, got)

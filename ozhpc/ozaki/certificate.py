@@ -280,19 +280,22 @@ def _tally(xp, passed, ratio, reduce_sum=_ident, reduce_max=_ident) -> Certifica
     return Certificate(passed, count, worst, passed_worst)
 
 
-def overflow_verdicts(xp, free, bound, ratio, e, f):
+def overflow_verdicts(xp, free, bound, passed, ratio, e, f):
     """``(passed, ratio)`` of entries of C that overflowed to +-inf from finite inputs: passed where
     the free lower bound (``free``, normalised, from the entry's total before its last scaling)
-    proves ``|(AB)_ij| >= 2**1024``, so the exact value rounds to the same inf; never passed by the
-    ratio ``ratio`` (the entry's :func:`verdicts` as if C were finite). A failing entry reports the
-    smaller of ``ratio`` and ``E / (|C| - F - 2**1024)``, the factor by which E must shrink for the
-    proof (at least :data:`FAIL_MIN`): what the policy widens by."""
+    proves ``|(AB)_ij| >= 2**1024``, so the exact value rounds to the same inf, and the total itself
+    passed (``passed``, ``ratio``: the entry's :func:`verdicts` as if C were its total): alpha
+    multiplies the total (``Product.finish``), so a total proved only large enough for inf could
+    give an ``alpha C`` off by 2**-24. A failing entry reports the larger of ``ratio`` and
+    ``E / (|C| - F - 2**1024)``, the factor by which E must shrink for the proof (at least
+    :data:`FAIL_MIN`): what the policy widens by."""
     s = xp.asarray(e).astype(xp.int64).reshape(-1, 1) + xp.asarray(f).astype(xp.int64).reshape(1, -1)
     top = xp.ldexp(xp.ones(s.shape), xp.clip(1024 - s, -2200, 2200).astype(xp.int32))
-    passed = free >= top
+    proved = free >= top
     room = free + bound - top     # |C| - F - 2**1024, normalised (rounded: a ratio, not a proof)
-    proof = xp.where(room > 0, bound / xp.where(room > 0, room, 1.0), xp.inf)
-    return passed, xp.where(passed, 0.0, xp.maximum(xp.minimum(ratio, proof), FAIL_MIN))
+    proof = xp.where(proved, 0.0, xp.where(room > 0, bound / xp.where(room > 0, room, 1.0), xp.inf))
+    passed = proved & passed
+    return passed, xp.where(passed, ratio, xp.maximum(xp.maximum(ratio, proof), FAIL_MIN))
 
 
 MAGNITUDE_UNIT = 2.0 ** (-2 * BITS)
@@ -419,7 +422,7 @@ def bound_verdicts(xp, c, c_lo, c_up, bound, magnitudes, plan, e, f, lifted, fac
     passed, ratio = verdicts(xp, bound, lower, special, factor=factor)
     if lifted is not None:
         over = ~xp.isfinite(c) & ~special
-        proved, over_ratio = overflow_verdicts(xp, free, bound, ratio, e, f)
+        proved, over_ratio = overflow_verdicts(xp, free, bound, passed, ratio, e, f)
         passed, ratio = xp.where(over, proved, passed), xp.where(over, over_ratio, ratio)
     return passed, ratio
 

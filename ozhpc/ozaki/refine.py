@@ -41,6 +41,16 @@ class Refined:
     refined: int = 0
     worst: float = 0.0
     """The largest ratio ``E / (c u L)`` of the refined entries (0 for exact ones)."""
+    totals: tuple | None = None
+    """``(rows, cols, values)`` of the refined entries that overflowed (their indices in C): each
+    one's exact value times ``2**-TOTAL_SHIFT``, rounded once (what alpha multiplies); None: none."""
+
+
+TOTAL_SHIFT = 1100
+"""Where a refined entry overflows, its total is kept ``2**-TOTAL_SHIFT`` below it: ``2**1024 <= |AB|
+< k 2**2050``, so normal and finite for any k below 2**70."""
+TOTAL_TOP = 1020
+"""A lifted total's exponent (:func:`lifted_totals`): room below DBL_MAX, normal."""
 
 
 def _same(x):
@@ -129,6 +139,8 @@ class Refinement:
             self.done = refine(self.engine, self.reduce, fin, k, k_index, bits, ab, failing, 1)
         if lifted is not None:
             lifted = (xp.where(failing, ab, lifted[0]), xp.where(failing, 0, lifted[1]))
+        if self.done.totals is not None:
+            lifted = lifted_totals(xp, ab, lifted, self.done.totals)
         worst = max(cert.passed_worst, self.done.worst)
         policy.refined(bits, worst)
         return certificate.Certificate(None, 0, worst, worst), lifted
@@ -139,15 +151,46 @@ class Refinement:
         complex row for both parts), whose ``|A||B|`` is the component's own bound's."""
         xp = self.engine.xp
         index = None if k_index is None else tuple(interleaved(np.asarray(ix)) for ix in k_index)
-        done = Refined()
+        done, totals = Refined(), []
         for component in ("real", "imag"):
             c = xp.ascontiguousarray(getattr(ab, component))
             part = refine(self.engine, self.reduce, complex_rows(xp, *fin, component), 2 * k, index, bits, c,
                           failing, 1)
             setattr(ab, component, c)
+            totals.append(part.totals)
             done = Refined(max(done.levels, part.levels), done.exact + part.exact, part.refined,
                            max(done.worst, part.worst))
+        if any(t is not None for t in totals):
+            done.totals = tuple(totals)
         return done
+
+
+def lifted_totals(xp, ab, lifted, totals):
+    """``lifted`` (:class:`Kept`'s meaning) with the refined entries that overflowed at their totals:
+    ``totals`` from :func:`refine` (a complex product: one per component, None where none overflowed).
+    Each such entry gets the shift that puts its largest total at ``2**TOTAL_TOP`` (exact); the other
+    component of a complex entry is scaled by the same shift (rounded, as the combine's own totals)."""
+    low, shift = (x.copy() for x in unlifted(xp, ab, lifted))
+    parts = (totals,) if xp.isrealobj(ab) else totals
+    comps = (lambda z: z,) if xp.isrealobj(ab) else (lambda z: z.real, lambda z: z.imag)
+    over = xp.zeros(ab.shape, dtype=bool)
+    top = xp.full(ab.shape, -(1 << 20), dtype=xp.int64)
+    for part in parts:
+        if part is not None:
+            r, c, v = part
+            over[r, c] = True
+            top[r, c] = xp.maximum(top[r, c], xp.frexp(v)[1].astype(xp.int64))
+    s = xp.where(over, top + TOTAL_SHIFT - TOTAL_TOP, 0)
+    for part, comp in zip(parts, comps):
+        new = xp.where(over, xp.ldexp(comp(ab), (-s).astype(xp.int32)), comp(low))   # a component that did not overflow
+        if part is not None:
+            r, c, v = part
+            new[r, c] = xp.ldexp(v, (TOTAL_SHIFT - s[r, c]).astype(xp.int32))
+        if xp.isrealobj(ab):
+            low = new
+        else:
+            comp(low)[...] = new
+    return low, xp.where(over, s, shift)
 
 
 def interleaved(index):
@@ -253,6 +296,10 @@ def refine(engine, reduce, fin, k: int, k_index, bits: int, c, failing, factor: 
         done.exact = count
     at = (rows_at[:, None], cols_at[None, :])
     c[at] = xp.where(block, values, c[at])
+    over = block & xp.isinf(values)
+    if bool(over.any()):   # alpha multiplies these entries' totals (Product.finish)
+        br, bc = xp.nonzero(over)
+        done.totals = (rows_at[br], cols_at[bc], engine.exact_dots(a, b, br, bc, TOTAL_SHIFT))
     return done
 
 
