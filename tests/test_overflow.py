@@ -16,6 +16,7 @@ from ozhpc.ozaki import scales
 from ozhpc.ozaki.plan import FINAL_ROUNDING_ULPS
 from ozhpc.run.reference import exact_entry
 
+from helpers.anyinput_cases import just_below_inf
 from helpers.guarantee import exact_abs
 
 SCHEMES = ("ozaki2", "ozaki1")
@@ -179,18 +180,6 @@ def test_an_entry_kept_from_a_pass_with_overflow_keeps_its_own_total(product, sc
     c2, info2 = run(product, a, b, scheme=scheme, guarantee=guarantee, alpha=2.0**-10)
     assert info2.certified is True and c2[1, 0] == 3 * 2.0**76
     assert c2[2, 0] == float(exact_entry(a[2], b[:, 0]) / 1024) and c2[0, 0] == 2.0**-10 * c[0, 0]
-
-
-def just_below_inf(pad: int = 8):
-    """Row 0 of op(A) holds 2**1023, which meets only B's column 1, and three entries 424-537 bits
-    below it; C[0, 0] = (2**1024 - 2**971) + 2**970 - 2**910 rounds to DBL_MAX, but a level that
-    drops the last term holds the midpoint 2**1024 - 2**970, which rounds to inf. ``pad``
-    ordinary rows and columns make the refinement cheaper than a wider plan."""
-    rng = np.random.default_rng(0)
-    a = np.vstack([[2.0**1023, DBL_MAX * 2.0**-424, 2.0**560, -(2.0**486)], rng.standard_normal((pad, 4))])
-    b = np.zeros((4, 2 + pad))
-    b[:, 0], b[0, 1], b[:, 2:] = [0.0, 2.0**424, 2.0**410, 2.0**424], 1.0, rng.standard_normal((4, pad))
-    return a, b
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

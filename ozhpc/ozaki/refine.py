@@ -43,12 +43,13 @@ class Refined:
     """The largest ratio ``E / (c u L)`` of the refined entries (0 for exact ones)."""
     totals: tuple | None = None
     """``(rows, cols, values)`` of the refined entries that overflowed (their indices in C): each
-    one's exact value times ``2**-TOTAL_SHIFT``, rounded once (what alpha multiplies); None: none."""
+    one's exact value times ``2**-TOTAL_SHIFT``, rounded once (what alpha multiplies); None: none.
+    A complex product's: one such triple (or None) per component."""
 
 
 TOTAL_SHIFT = 1100
 """Where a refined entry overflows, its total is kept ``2**-TOTAL_SHIFT`` below it: ``2**1024 <= |AB|
-< k 2**2050``, so normal and finite for any k below 2**70."""
+< k 2**2048``, so normal and finite for any k below 2**70."""
 TOTAL_TOP = 1020
 """A lifted total's exponent (:func:`lifted_totals`): room below DBL_MAX, normal."""
 
@@ -130,7 +131,7 @@ class Refinement:
     def run(self, policy, bits: int, cert, fin, k: int, k_index, ab, lifted):
         """The failing entries of ``ab`` recomputed in place (:func:`refine`), the others keep their
         bits: ``(certificate after it, lifted)`` (every entry passes; a recomputed entry's total is
-        its value, at shift 0: no lift left in ``lifted``)."""
+        its value at shift 0, or where it overflowed, its exact value's, :func:`lifted_totals`)."""
         xp = self.engine.xp
         failing = ~cert.passed
         if self.complex:
