@@ -16,6 +16,7 @@ from ozhpc.ozaki import scales
 from ozhpc.ozaki.plan import FINAL_ROUNDING_ULPS
 from ozhpc.run.reference import exact_entry
 
+from helpers.anyinput_cases import just_below_inf
 from helpers.guarantee import exact_abs
 
 SCHEMES = ("ozaki2", "ozaki1")
@@ -152,3 +153,94 @@ def test_ozhpc_check_agrees_with_the_written_file(tmp_path):
         assert f["C"][0, 0] == 1.4381545078898528e+308 and bool(f["C"].attrs["ozhpc_certified"]) is True
     r = run_cli(["check", f"{tmp_path}/out.h5:/C", "--a", f"{tmp_path}/in.h5:/A", "--b", f"{tmp_path}/in.h5:/B"])
     assert r.returncode == 0 and r.stderr == "", (r.stdout, r.stderr)
+
+
+def overflow_then_equilibrated():
+    """Row 2 truly overflows (DBL_MAX (5 - 2**-40)); row 1's one term, 2**136 * 3 * 2**-50, is 53
+    bits below its column's scale and fails scheme II's first plan ("tight"), so the operands are
+    equilibrated, where nothing overflows and that term is lost at first: a pass with no lifted
+    totals after one with them."""
+    a = np.array([[2.0**-790, 0.0, 0.0], [0.0, 2.0**136, 0.0], [DBL_MAX, 0.0, DBL_MAX]])
+    b = np.array([[5.0], [3 * 2.0**-50], [-(2.0**-40)]])
+    return a, b
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("guarantee", LEVELS)
+def test_an_entry_kept_from_a_pass_with_overflow_keeps_its_own_total(product, scheme, guarantee):
+    """Entries kept from an earlier pass carry that pass's total and shift. A placeholder NaN total
+    for the later pass's entries once read as "an inf/NaN input": C[1, 0] = 0 (exact 3 * 2**87) was
+    certified; and alpha scaled the kept overflow's total by the equilibrated scales' shift
+    (2**-10 C[2, 0] was 1e240, not 8.8e305)."""
+    a, b = overflow_then_equilibrated()
+    c, info = run(product, a, b, scheme=scheme, guarantee=guarantee)
+    assert info.certified is True, info.widths
+    assert c[1, 0] == 3 * 2.0**86 and c[2, 0] == np.inf
+    assert all(entry_right(c, a, b, i, 0, scheme, guarantee) for i in range(3))
+    c2, info2 = run(product, a, b, scheme=scheme, guarantee=guarantee, alpha=2.0**-10)
+    assert info2.certified is True and c2[1, 0] == 3 * 2.0**76
+    assert c2[2, 0] == float(exact_entry(a[2], b[:, 0]) / 1024) and c2[0, 0] == 2.0**-10 * c[0, 0]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("guarantee", LEVELS)
+def test_a_level_that_rounds_to_inf_is_not_the_exact_rounding(scheme, guarantee):
+    """A level's fl(P_L) = inf used to pass every bound (|C| read as inf): C[0, 0] was certified inf.
+    An infinite level value passes only where it is exact; this one goes deeper, to DBL_MAX."""
+    a, b = just_below_inf()
+    assert exact_entry(a[0], b[:, 0]) == INF_FROM - Fraction(2) ** 910
+    c, info = run(lambda *x, **kw: ozhpc.gemm(*x, engine="numpy", **kw), a, b, scheme=scheme, guarantee=guarantee)
+    assert info.certified is True and info.refined_entries >= 1, info.widths
+    assert c[0, 0] == DBL_MAX
+    assert all(entry_right(c, a, b, i, j, scheme, guarantee) for i in range(a.shape[0]) for j in range(b.shape[1]))
+
+
+def alpha_right(c, a, b, alpha, i, j, scheme, guarantee) -> bool:
+    """``alpha C_ij`` as the guarantee of ``AB`` allows, scaled by alpha, plus its own rounding."""
+    exact = Fraction(alpha) * exact_entry(a[i], b[:, j])
+    if not np.isfinite(c[i, j]):
+        return abs(exact) >= INF_FROM and (exact > 0) == (c[i, j] > 0)
+    factor = a.shape[1] if guarantee == "dgemm" else 1
+    rho = FINAL_ROUNDING_ULPS[scheme] + 2
+    limit = abs(Fraction(alpha)) * factor * U * exact_abs(a[i], b[:, j]) + rho * U * abs(exact) + Fraction(1, 2**1074)
+    return abs(Fraction(float(c[i, j])) - exact) <= limit
+
+
+@pytest.mark.parametrize("seed,gap", [(1, 30), (2, 30), (2, 100), (4, 60)])
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("guarantee", LEVELS)
+def test_alpha_of_an_overflowing_entry_is_right_whichever_step_certified_it(seed, gap, scheme, guarantee):
+    """Entries of AB just past 2**1024 (near_top), among 60 ordinary rows and columns: alpha = 2**-10
+    multiplies each one's total. Two ways it was wrong: a total certified only as large enough to
+    overflow gave alpha C off by 2**-24 (an overflow now also needs its total to pass), and an entry
+    the refinement recomputed had no total (alpha * inf = inf; it now keeps its exact value's)."""
+    a, b = near_top(seed, 3, gap, 1.0, True)
+    rng = np.random.default_rng(seed)
+    a, b = np.vstack([a, rng.standard_normal((60, 3))]), np.hstack([b, rng.standard_normal((3, 60))])
+    gemm = lambda *x, **kw: ozhpc.gemm(*x, engine="numpy", **kw)   # noqa: E731
+    c, info = run(gemm, a, b, scheme=scheme, guarantee=guarantee)
+    c2, info2 = run(gemm, a, b, scheme=scheme, guarantee=guarantee, alpha=2.0**-10)
+    assert info.certified is True and info2.certified is True and np.isinf(c[:3, 0]).any()
+    assert all(entry_right(c, a, b, i, 0, scheme, guarantee) for i in range(3))
+    assert all(alpha_right(c2, a, b, 2.0**-10, i, j, scheme, guarantee) for i in range(6) for j in range(2))
+
+
+@pytest.mark.parametrize("seed,gap", [(1, 30), (2, 100)])
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("im", [1e-200, 1e-3])
+def test_complex_alpha_of_an_overflowing_entry(seed, gap, scheme, im):
+    """The same with complex A (a small imaginary part) and alpha = 2**-10 (1 + i): each component of
+    alpha C within 2**-48 of the exact one (relative to the components' sizes); both were inf."""
+    a, b = near_top(seed, 3, gap, 1.0, True)
+    rng = np.random.default_rng(seed)
+    a, b = np.vstack([a, rng.standard_normal((30, 3))]), np.hstack([b, rng.standard_normal((3, 30))])
+    a = a + 1j * im * rng.standard_normal(a.shape)
+    alpha = 2.0**-10 * (1 + 1j)
+    c, info = run(lambda *x, **kw: ozhpc.gemm(*x, engine="numpy", **kw), a, b, scheme=scheme, alpha=alpha)
+    assert info.certified is True
+    for i in range(3):
+        re = exact_entry(np.concatenate([a[i].real, a[i].imag]), np.concatenate([b[:, 0], 0 * b[:, 0]]))
+        im_ = exact_entry(np.concatenate([a[i].real, a[i].imag]), np.concatenate([0 * b[:, 0], b[:, 0]]))
+        scale = Fraction(2) ** -10 * (abs(re) + abs(im_))
+        for got, want in ((c[i, 0].real, Fraction(2) ** -10 * (re - im_)), (c[i, 0].imag, Fraction(2) ** -10 * (re + im_))):
+            assert np.isfinite(got) and abs(Fraction(float(got)) - want) <= scale * Fraction(1, 2**48), (i, got)

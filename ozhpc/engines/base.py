@@ -180,12 +180,12 @@ class Engine(ABC):
         products: the certificate's bounds of ``|A||B|``)."""
         return (support_digits if upper else magnitude_digits)(self.xp, x, exps)[None]
 
-    def exact_dots(self, a_rows, b_rows, rows, cols):
-        """``fl((op(A) op(B))_ij)`` correctly rounded for the entries ``(rows[e], cols[e])``, from
-        this engine's rows of op(A) (m x k) and op(B)^T (n x k), finite: the certified product's
+    def exact_dots(self, a_rows, b_rows, rows, cols, shift: int = 0):
+        """``fl(2**-shift (op(A) op(B))_ij)`` correctly rounded for the entries ``(rows[e], cols[e])``,
+        from this engine's rows of op(A) (m x k) and op(B)^T (n x k), finite: the certified product's
         exact entries (:func:`ozhpc.engines.superacc.exact_dots`; exact integer steps only, so every
         engine gives the same bits)."""
-        return superacc.exact_dots(self.xp, a_rows, b_rows, rows, cols)
+        return superacc.exact_dots(self.xp, a_rows, b_rows, rows, cols, shift)
 
     def timer(self) -> "HostTimer":
         """A timer of device work (:class:`HostTimer` for engines that compute on the host)."""

@@ -210,10 +210,11 @@ def round_nearest(xp, acc, window: Window):
     return xp.where(negative, -out, out) + 0.0
 
 
-def exact_dots(xp, a_rows, b_rows, rows, cols):
-    """``fl(sum_t a_rows[rows[e], t] * b_rows[cols[e], t])`` for every entry e, correctly rounded
-    (finite inputs; ``a_rows`` m x k, ``b_rows`` n x k). Entries are taken a few at a time so the
-    gathered rows stay near :data:`TERMS_PER_BATCH` products."""
+def exact_dots(xp, a_rows, b_rows, rows, cols, shift: int = 0):
+    """``fl(2**-shift sum_t a_rows[rows[e], t] * b_rows[cols[e], t])`` for every entry e, correctly
+    rounded (finite inputs; ``a_rows`` m x k, ``b_rows`` n x k; ``shift``: the sum's total below a
+    power of two, as the rounding of the same limbs read ``shift`` bits lower). Entries are taken a
+    few at a time so the gathered rows stay near :data:`TERMS_PER_BATCH` products."""
     rows, cols = xp.asarray(rows).astype(xp.int64), xp.asarray(cols).astype(xp.int64)
     count, k = int(rows.shape[0]), int(a_rows.shape[1])
     out = xp.zeros(count, dtype=xp.float64)
@@ -230,5 +231,5 @@ def exact_dots(xp, a_rows, b_rows, rows, cols):
         entry = xp.broadcast_to(xp.arange(r.shape[0], dtype=xp.int64).reshape(-1, 1), fa.shape)
         acc = zeros(xp, int(r.shape[0]), window)
         deposit(xp, acc, window, entry[live], fa[live], qa[r][live], fb[live], qb[c][live])
-        out[e0:e0 + step] = round_nearest(xp, acc, window)
+        out[e0:e0 + step] = round_nearest(xp, acc, Window(window.low - shift, window.limbs))
     return out

@@ -192,9 +192,12 @@ def group_combine_rounding(xp, groups: int, acc=None, stats=None, compensated=Fa
 
 # -- (c) lower bounds of (|A||B|)_ij (normalised) ------------------------------------------------
 
-def normalised_c(xp, c, e, f):
-    """``(lo, up)`` with ``lo <= |C_ij| 2**-(e_i+f_j) <= up`` (the ldexp may underflow)."""
+def normalised_c(xp, c, e, f, shift=None):
+    """``(lo, up)`` with ``lo <= |C_ij| 2**-(e_i+f_j) <= up`` (the ldexp may underflow); ``c`` at
+    ``shift`` (m x n, or None: 0) is ``final_scale(c, shift)``, a lifted total (:func:`certify_entries`)."""
     scale = -(xp.asarray(e).astype(xp.int64).reshape(-1, 1) + xp.asarray(f).astype(xp.int64).reshape(1, -1))
+    if shift is not None:
+        scale = scale + shift
     mag = xp.ldexp(xp.abs(c), xp.clip(scale, -2200, 2200).astype(xp.int32))
     return xp.maximum(mag * DOWN - 2.0**-1074, 0.0), mag * UP + 2.0**-1074
 
@@ -277,19 +280,22 @@ def _tally(xp, passed, ratio, reduce_sum=_ident, reduce_max=_ident) -> Certifica
     return Certificate(passed, count, worst, passed_worst)
 
 
-def overflow_verdicts(xp, free, bound, ratio, e, f):
+def overflow_verdicts(xp, free, bound, passed, ratio, e, f):
     """``(passed, ratio)`` of entries of C that overflowed to +-inf from finite inputs: passed where
     the free lower bound (``free``, normalised, from the entry's total before its last scaling)
-    proves ``|(AB)_ij| >= 2**1024``, so the exact value rounds to the same inf; never passed by the
-    ratio ``ratio`` (the entry's :func:`verdicts` as if C were finite). A failing entry reports the
-    smaller of ``ratio`` and ``E / (|C| - F - 2**1024)``, the factor by which E must shrink for the
-    proof (at least :data:`FAIL_MIN`): what the policy widens by."""
+    proves ``|(AB)_ij| >= 2**1024``, so the exact value rounds to the same inf, and the total itself
+    passed (``passed``, ``ratio``: the entry's :func:`verdicts` as if C were its total): alpha
+    multiplies the total (``Product.finish``), so a total proved only large enough for inf could
+    give an ``alpha C`` off by 2**-24. A failing entry reports the larger of ``ratio`` and
+    ``E / (|C| - F - 2**1024)``, the factor by which E must shrink for the proof (at least
+    :data:`FAIL_MIN`): what the policy widens by."""
     s = xp.asarray(e).astype(xp.int64).reshape(-1, 1) + xp.asarray(f).astype(xp.int64).reshape(1, -1)
     top = xp.ldexp(xp.ones(s.shape), xp.clip(1024 - s, -2200, 2200).astype(xp.int32))
-    passed = free >= top
+    proved = free >= top
     room = free + bound - top     # |C| - F - 2**1024, normalised (rounded: a ratio, not a proof)
-    proof = xp.where(room > 0, bound / xp.where(room > 0, room, 1.0), xp.inf)
-    return passed, xp.where(passed, 0.0, xp.maximum(xp.minimum(ratio, proof), FAIL_MIN))
+    proof = xp.where(proved, 0.0, xp.where(room > 0, bound / xp.where(room > 0, room, 1.0), xp.inf))
+    passed = proved & passed
+    return passed, xp.where(passed, ratio, xp.maximum(xp.maximum(ratio, proof), FAIL_MIN))
 
 
 MAGNITUDE_UNIT = 2.0 ** (-2 * BITS)
@@ -323,9 +329,10 @@ def certify_entries(engine, c, magnitude_sums, stats, e, f, plan, acc=None, supp
     over all k, or None). ``support_sums`` (when known) add :func:`support_bound`, and where they
     are 0 the product is exactly 0 (every term has a zero factor, every split keeps zeros), so
     nothing is rounded. Everything is normalised by ``2**(e_i + f_j)``; the count and the worst
-    ratio are reduced over every rank. ``lifted`` = ``(low, d_r, d_c)`` where some entry of ``c``
-    overflowed from finite inputs: ``c = final_scale(low, d_r_i + d_c_j)`` with ``low`` finite there
-    (:func:`ozhpc.ozaki.scales.headroom`); such an entry passes only by :func:`overflow_verdicts`
+    ratio are reduced over every rank. ``lifted`` = ``(low, shift)`` where some entry of ``c``
+    overflowed from finite inputs: ``c = final_scale(low, shift)`` entry by entry, with ``low``
+    finite there (``shift`` = ``d_r_i + d_c_j``, :func:`ozhpc.ozaki.scales.headroom`; an entry with
+    no lifted total holds its own C at shift 0); such an entry passes only by :func:`overflow_verdicts`
     (without ``lifted`` no entry can overflow: every non-finite entry is a special value).
     Scheme II's form (combine rounding ``a + b |C|``) runs as the engine's one-pass kernel where it
     has one (:meth:`~ozhpc.engines.base.Engine.entry_verdicts`: no per-entry mask, ``passed`` None);
@@ -360,7 +367,7 @@ def _certify_entries(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums
         part = _certify_rows(xp, c[rows], _rows_of(magnitude_sums, rows), [_stats_rows(stats[0], rows), stats[1]],
                              xp.asarray(e)[rows], f, plan, None if acc is None else acc[:, rows],
                              _rows_of(support_sums, rows), factor,
-                             None if lifted is None else (lifted[0][rows], lifted[1][rows], lifted[2]))
+                             None if lifted is None else (lifted[0][rows], lifted[1][rows]))
         passed[rows] = part.passed
         count, worst = count + part.uncertified, max(worst, part.worst)
         passed_worst = max(passed_worst, part.passed_worst)
@@ -391,8 +398,7 @@ def _certify_rows(xp, c, magnitude_sums, stats, e, f, plan, acc, support_sums, f
     if lifted is None:
         c_lo, c_up = normalised_c(xp, c, e, f)
     else:   # the same values, and the totals of the entries that overflowed
-        low, d_r, d_c = lifted
-        c_lo, c_up = normalised_c(xp, low, xp.asarray(e).astype(xp.int64) - d_r, xp.asarray(f).astype(xp.int64) - d_c)
+        c_lo, c_up = normalised_c(xp, lifted[0], e, f, lifted[1])
     comb = plan.combine_rounding(xp, acc, c_up, stats, compensated=acc is not None)
     bound = error_bound(xp, sa, sb, plan)
     if support_sums is not None:
@@ -416,7 +422,7 @@ def bound_verdicts(xp, c, c_lo, c_up, bound, magnitudes, plan, e, f, lifted, fac
     passed, ratio = verdicts(xp, bound, lower, special, factor=factor)
     if lifted is not None:
         over = ~xp.isfinite(c) & ~special
-        proved, over_ratio = overflow_verdicts(xp, free, bound, ratio, e, f)
+        proved, over_ratio = overflow_verdicts(xp, free, bound, passed, ratio, e, f)
         passed, ratio = xp.where(over, proved, passed), xp.where(over, over_ratio, ratio)
     return passed, ratio
 

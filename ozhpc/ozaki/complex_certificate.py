@@ -100,7 +100,7 @@ def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=
     guarantee, per component (module docstring). ``stats``: ``(part_stats of op(A), part_stats of
     op(B)^T)`` (:class:`PartStats`); ``magnitude_groups`` / ``support_groups``: the three groups of the parts' magnitude /
     support digit products (or None); ``acc``: the plan's per-component accumulators where its combine
-    rounding reads them (scheme I), else None; ``lifted``: ``(low, d_r, d_c)`` as in
+    rounding reads them (scheme I), else None; ``lifted``: ``(low, shift)`` as in
     :func:`ozhpc.ozaki.certificate.certify_entries`, ``low`` complex; ``fused``: the real certificate's
     switch, without effect here (a complex product that fails anywhere always gets per-entry verdicts).
 
@@ -125,7 +125,7 @@ def certify_complex_entries(engine, c, magnitude_groups, stats, e, f, plan, acc=
     else:
         mags, supp = sums()
         certs = [certify_entries(engine, part(c), _at(mags, comp), joint_stats, e, f, plan, _at(acc, comp),
-                                 _at(supp, comp), lifted=None if lifted is None else (part(lifted[0]), *lifted[1:]),
+                                 _at(supp, comp), lifted=None if lifted is None else (part(lifted[0]), lifted[1]),
                                  reduce_sum=reduce_sum, reduce_max=reduce_max, factor=factor)
                  for comp, part in enumerate(PARTS)]
     if all(cert.uncertified == 0 for cert in certs):
@@ -158,7 +158,7 @@ def precise_entries(xp, c, mags, stats, e, f, plan, acc, supp, lifted, reduce_su
             ok, ratio = xp.ones(c[rows].shape, dtype=bool), xp.zeros(c[rows].shape)
             sa = tuple(OperandStats(s.delta[rows], s.norm[rows], s.nnz[rows]) for s in stats[0])
             for comp, (terms, part) in enumerate(zip(TERMS, PARTS)):
-                low = None if lifted is None else (part(lifted[0][rows]), lifted[1][rows], lifted[2])
+                low = None if lifted is None else (part(lifted[0][rows]), lifted[1][rows])
                 done, r = _component(xp, part(c[rows]), (sa, stats[1]), terms, xp.asarray(e)[rows], f, plan,
                                      None if acc is None else acc[comp][:, rows],
                                      None if mags is None else mags[comp][rows],
@@ -178,8 +178,7 @@ def _component(xp, c, stats, terms, e, f, plan, acc, magnitudes, support, factor
     if lifted is None:
         c_lo, c_up = normalised_c(xp, c, e, f)
     else:
-        low, d_r, d_c = lifted
-        c_lo, c_up = normalised_c(xp, low, xp.asarray(e).astype(xp.int64) - d_r, xp.asarray(f).astype(xp.int64) - d_c)
+        c_lo, c_up = normalised_c(xp, lifted[0], e, f, lifted[1])
     sa, sb = (joint(xp, s) for s in stats)
     comb = plan.combine_rounding(xp, acc, c_up, (sa, sb), compensated=acc is not None)
     if support is not None:

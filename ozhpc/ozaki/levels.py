@@ -246,6 +246,9 @@ class Staircase:
             passed, ratio = certificate.verdicts(xp, frac, lower, factor=factor)
         if in_fact:
             passed = passed & (frac * UP <= c_lo * 2.0**-53)
+        # fl(P_L) = +-inf is right only where the exact value rounds there too: P_L within E of a
+        # sum below 2**1024 - 2**970 rounds to DBL_MAX (read as |C| = inf, every bound passed it)
+        passed = passed & (xp.isfinite(c) | (frac == 0))
         return c, passed, ratio
 
 

@@ -70,13 +70,15 @@ class Operands:
         return self.lift[0].reshape(-1, 1) + self.lift[1].reshape(1, -1)
 
     def raised(self, xp, low):
-        """``(C, low)``: C from the combine's result at :meth:`combine_exps` (special values
-        applied), the same bits as one scaling; ``low`` where an entry overflows (it still holds
-        the entry's total, for the certificate and for alpha), else None."""
+        """``(C, lifted)``: C from the combine's result ``low`` at :meth:`combine_exps` (special
+        values applied), the same bits as one scaling; ``lifted = (low, shift)`` with ``C =
+        final_scale(low, shift)`` entry by entry (``shift`` = :meth:`lift_of`) where an entry
+        overflows (``low`` still holds its total, for the certificate and for alpha), else None."""
         if self.lift is None:
             return low, None
-        ab = self.domain.scaled(xp, low, self.lift_of())
-        return ab, (low if bool((xp.isinf(ab) & xp.isfinite(low)).any()) else None)
+        shift = self.lift_of()
+        ab = self.domain.scaled(xp, low, shift)
+        return ab, ((low, shift) if bool((xp.isinf(ab) & xp.isfinite(low)).any()) else None)
 
 
 def measure(engine, a_rows, b_rows, *, k: int, settings, certifying: bool, reduce: Reductions,

@@ -111,7 +111,7 @@ class Product:
         self.clock.lap("split")
         self.sums = Sums(self.engine, self.shape, self.k, domain=self.domain)
         self.sums.start(self.pass_)
-        self._ab = self._low = self._group_sums = None
+        self._ab = self._lifted = self._group_sums = None
         self._stats = None   # the operands' certificate statistics for this plan (:meth:`_operand_stats`)
 
     @property
@@ -189,8 +189,8 @@ class Product:
             self._combine()
             if not self.certifying:
                 return self._done(None)
-        cert, self._ab, self._low = self.refinement.keep(self._certify(fused=self.refinement.kept is None),
-                                                         self._ab, self._low, lambda: self._certify(fused=False))
+        cert, self._ab, self._lifted = self.refinement.keep(self._certify(fused=self.refinement.kept is None),
+                                                            self._ab, self._lifted, lambda: self._certify(fused=False))
         self.clock.lap("certificate")
         step = self.policy.after(cert, self.plan, sampled=self.sums.lower_stride > 1,
                                  support="support" in self.sums.digits)
@@ -214,8 +214,8 @@ class Product:
         if step is None:
             return self._done(cert)
         if step.refine:
-            cert, self._low = self.refinement.run(self.policy, step.refine, cert, (self.ops.fin_a, self.ops.fin_b),
-                                                  self.k, self.ops.k_index, self._ab, self._low)
+            cert, self._lifted = self.refinement.run(self.policy, step.refine, cert, (self.ops.fin_a, self.ops.fin_b),
+                                                     self.k, self.ops.k_index, self._ab, self._lifted)
             self.clock.lap("refine")
             return self._done(cert)
         if step.bounds:
@@ -248,7 +248,7 @@ class Product:
         if self.ops.nonfinite:
             counts = sums.counts if sums.counts is not None else self.domain.zeros_counts(self.xp, *self.shape)
             ab = self.domain.apply_counts(self.xp, ab, counts)
-        (self._ab, self._low), sums.acc = self.ops.raised(self.xp, ab), None
+        (self._ab, self._lifted), sums.acc = self.ops.raised(self.xp, ab), None
         self.clock.lap("combine")
 
     def _certify(self, fused: bool = True):
@@ -261,7 +261,7 @@ class Product:
         digits = self.sums.digits
         return self.domain.certify(eng, self._ab, digits.get("lower"), self._operand_stats(), ops.row_exps,
                                    ops.col_exps, self.plan, self._group_sums, digits.get("support"),
-                                   lifted=None if self._low is None else (self._low, *ops.lift),
+                                   lifted=self._lifted,
                                    reduce_sum=reduce_sum, reduce_max=reduce_max, factor=self.factor, fused=fused)
 
     def _operand_stats(self):
@@ -307,14 +307,15 @@ class Product:
         xp = self.xp
         # the epilogue is complex when the product, alpha, beta or C is (a real product is promoted)
         domain = self.domain if self.domain.complex else domain_of(c, xp.asarray(alpha), xp.asarray(beta))
-        ab, low = self._ab, self._low
+        ab, lifted = self._ab, self._lifted
         if domain.complex and not self.domain.complex:
-            ab, low = (None if x is None else domain.operand(xp, x) for x in (ab, low))
-        if low is not None and alpha not in (0.0, 1.0):   # alpha times an entry's total, then its scale
+            ab, lifted = domain.operand(xp, ab), None if lifted is None else (domain.operand(xp, lifted[0]), lifted[1])
+        if lifted is not None and alpha not in (0.0, 1.0):   # alpha times an entry's total, then its scale
+            low, shift = lifted
             over = xp.isinf(ab) & xp.isfinite(low)
-            ab, alpha = xp.where(over, domain.scaled(xp, domain.times(xp, alpha, low), self.ops.lift_of()),
+            ab, alpha = xp.where(over, domain.scaled(xp, domain.times(xp, alpha, low), shift),
                                  domain.times(xp, alpha, ab)), 1.0
         out = domain.epilogue(xp, ab, alpha, beta, c)
-        self._ab = self._low = None
+        self._ab = self._lifted = None
         self.clock.lap("combine")
         return out

@@ -41,6 +41,17 @@ class Refined:
     refined: int = 0
     worst: float = 0.0
     """The largest ratio ``E / (c u L)`` of the refined entries (0 for exact ones)."""
+    totals: tuple | None = None
+    """``(rows, cols, values)`` of the refined entries that overflowed (their indices in C): each
+    one's exact value times ``2**-TOTAL_SHIFT``, rounded once (what alpha multiplies); None: none.
+    A complex product's: one such triple (or None) per component."""
+
+
+TOTAL_SHIFT = 1100
+"""Where a refined entry overflows, its total is kept ``2**-TOTAL_SHIFT`` below it: ``2**1024 <= |AB|
+< k 2**2048``, so normal and finite for any k below 2**70."""
+TOTAL_TOP = 1020
+"""A lifted total's exponent (:func:`lifted_totals`): room below DBL_MAX, normal."""
 
 
 def _same(x):
@@ -49,33 +60,42 @@ def _same(x):
 
 @dataclass
 class Kept:
-    """What the passes so far certified, entry by entry: C (``ab``; ``low``, the entries' totals
-    where C overflowed, else None) and the mask of certified entries (``passed``), so that a later
-    pass (wider, equilibrated, the given operands again) never loses an entry an earlier one
-    certified. ``passed_worst``: the largest ratio among those entries (global)."""
+    """What the passes so far certified, entry by entry: C (``ab``; ``lifted``, None or ``(low,
+    shift)`` with ``C = final_scale(low, shift)`` per entry, where some entry of C overflowed:
+    :meth:`~ozhpc.ozaki.operands.Operands.raised`) and the mask of certified entries (``passed``),
+    so that a later pass (wider, equilibrated, the given operands again) never loses an entry an
+    earlier one certified. ``passed_worst``: the largest ratio among those entries (global)."""
 
     ab: object
-    low: object
+    lifted: object
     passed: object
     passed_worst: float
 
     @classmethod
-    def merge(cls, xp, kept: "Kept | None", ab, low, cert, reduce_sum=_same):
-        """``(kept, cert)`` after a pass with C ``ab`` (``low``) and per-entry ``cert``: each entry
+    def merge(cls, xp, kept: "Kept | None", ab, lifted, cert, reduce_sum=_same):
+        """``(kept, cert)`` after a pass with C ``ab`` (``lifted``) and per-entry ``cert``: each entry
         from this pass where it passed, else from ``kept`` where that passed; the certificate of the
         result (its count global; its worst ratio this pass's where some entry still fails)."""
         if kept is None:
-            return cls(ab, low, cert.passed, cert.passed_worst), cert
+            return cls(ab, lifted, cert.passed, cert.passed_worst), cert
         old = kept.passed & ~cert.passed
+        if lifted is not None or kept.lifted is not None:
+            lifted = tuple(xp.where(old, was, now) for was, now in zip(unlifted(xp, kept.ab, kept.lifted),
+                                                                       unlifted(xp, ab, lifted)))
         ab = xp.where(old, kept.ab, ab)
-        if low is not None or kept.low is not None:
-            nan = xp.full(ab.shape, xp.nan)
-            low = xp.where(old, nan if kept.low is None else kept.low, nan if low is None else low)
         passed = cert.passed | kept.passed
         count = int(reduce_sum(xp.asarray([int(xp.count_nonzero(~passed))], dtype=xp.int64))[0])
         best = max(cert.passed_worst, kept.passed_worst)
         out = certificate.Certificate(passed, count, cert.worst if count else best, best)
-        return cls(ab, low, passed, best), out
+        return cls(ab, lifted, passed, best), out
+
+
+def unlifted(xp, ab, lifted):
+    """``lifted`` (:class:`Kept`), or where it is None, C as its own total at shift 0: the same
+    ``(low, shift)`` meaning entry by entry. Each pass's ``shift`` is its own scales' (an entry kept
+    from equilibrated scales keeps theirs), and a placeholder is never read as a special value:
+    a NaN there once made a later certificate pass a wrong finite entry as "inf/NaN input"."""
+    return lifted if lifted is not None else (ab, xp.zeros(ab.shape, dtype=xp.int64))
 
 
 class Refinement:
@@ -89,18 +109,18 @@ class Refinement:
         self.engine, self.reduce, self.complex = engine, reduce, complex_product
         self.kept, self.done = None, Refined()
 
-    def keep(self, cert, ab, low, per_entry):
-        """``(cert, ab, low)`` after a pass with C ``ab`` (``low``): the entries an earlier pass
+    def keep(self, cert, ab, lifted, per_entry):
+        """``(cert, ab, lifted)`` after a pass with C ``ab`` (``lifted``): the entries an earlier pass
         certified (and this one did not) taken from that pass, so no later pass loses one;
         ``per_entry()`` the pass's certificate with per-entry verdicts (the fused kernel keeps none)."""
         if not cert.uncertified:
             self.kept = None
-            return cert, ab, low
+            return cert, ab, lifted
         if cert.passed is None:
             cert = per_entry()
-        self.kept, cert = Kept.merge(self.engine.xp, self.kept, ab, low, cert,
+        self.kept, cert = Kept.merge(self.engine.xp, self.kept, ab, lifted, cert,
                                      on_host(self.engine, self.reduce.everywhere_sum))
-        return cert, self.kept.ab, self.kept.low
+        return cert, self.kept.ab, self.kept.lifted
 
     def weigh(self, policy, step, cert, plan, sizes, step_gemms: int):
         """The policy's ``step`` after a failed ``cert``, or the refinement instead
@@ -108,21 +128,23 @@ class Refinement:
         block = failing_block(self.engine, self.reduce, ~cert.passed)
         return policy.refine_or(step, plan, cert.worst, block, sizes, step_gemms)
 
-    def run(self, policy, bits: int, cert, fin, k: int, k_index, ab, low):
+    def run(self, policy, bits: int, cert, fin, k: int, k_index, ab, lifted):
         """The failing entries of ``ab`` recomputed in place (:func:`refine`), the others keep their
-        bits: ``(certificate after it, low)`` (every entry passes; a recomputed entry's total is its
-        exact value, rounded: no lift left in ``low``)."""
+        bits: ``(certificate after it, lifted)`` (every entry passes; a recomputed entry's total is
+        its value at shift 0, or where it overflowed, its exact value's, :func:`lifted_totals`)."""
         xp = self.engine.xp
         failing = ~cert.passed
         if self.complex:
             self.done = self._run_complex(bits, failing, fin, k, k_index, ab)
         else:
             self.done = refine(self.engine, self.reduce, fin, k, k_index, bits, ab, failing, 1)
-        if low is not None:
-            low = xp.where(failing, xp.nan, low)
+        if lifted is not None:
+            lifted = (xp.where(failing, ab, lifted[0]), xp.where(failing, 0, lifted[1]))
+        if self.done.totals is not None:
+            lifted = lifted_totals(xp, ab, lifted, self.done.totals)
         worst = max(cert.passed_worst, self.done.worst)
         policy.refined(bits, worst)
-        return certificate.Certificate(None, 0, worst, worst), low
+        return certificate.Certificate(None, 0, worst, worst), lifted
 
     def _run_complex(self, bits: int, failing, fin, k: int, k_index, ab) -> Refined:
         """Both components of the failing entries of the complex ``ab``, in place: each the real
@@ -130,15 +152,46 @@ class Refinement:
         complex row for both parts), whose ``|A||B|`` is the component's own bound's."""
         xp = self.engine.xp
         index = None if k_index is None else tuple(interleaved(np.asarray(ix)) for ix in k_index)
-        done = Refined()
+        done, totals = Refined(), []
         for component in ("real", "imag"):
             c = xp.ascontiguousarray(getattr(ab, component))
             part = refine(self.engine, self.reduce, complex_rows(xp, *fin, component), 2 * k, index, bits, c,
                           failing, 1)
             setattr(ab, component, c)
+            totals.append(part.totals)
             done = Refined(max(done.levels, part.levels), done.exact + part.exact, part.refined,
                            max(done.worst, part.worst))
+        if any(t is not None for t in totals):
+            done.totals = tuple(totals)
         return done
+
+
+def lifted_totals(xp, ab, lifted, totals):
+    """``lifted`` (:class:`Kept`'s meaning) with the refined entries that overflowed at their totals:
+    ``totals`` from :func:`refine` (a complex product: one per component, None where none overflowed).
+    Each such entry gets the shift that puts its largest total at ``2**TOTAL_TOP`` (exact); the other
+    component of a complex entry is scaled by the same shift (rounded, as the combine's own totals)."""
+    low, shift = (x.copy() for x in unlifted(xp, ab, lifted))
+    parts = (totals,) if xp.isrealobj(ab) else totals
+    comps = (lambda z: z,) if xp.isrealobj(ab) else (lambda z: z.real, lambda z: z.imag)
+    over = xp.zeros(ab.shape, dtype=bool)
+    top = xp.full(ab.shape, -(1 << 20), dtype=xp.int64)
+    for part in parts:
+        if part is not None:
+            r, c, v = part
+            over[r, c] = True
+            top[r, c] = xp.maximum(top[r, c], xp.frexp(v)[1].astype(xp.int64))
+    s = xp.where(over, top + TOTAL_SHIFT - TOTAL_TOP, 0)
+    for part, comp in zip(parts, comps):
+        new = xp.where(over, xp.ldexp(comp(ab), (-s).astype(xp.int32)), comp(low))   # a component that did not overflow
+        if part is not None:
+            r, c, v = part
+            new[r, c] = xp.ldexp(v, (TOTAL_SHIFT - s[r, c]).astype(xp.int32))
+        if xp.isrealobj(ab):
+            low = new
+        else:
+            comp(low)[...] = new
+    return low, xp.where(over, s, shift)
 
 
 def interleaved(index):
@@ -244,6 +297,10 @@ def refine(engine, reduce, fin, k: int, k_index, bits: int, c, failing, factor: 
         done.exact = count
     at = (rows_at[:, None], cols_at[None, :])
     c[at] = xp.where(block, values, c[at])
+    over = block & xp.isinf(values)
+    if bool(over.any()):   # alpha multiplies these entries' totals (Product.finish)
+        br, bc = xp.nonzero(over)
+        done.totals = (rows_at[br], cols_at[bc], engine.exact_dots(a, b, br, bc, TOTAL_SHIFT))
     return done
 
 

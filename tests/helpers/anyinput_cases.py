@@ -73,13 +73,25 @@ def vandermonde_inverse():
     return v, np.linalg.inv(v)
 
 
+def just_below_inf(pad: int = 8):
+    """Row 0 of op(A) holds 2**1023, which meets only B's column 1, and three entries 424-537 bits
+    below it; C[0, 0] = (2**1024 - 2**971) + 2**970 - 2**910 rounds to DBL_MAX, but a level that
+    drops the last term holds the midpoint 2**1024 - 2**970, which rounds to inf. ``pad``
+    ordinary rows and columns make the refinement cheaper than a wider plan."""
+    rng = np.random.default_rng(0)
+    a = np.vstack([[2.0**1023, DBL_MAX * 2.0**-424, 2.0**560, -(2.0**486)], rng.standard_normal((pad, 4))])
+    b = np.zeros((4, 2 + pad))
+    b[:, 0], b[0, 1], b[:, 2:] = [0.0, 2.0**424, 2.0**410, 2.0**424], 1.0, rng.standard_normal((4, pad))
+    return a, b
+
+
 def cases() -> dict:
     """Every named case, as ``(A, B)``."""
     out = {"docs A@I": (docs_example(), np.eye(24)), "docs I@A": (np.eye(24), docs_example()),
            "1e300 over 1e-30": (np.eye(2), np.array([[1e300, 0.0], [1e-30, 1.0]])),
            "blocks A@I": (block_matrix(), np.eye(20)), "blocks I@A": (np.eye(20), block_matrix()),
            "compensated 2**1000": compensated(), "subnormal beside DBL_MAX": subnormal_beside_huge(),
-           "V inv(V)": vandermonde_inverse()}
+           "V inv(V)": vandermonde_inverse(), "sum just below inf": just_below_inf()}
     for p, q in ((-500, -550), (0, -100), (300, -700), (1000, -1070)):
         out[f"D2 {p} {q}"] = d2_pair(p, q)
     for p in (100, 500, 1000):
