@@ -208,13 +208,19 @@ def test_integer_datasets_too_wide_for_fp64_are_one_line(inputs, tmp_path, dtype
     wide[3, 4] = value
     with h5py.File(inputs, "a") as f:
         f["wide"] = wide
+    refused_as_b_by_gemm_and_check(inputs, tmp_path, "wide", (
+        f"input B {inputs}:/wide holds the integer {value}, which FP64 cannot represent exactly (integers are exact "
+        "up to 2^53); convert the dataset to float64 first\n"))
+
+
+def refused_as_b_by_gemm_and_check(inputs, tmp_path, name, message):
+    """gemm refuses ``inputs:/name`` as B with ``message`` before writing out.h5, and check refuses it as B
+    of the C that gemm then writes of A and B (left in out.h5:/C)."""
     out = tmp_path / "out.h5"
-    message = (f"input B {inputs}:/wide holds the integer {value}, which FP64 cannot represent exactly (integers "
-               "are exact up to 2^53); convert the dataset to float64 first\n")
-    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/wide", "-o", f"{out}:/C", "--progress", "off"])
+    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/{name}", "-o", f"{out}:/C", "--progress", "off"])
     assert (r.returncode, r.stderr) == (2, "ozhpc gemm: error: " + message) and not out.exists()
     assert run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C"]).returncode == 0
-    r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/wide", "--samples", "800"])
+    r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/{name}", "--samples", "800"])
     assert (r.returncode, r.stderr) == (2, "ozhpc check: error: " + message)
 
 
@@ -235,11 +241,7 @@ def test_long_doubles_beyond_fp64_are_one_line_everywhere_they_are_read(inputs, 
     out = tmp_path / "out.h5"
     message = (f"input B {inputs}:/{name} holds the value {shown}, beyond FP64's range (its largest number is "
                "1.7976931348623157e+308); scale the dataset into that range first\n")
-    r = run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/{name}", "-o", f"{out}:/C", "--progress", "off"])
-    assert (r.returncode, r.stderr) == (2, "ozhpc gemm: error: " + message) and not out.exists()
-    assert run_cli(["gemm", f"{inputs}:/A", f"{inputs}:/B", "-o", f"{out}:/C"]).returncode == 0
-    r = run_cli(["check", f"{out}:/C", "--a", f"{inputs}:/A", "--b", f"{inputs}:/{name}", "--samples", "800"])
-    assert (r.returncode, r.stderr) == (2, "ozhpc check: error: " + message)
+    refused_as_b_by_gemm_and_check(inputs, tmp_path, name, message)
     job = tmp_path / "job.toml"
     job.write_text(f'[inputs]\na = "{inputs}:/A"\nb = "{inputs}:/{name}"\n[output]\nc = "{out}:/D"\n')
     r = run_cli(["run", job, "--progress", "off"])
