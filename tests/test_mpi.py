@@ -175,6 +175,41 @@ def test_user_errors_end_every_rank(data, tmp_path, ranks, case):
     assert os.listdir(tmp_path) == []
 
 
+DIFFERENT_RUNS = {
+    # rank 0's extra options, the other ranks', the option named: its value on rank 0, on the rank
+    "block": ([], ["--block", "8"], "--block is 256x256 on rank 0 but 8x8 on rank 1"),
+    "alpha": (["--alpha", "2"], [], "--alpha is 2.0 on rank 0 but 1.0 on rank 1"),
+    "dry run": ([], ["--dry-run"], "--dry-run is False on rank 0 but True on rank 1"),
+    "directory": ([], [], "input A is {d}/r0/in.h5:/A on rank 0 but {d}/r1/in.h5:/A on rank 1"),
+}
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("case", list(DIFFERENT_RUNS))
+def test_ranks_started_with_different_runs_all_refuse(data, tmp_path, ranks, case):
+    """MPMD launches (``mpiexec -n 1 ... : -n 3 ...``) where ranks got other options or another
+    working directory (relative paths read other files): C would be wrong, or a rank would wait
+    forever. Every rank ends with one line naming the option and the ranks, nothing written."""
+    first, rest, needle = DIFFERENT_RUNS[case]
+    for name in ("r0", "r1"):
+        (tmp_path / name).mkdir()
+        shutil.copy(data / "in.h5", tmp_path / name / "in.h5")
+    rank0 = _gemm_args(data, "out.h5", *first, a="in.h5:/A")
+    others = _gemm_args(data, "out.h5", *rest, a="in.h5:/A")
+    cmd = [MPIEXEC, "-n", "1", "-wdir", str(tmp_path / "r0"), sys.executable, *rank0, ":",
+           "-n", str(ranks - 1), "-wdir", str(tmp_path / ("r1" if case == "directory" else "r0")),
+           sys.executable, *others]
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert proc.returncode == 2, proc.stderr
+    assert errors == ["ozhpc gemm: error: the ranks were started with different runs: "
+                      + needle.format(d=tmp_path) + "; start every rank with the same options, in the same directory"]
+    assert time.monotonic() - t0 < 30
+    assert sorted(os.listdir(tmp_path / "r0")) == sorted(os.listdir(tmp_path / "r1")) == ["in.h5"]
+
+
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_existing_output_needs_force(data, tmp_path, ranks):
     out = tmp_path / "out.h5"

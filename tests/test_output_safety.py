@@ -171,6 +171,35 @@ def test_not_enough_disk(monkeypatch, tmp_path):
     resources.check_disk(str(tmp_path / "out.h5"), 10, 10)
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="a rank with a private mount needs root and unshare")
+@pytest.mark.parametrize("existing", [False, True])
+def test_output_not_shared_between_ranks(d, existing):
+    """The output directory is node-local: ranks 1 and 2 see an empty directory of their own
+    (a private mount) where rank 0 writes. Every rank exits 2 with one line naming the output and
+    the cause; nothing is left in rank 0's directory (an existing file keeps its datasets)."""
+    out = d / "out"
+    out.mkdir()
+    if existing:
+        with h5py.File(out / "x.h5", "w") as f:
+            f["keep"] = np.ones(3)
+    args = [sys.executable, "-m", "ozhpc", "gemm", "in.h5:/A", "in.h5:/B", "-o", f"{out}/x.h5:/C",
+            "--engine", "numpy", "--progress", "off", "--block", "16"]
+    line = " ".join(args)
+    cmd = [MPIEXEC, "-n", "1", *args, ":", "-n", "2", "unshare", "-m", "sh", "-c",
+           f"mount -t tmpfs tmpfs {out} && exec {line}"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env(), cwd=d)
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert_refused(proc, time.monotonic() - t0, f"that rank 0 is writing C into: the output '{out}/x.h5' "
+                                               "must be on a file system every rank shares")
+    assert errors[0].startswith("ozhpc gemm: error: rank 1 cannot see the file ")
+    assert os.listdir(out) == (["x.h5"] if existing else [])
+    if existing:
+        with h5py.File(out / "x.h5", "r") as f:
+            assert list(f) == ["keep"]
+
+
 def c_of(path, name="C"):
     with h5py.File(path, "r") as f:
         return f[name][...], f[name].attrs["ozhpc_sha256"]

@@ -22,6 +22,7 @@ removed, and every rank raises.
 """
 from __future__ import annotations
 
+import os
 from contextlib import ExitStack
 
 import h5py
@@ -172,6 +173,9 @@ def write_distributed(ref: h5io.DatasetRef, c: DistMatrix, *, attrs: dict | None
                 txn.create(c.layout.shape, attrs, complex=np.iscomplexobj(c.local))
         where = comm.bcast((txn.file, txn.tmp_name) if rank == 0 else None, root=0)
         with collective_errors(comm, cleanup=cleanup):
+            if not os.path.exists(where[0]):  # rank 0 has just created or opened it
+                raise h5io.InputError(f"rank {rank} cannot see the file {where[0]!r} that rank 0 is writing C "
+                                      f"into: the output {ref.file!r} must be on a file system every rank shares")
             _write_all(where, c)
         with collective_errors(comm, cleanup=cleanup):
             digest = None

@@ -12,7 +12,7 @@ import logging
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, OptionError, literal
 from ..io import h5io
 from ..ozaki.product import enforce_accuracy
 from .config import RunConfig, op_value
@@ -38,6 +38,47 @@ def validate_inputs(cfg: RunConfig) -> tuple[int, int, int]:
             raise h5io.InputError(f"input C {cfg.c} has shape {shape_c}, expected {(m, n)}")
     check_outputs(cfg)
     return m, n, k
+
+
+PATHS = {"a": "input A", "b": "input B", "c": "input C", "out": "the output"}
+"""The datasets of a run, as :func:`agree_on_config` names them (by their absolute paths)."""
+
+
+def same_run(cfg: RunConfig) -> dict:
+    """What every rank of one run must agree on: the datasets (absolute paths: a rank started in
+    another directory reads other files) and every option that shapes C, the layout or the
+    writes. Only the progress display and the report (written by rank 0 alone) may differ."""
+    described = cfg.describe()
+    values = {name: described[name] for name in PATHS if name != "c" or cfg.beta != 0.0}
+    values.update((field, getattr(cfg, field)) for field in (
+        "transa", "transb", "alpha", "beta", "grid", "block", "scheme", "slices", "groups", "bits", "accuracy",
+        "guarantee", "engine", "transport", "wire", "panel", "force", "dry_run"))
+    return values
+
+
+def agree_on_config(cfg: RunConfig, comm) -> None:
+    """Every rank was started with the same run (collective, before anything else): ranks given
+    other options or paths would compute a wrong C, or wait forever for each other. Raises the
+    same OptionError on every rank, naming the first option that differs and the first rank whose
+    value is not rank 0's."""
+    if comm.Get_size() == 1:
+        return
+    everyone = comm.allgather(same_run(cfg))
+    for rank, theirs in enumerate(everyone):
+        name = next((key for key in everyone[0] if theirs.get(key) != everyone[0][key]), None)
+        if name is None:
+            continue
+        what = PATHS.get(name, f"{{{name}}}")
+        raise OptionError(f"the ranks were started with different runs: {what} is {_value(everyone[0][name])} on "
+                          f"rank 0 but {_value(theirs.get(name))} on rank {rank}; start every rank with the "
+                          f"same options, in the same directory")
+
+
+def _value(value) -> str:
+    if isinstance(value, tuple):
+        return "x".join(map(str, value))
+    return literal(value if isinstance(value, str) and value.startswith("/") else repr(value)
+                   if isinstance(value, str) else value)
 
 
 def complex_inputs(cfg: RunConfig) -> bool:
@@ -175,6 +216,7 @@ def execute(cfg: RunConfig, comm=None, on_panel=None) -> dict:
 
     comm = MPI.COMM_WORLD if comm is None else comm
     t_start = MPI.Wtime()
+    agree_on_config(cfg, comm)
     with ProcessGrid(comm, cfg.grid) as grid:
         ranks_here = ranks_on_this_node(grid.comm)
         m, n, k, engine = _setup(cfg, grid)
